@@ -1,0 +1,31 @@
+# Two entry points for a fresh machine: `make demo` and `make test`. Both set up what they need.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test bench synth clean
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml package.json package-lock.json
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: $(STAMP)
+	$(PY) -m localcloud demo --job example
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done
+
+synth: $(STAMP)
+	npx cdk synth --quiet
+
+clean:
+	rm -rf cdk.out .pytest_cache

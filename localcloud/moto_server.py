@@ -1,0 +1,87 @@
+"""Run moto in server mode on 127.0.0.1 as a stand-in for the AWS API."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class MotoServer:
+    """A moto_server child process. `endpoint` uses `localhost`: moto parses bucket paths only then."""
+
+    port: int = 0
+    log_path: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://localhost:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """Environment for a client (boto3, aws CLI, cdk) that should talk to this server."""
+        return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL": self.endpoint}
+
+    def start(self, timeout: float = 30.0) -> "MotoServer":
+        self.port = self.port or free_port()
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **DUMMY_CREDENTIALS},
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"moto_server exited early with code {self.process.returncode}")
+            try:
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"moto_server did not answer on {self.endpoint} within {timeout}s")
+
+    def reset(self) -> None:
+        """Forget every resource (moto's own reset API)."""
+        req = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        urllib.request.urlopen(req, timeout=10).close()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> "MotoServer":
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

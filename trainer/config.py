@@ -1,0 +1,109 @@
+"""The agent's configuration: one environment file shared by user data, systemd and the agent.
+
+User data writes `KEY=VALUE` lines (systemd `EnvironmentFile=` syntax); the agent reads the same
+names from its environment, so there is exactly one place where a setting is spelled.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Mapping
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names it."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    job: str
+    bucket: str
+    command: str  # "builtin" or a shell command line
+    region: str = "us-east-1"
+    workdir: str = ""
+    checkpoint_dir: str = "/opt/spot-trainer/checkpoints"
+    asg_name: str = ""
+    log_group: str = ""
+    grace_seconds: float = 110.0
+    restart_budget: int = 3
+    react_to_rebalance: bool = False
+    keep_checkpoints: int = 3
+    poll_seconds: float = 5.0
+    lease_ttl_seconds: float = 60.0
+    stop_signal: str = "SIGTERM"
+    instance_id: str = ""
+    metrics_namespace: str = "SpotTrainer"
+    train_args: str = ""  # extra arguments for the built-in trainer
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+# Environment variable → field name. Only these names are read; anything else is ignored.
+ENV_NAMES: dict[str, str] = {
+    "SPOT_JOB": "job",
+    "SPOT_BUCKET": "bucket",
+    "SPOT_COMMAND": "command",
+    "SPOT_REGION": "region",
+    "SPOT_WORKDIR": "workdir",
+    "SPOT_CHECKPOINT_DIR": "checkpoint_dir",
+    "SPOT_ASG_NAME": "asg_name",
+    "SPOT_LOG_GROUP": "log_group",
+    "SPOT_GRACE_SECONDS": "grace_seconds",
+    "SPOT_RESTART_BUDGET": "restart_budget",
+    "SPOT_REACT_TO_REBALANCE": "react_to_rebalance",
+    "SPOT_KEEP_CHECKPOINTS": "keep_checkpoints",
+    "SPOT_POLL_SECONDS": "poll_seconds",
+    "SPOT_LEASE_TTL_SECONDS": "lease_ttl_seconds",
+    "SPOT_STOP_SIGNAL": "stop_signal",
+    "SPOT_INSTANCE_ID": "instance_id",
+    "SPOT_METRICS_NAMESPACE": "metrics_namespace",
+    "SPOT_TRAIN_ARGS": "train_args",
+}
+REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")
+
+
+def _convert(env_name: str, raw: str, kind: type | str) -> object:
+    kind_name = kind if isinstance(kind, str) else kind.__name__
+    try:
+        if kind_name == "bool":
+            if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return raw.lower() in ("true", "1", "yes")
+        if kind_name == "int":
+            return int(raw)
+        if kind_name == "float":
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{env_name}={raw!r} is not a valid {kind_name}") from None
+    return raw
+
+
+def config_from_env(env: Mapping[str, str] | None = None) -> AgentConfig:
+    """Build the config from environment variables, naming the first bad or missing one."""
+    env = os.environ if env is None else env
+    missing = [name for name in REQUIRED if not env.get(name)]
+    if missing:
+        raise ConfigError(f"missing required setting {missing[0]} (agent environment file)")
+    kinds = {f.name: f.type for f in fields(AgentConfig)}
+    values: dict[str, object] = {}
+    for env_name, attr in ENV_NAMES.items():
+        if env_name in env and env[env_name] != "":
+            values[attr] = _convert(env_name, env[env_name], kinds[attr])
+    return AgentConfig(**values)  # type: ignore[arg-type]
+
+
+def parse_env_file(path: Path) -> dict[str, str]:
+    """Read a systemd-style environment file (KEY=VALUE, optional shell quoting, # comments)."""
+    result: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.isidentifier():
+            raise ConfigError(f"{path}:{number}: expected KEY=VALUE, got {line!r}")
+        parts = shlex.split(value) if value else [""]
+        result[key] = parts[0] if len(parts) == 1 else " ".join(parts)
+    return result
