@@ -1,0 +1,1 @@
+"""CDK constructs and the stack that turn a job file into one CloudFormation stack."""

@@ -1,0 +1,56 @@
+"""Render a versioned bootstrap script from userdata/<version>/ with a header of exported variables.
+
+The header goes right after the shebang. Plain values are shell-quoted at synth time; values that are
+CloudFormation tokens (parameters, generated names) are only known at deploy time, so they are
+emitted as a quoted here-document, which keeps any character a console user types literal.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from aws_cdk import Token
+
+USERDATA_ROOT = Path(__file__).resolve().parent.parent / "userdata"
+BOOTSTRAP_NAME = "bootstrap.sh"
+MAX_USER_DATA_BYTES = 16 * 1024
+_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_HEREDOC_END = "SPOT_TRAINER_VALUE"
+
+
+class UserDataError(ValueError):
+    """The requested version or a header variable is unusable; the message names it."""
+
+
+def available_versions() -> list[str]:
+    return sorted(p.name for p in USERDATA_ROOT.iterdir() if (p / BOOTSTRAP_NAME).is_file())
+
+
+def script_path(version: str) -> Path:
+    path = USERDATA_ROOT / version / BOOTSTRAP_NAME
+    if not path.is_file():
+        raise UserDataError(
+            f"user data version {version!r} not found; available: {', '.join(available_versions())}"
+        )
+    return path
+
+
+def export_line(name: str, value: str) -> str:
+    if not _NAME.match(name):
+        raise UserDataError(f"header variable {name!r} must be UPPER_SNAKE_CASE")
+    if Token.is_unresolved(value):
+        return f"{name}=$(cat <<'{_HEREDOC_END}'\n{value}\n{_HEREDOC_END}\n)\nexport {name}"
+    return f"export {name}={shlex.quote(value)}"
+
+
+def render_user_data(version: str, variables: Mapping[str, str]) -> str:
+    """The script of `version` with `variables` exported right after its shebang line."""
+    text = script_path(version).read_text()
+    shebang, _, body = text.partition("\n")
+    if not shebang.startswith("#!"):
+        raise UserDataError(f"{script_path(version)} must start with a shebang line")
+    header = "\n".join(export_line(k, v) for k, v in variables.items())
+    return f"{shebang}\n# --- rendered by Spot Trainer at synth time ---\n{header}\n# --- end of header ---\n{body}"
