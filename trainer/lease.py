@@ -1,0 +1,133 @@
+"""The job's single-writer lease: `lease.json` under the job prefix, changed only by conditional writes.
+
+At most one agent per job trains and publishes checkpoints. The lease carries an expiry and a fencing
+token that grows with every new holder, so a stale holder (paused, partitioned, still draining) can be
+recognised and refused by `RemoteStore.upload` even after someone else took over. Every change is a
+conditional PUT: `IfNoneMatch="*"` when the object is absent, `IfMatch=<etag>` otherwise; two agents
+racing for the same version see exactly one success.
+A released lease is kept (expired, token intact) rather than deleted, so tokens never restart at 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+log = logging.getLogger(__name__)
+
+# S3 answers a lost conditional write with 412; a write racing another on the same key may get 409.
+CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
+
+
+def is_conflict(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code", "") in CONFLICT_CODES
+
+
+def is_missing(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code", "") in {"NoSuchKey", "404", "NotFound"}
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    owner: str
+    token: int
+    expires_at: float
+    etag: str
+
+    def expired(self, now: float) -> bool:
+        return now >= self.expires_at
+
+
+def read_lease(s3: Any, bucket: str, key: str) -> LeaseRecord | None:
+    """The current lease object, or None when nobody ever took it."""
+    try:
+        response = s3.get_object(Bucket=bucket, Key=key)
+    except ClientError as error:
+        if is_missing(error):
+            return None
+        raise
+    body = json.loads(response["Body"].read())
+    return LeaseRecord(
+        owner=str(body["owner"]),
+        token=int(body["token"]),
+        expires_at=float(body["expires_at"]),
+        etag=response["ETag"],
+    )
+
+
+class Lease:
+    """A time-limited, fenced claim on `s3://bucket/<job>/lease.json`."""
+
+    def __init__(self, s3: Any, bucket: str, job: str, *, owner: str, ttl_seconds: float = 60) -> None:
+        if ttl_seconds <= 0:
+            raise ValueError(f"lease ttl_seconds must be positive, got {ttl_seconds}")
+        self.s3, self.bucket, self.owner, self.ttl = s3, bucket, owner, float(ttl_seconds)
+        self.key = f"{job}/lease.json"
+        self.token = 0
+        self._etag: str | None = None
+        self._expires_at = 0.0
+
+    def acquire(self) -> bool:
+        """Take the lease if nobody holds it, it expired, or it is ours from an earlier run."""
+        current = read_lease(self.s3, self.bucket, self.key)
+        now = time.time()
+        if current is None:
+            return self._write(token=1, expires_at=now + self.ttl, condition={"IfNoneMatch": "*"})
+        if current.owner != self.owner and not current.expired(now):
+            log.info("lease held by %s (token %d) for %.0fs more", current.owner, current.token,
+                     current.expires_at - now)
+            return False
+        return self._write(
+            token=current.token + 1, expires_at=now + self.ttl, condition={"IfMatch": current.etag}
+        )
+
+    def renew(self) -> bool:
+        """Extend our lease; False (and no longer held) if anyone changed it since our last write."""
+        if self._etag is None:
+            return False
+        renewed = self._write(
+            token=self.token, expires_at=time.time() + self.ttl, condition={"IfMatch": self._etag}
+        )
+        if not renewed:
+            log.warning("lease lost: %s was taken over by another holder", self.key)
+        return renewed
+
+    def release(self) -> None:
+        """Hand the lease back (expire it now) if it is still ours; the token stays for the next holder."""
+        if self._etag is not None:
+            self._write(token=self.token, expires_at=0.0, condition={"IfMatch": self._etag})
+        self._etag, self._expires_at = None, 0.0
+
+    def held(self) -> bool:
+        """Whether our last successful write still covers this moment (no S3 call)."""
+        return self._etag is not None and time.time() < self._expires_at
+
+    def still_ours(self) -> bool:
+        """Check S3 itself: the lease object is unchanged since our last write and not expired."""
+        if not self.held():
+            return False
+        current = read_lease(self.s3, self.bucket, self.key)
+        return current is not None and current.etag == self._etag and current.token == self.token
+
+    def _write(self, *, token: int, expires_at: float, condition: dict[str, str]) -> bool:
+        body = {"owner": self.owner, "token": token, "expires_at": expires_at, "written_at": time.time()}
+        try:
+            response = self.s3.put_object(
+                Bucket=self.bucket,
+                Key=self.key,
+                Body=json.dumps(body).encode(),
+                ContentType="application/json",
+                **condition,
+            )
+        except ClientError as error:
+            if is_conflict(error):
+                self._etag, self._expires_at = None, 0.0
+                return False
+            raise
+        self.token, self._etag, self._expires_at = token, response["ETag"], expires_at
+        return True

@@ -1,0 +1,347 @@
+"""The S3 checkpoint store of one job: upload, publish, restore with fallback, retention, events.
+
+Layout under `s3://<bucket>/<job>/`:
+  checkpoints/step-<N:08d>/<files>   the data objects of one checkpoint
+  checkpoints/step-<N:08d>/MANIFEST.json   written after every data object is confirmed
+  latest.json   {"step", "key", "lease_token", "written_at"}: moved only after the manifest exists
+  lease.json, status.json, events/
+
+A checkpoint without a manifest is never restored, and `latest.json` is changed with a conditional
+write so two publishers can never interleave; the lower step or the lower fencing token loses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from boto3.s3.transfer import TransferConfig, create_transfer_manager
+from botocore.exceptions import BotoCoreError, ClientError
+
+from trainer.lease import Lease, is_conflict, is_missing
+from trainer.s3client import transfer_config as default_transfer_config
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "MANIFEST.json"
+STEP_PREFIX = re.compile(r"step-(\d+)/$")
+HASH_BLOCK = 8 * 1024 * 1024
+
+
+class RemoteStoreError(RuntimeError):
+    """An S3 operation failed after botocore's retries; the message names the object and the cause."""
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checkpoint_files(local: Path) -> dict[str, Path]:
+    """Relative POSIX name → path of every file in a step-N checkpoint (a file or a directory)."""
+    if local.is_file():
+        return {local.name: local}
+    if not local.is_dir():
+        raise RemoteStoreError(f"checkpoint {local} is neither a file nor a directory")
+    return {p.relative_to(local).as_posix(): p for p in sorted(local.rglob("*")) if p.is_file()}
+
+
+def utc_stamp(now: float) -> str:
+    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+class RemoteStore:
+    def __init__(
+        self,
+        s3: Any,
+        bucket: str,
+        job: str,
+        *,
+        keep: int = 3,
+        transfer_config: TransferConfig | None = None,
+        instance: str | None = None,
+    ) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, got {keep}")
+        self.s3, self.bucket, self.job, self.keep = s3, bucket, job.strip("/"), keep
+        self.transfer = transfer_config or default_transfer_config()
+        self.instance = instance or os.environ.get("SPOT_INSTANCE_ID") or socket.gethostname()
+
+    # ---- keys ---------------------------------------------------------------------------------
+    def key(self, name: str) -> str:
+        return f"{self.job}/{name}"
+
+    def step_prefix(self, step: int) -> str:
+        return self.key(f"checkpoints/step-{step:08d}/")
+
+    # ---- upload and publish -------------------------------------------------------------------
+    def upload(self, local: Path, step: int, *, lease: Lease | None = None) -> bool:
+        """Upload a committed checkpoint, then publish it unless a newer step or holder already did."""
+        local = Path(local)
+        files = checkpoint_files(local)
+        latest = self.latest_step()
+        if latest is not None and latest >= step:
+            # Checked before sending any byte too: re-uploading a published step could mix its objects.
+            log.warning("not uploading step %d: latest.json already holds step %d", step, latest)
+            return False
+        prefix = self.step_prefix(step)
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=1) as hasher:
+            # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
+            digests = hasher.submit(lambda: {name: sha256_of(path) for name, path in files.items()})
+            self._transfer_all(
+                (str(path), prefix + name) for name, path in files.items()
+            )
+            sums = digests.result()
+        self._confirm_sizes(prefix, {name: path.stat().st_size for name, path in files.items()})
+        manifest = {
+            "step": step,
+            "kind": "file" if local.is_file() else "directory",
+            "name": local.name,
+            "files": {n: {"size": p.stat().st_size, "sha256": sums[n]} for n, p in files.items()},
+            "written_at": time.time(),
+            "instance": self.instance,
+        }
+        self._put(prefix + MANIFEST, manifest)
+        size = sum(f["size"] for f in manifest["files"].values())
+        log.info("uploaded step %d (%d files, %.1f MB) in %.1fs", step, len(files), size / 1e6,
+                 time.monotonic() - started)
+        published = self.publish(step, lease=lease)
+        if published:
+            self.apply_retention()
+        return published
+
+    def publish(self, step: int, *, lease: Lease | None = None) -> bool:
+        """Point latest.json at `step` if it is newer and (with a lease) we still hold the job."""
+        current, etag = self._get_with_etag("latest.json")
+        if current is not None and int(current["step"]) >= step:
+            log.warning("not publishing step %d: latest.json already holds step %s", step, current["step"])
+            return False
+        token = lease.token if lease else 0
+        if current is not None and int(current.get("lease_token", 0)) > token:
+            log.warning("not publishing step %d: a newer lease holder (token %s) published already",
+                        step, current["lease_token"])
+            return False
+        if lease is not None and not lease.still_ours():
+            log.warning("not publishing step %d: the job lease is no longer ours", step)
+            return False
+        record = {"step": step, "key": self.step_prefix(step), "lease_token": token,
+                  "written_at": time.time()}
+        condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+        try:
+            self._put("latest.json", record, absolute=False, **condition)
+        except RemoteStoreError as error:
+            if isinstance(error.__cause__, ClientError) and is_conflict(error.__cause__):
+                log.warning("not publishing step %d: latest.json changed concurrently", step)
+                return False
+            raise
+        return True
+
+    def latest_step(self) -> int | None:
+        latest = self.get_json("latest.json")
+        return int(latest["step"]) if latest else None
+
+    # ---- restore ------------------------------------------------------------------------------
+    def restore(self, dest_dir: Path) -> Path | None:
+        """Download the newest valid published checkpoint into dest_dir; older ones if it is damaged."""
+        dest_dir = Path(dest_dir)
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            latest = self.latest_step()
+        except RemoteStoreError as error:
+            log.warning("latest.json unreadable (%s); considering every checkpoint", error)
+            latest = None
+        candidates = [s for s in self.remote_steps() if latest is None or s <= latest]
+        for step in sorted(candidates, reverse=True):
+            restored = self._restore_step(step, dest_dir)
+            if restored is not None:
+                return restored
+        return None
+
+    def remote_steps(self) -> list[int]:
+        """Every step with objects under checkpoints/, complete or not, ascending."""
+        paginator = self.s3.get_paginator("list_objects_v2")
+        steps: list[int] = []
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key("checkpoints/"), Delimiter="/"):
+            for common in page.get("CommonPrefixes", []):
+                if match := STEP_PREFIX.search(common["Prefix"]):
+                    steps.append(int(match.group(1)))
+        return sorted(steps)
+
+    def _restore_step(self, step: int, dest_dir: Path) -> Path | None:
+        prefix = self.step_prefix(step)
+        staging = dest_dir / f".step-{step:08d}.{os.getpid()}.tmp"
+        try:
+            manifest = self.get_json(prefix + MANIFEST, absolute=True)
+            if manifest is None:
+                log.warning("checkpoint step %d has no manifest (incomplete upload); trying an older one",
+                            step)
+                return None
+            final = dest_dir / Path(manifest["name"]).name
+            self._remove(staging)
+            targets = self._download_all(prefix, manifest, staging)
+            problem = self._verify(manifest, targets)
+        except (RemoteStoreError, OSError, KeyError, TypeError, ValueError) as error:
+            problem = f"{type(error).__name__}: {error}"
+        if problem:
+            log.warning("checkpoint step %d is damaged (%s); trying an older one", step, problem)
+            self._remove(staging)
+            return None
+        self._remove(final)
+        staging.rename(final)
+        log.info("restored step %d into %s", step, final)
+        return final
+
+    def _download_all(self, prefix: str, manifest: dict, staging: Path) -> dict[str, Path]:
+        if manifest["kind"] == "file":
+            (name,) = manifest["files"]
+            targets = {name: staging}
+        else:
+            targets = {name: staging / name for name in manifest["files"]}
+        unsafe = [n for n in manifest["files"] if n.startswith("/") or ".." in Path(n).parts]
+        if unsafe:
+            raise RemoteStoreError(f"manifest names a file outside the checkpoint: {unsafe[0]!r}")
+        for target in targets.values():
+            target.parent.mkdir(parents=True, exist_ok=True)
+        self._transfer_all(((prefix + name, str(path)) for name, path in targets.items()), download=True)
+        return targets
+
+    @staticmethod
+    def _verify(manifest: dict, targets: dict[str, Path]) -> str:
+        """'' if every file has the manifest's size and sha256, else what is wrong."""
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            sums = dict(zip(targets, pool.map(sha256_of, targets.values())))
+        for name, expected in manifest["files"].items():
+            size = targets[name].stat().st_size
+            if size != expected["size"]:
+                return f"{name}: {size} bytes, manifest says {expected['size']}"
+            if sums[name] != expected["sha256"]:
+                return f"{name}: sha256 mismatch"
+        return ""
+
+    # ---- retention ----------------------------------------------------------------------------
+    def apply_retention(self) -> list[int]:
+        """Delete published checkpoints beyond the newest `keep` and abandoned partial uploads.
+
+        Never touches the step latest.json names, nor anything newer (a concurrent upload in progress).
+        The manifest goes first so a half-deleted checkpoint is never mistaken for a valid one.
+        """
+        latest = self.latest_step()
+        if latest is None:
+            return []
+        kept, doomed = 1, []
+        for step in sorted((s for s in self.remote_steps() if s < latest), reverse=True):
+            if kept < self.keep and self._has_manifest(step):
+                kept += 1
+            else:
+                doomed.append(step)
+        for step in doomed:
+            try:
+                self._delete_prefix(self.step_prefix(step))
+            except (ClientError, BotoCoreError) as error:
+                log.warning("could not delete old checkpoint step %d (%s); will retry next time", step, error)
+        return doomed
+
+    def _has_manifest(self, step: int) -> bool:
+        try:
+            self.s3.head_object(Bucket=self.bucket, Key=self.step_prefix(step) + MANIFEST)
+            return True
+        except ClientError as error:
+            if is_missing(error):
+                return False
+            raise
+
+    def _delete_prefix(self, prefix: str) -> None:
+        self.s3.delete_object(Bucket=self.bucket, Key=prefix + MANIFEST)
+        paginator = self.s3.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+            if keys:
+                self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
+
+    # ---- small JSON objects and events ----------------------------------------------------------
+    def put_json(self, name: str, obj: dict) -> None:
+        self._put(name, obj, absolute=False)
+
+    def get_json(self, name: str, *, absolute: bool = False) -> dict | None:
+        return self._get_with_etag(name, absolute=absolute)[0]
+
+    def append_event(self, kind: str, **fields: Any) -> None:
+        now = time.time()
+        event = {"kind": kind, "time": utc_stamp(now), "epoch": now, "instance": self.instance, **fields}
+        self._put(f"events/{utc_stamp(now)}-{self.instance}-{kind}.json", event, absolute=False)
+
+    def events(self) -> list[dict]:
+        """Every event of the job in time order."""
+        paginator = self.s3.get_paginator("list_objects_v2")
+        keys = [item["Key"] for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key("events/"))
+                for item in page.get("Contents", [])]
+        found = (self.get_json(key, absolute=True) for key in sorted(keys))
+        return [event for event in found if event is not None]
+
+    # ---- S3 plumbing --------------------------------------------------------------------------
+    def _transfer_all(self, pairs: Any, *, download: bool = False) -> None:
+        """Run every (source, destination) transfer concurrently; raise on the first failure."""
+        with create_transfer_manager(self.s3, self.transfer) as manager:
+            futures = []
+            for source, dest in pairs:
+                if download:
+                    futures.append((source, manager.download(self.bucket, source, dest)))
+                else:
+                    futures.append((dest, manager.upload(source, self.bucket, dest)))
+            for key, future in futures:
+                try:
+                    future.result()
+                except (ClientError, BotoCoreError) as error:
+                    raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+
+    def _confirm_sizes(self, prefix: str, expected: dict[str, int]) -> None:
+        paginator = self.s3.get_paginator("list_objects_v2")
+        found = {item["Key"][len(prefix):]: item["Size"]
+                 for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix)
+                 for item in page.get("Contents", [])}
+        wrong = [name for name, size in expected.items() if found.get(name) != size]
+        if wrong:
+            raise RemoteStoreError(f"s3://{self.bucket}/{prefix}{wrong[0]}: not stored with its full size")
+
+    def _put(self, name: str, obj: dict, *, absolute: bool = True, **condition: str) -> None:
+        key = name if absolute else self.key(name)
+        try:
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=json.dumps(obj, indent=1).encode(),
+                               ContentType="application/json", **condition)
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+
+    def _get_with_etag(self, name: str, *, absolute: bool = False) -> tuple[dict | None, str | None]:
+        key = name if absolute else self.key(name)
+        try:
+            response = self.s3.get_object(Bucket=self.bucket, Key=key)
+            return json.loads(response["Body"].read()), response["ETag"]
+        except ClientError as error:
+            if is_missing(error):
+                return None, None
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+        except BotoCoreError as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+        except ValueError as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: not valid JSON ({error})") from error
+
+    @staticmethod
+    def _remove(path: Path) -> None:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
