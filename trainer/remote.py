@@ -124,31 +124,41 @@ class RemoteStore:
             self.apply_retention()
         return published
 
-    def publish(self, step: int, *, lease: Lease | None = None) -> bool:
-        """Point latest.json at `step` if it is newer and (with a lease) we still hold the job."""
-        current, etag = self._get_with_etag("latest.json")
+    def publish(self, step: int, *, lease: Lease | None = None, attempts: int = 5) -> bool:
+        """Point latest.json at `step` if it is newer and (with a lease) we still hold the job.
+
+        The write is conditional on the version we read; when another writer got in between, read
+        again and decide again, so the newest step wins whatever the interleaving.
+        """
+        for _ in range(attempts):
+            current, etag = self._get_with_etag("latest.json")
+            refusal = self._publish_refusal(step, current, lease)
+            if refusal:
+                log.warning("not publishing step %d: %s", step, refusal)
+                return False
+            record = {"step": step, "key": self.step_prefix(step), "lease_token": lease.token if lease else 0,
+                      "written_at": time.time()}
+            condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+            try:
+                self._put("latest.json", record, absolute=False, **condition)
+                return True
+            except RemoteStoreError as error:
+                if not (isinstance(error.__cause__, ClientError) and is_conflict(error.__cause__)):
+                    raise
+        log.warning("not publishing step %d: latest.json kept changing under us", step)
+        return False
+
+    @staticmethod
+    def _publish_refusal(step: int, current: dict | None, lease: Lease | None) -> str:
+        """Why `step` must not become latest ('' when it may)."""
         if current is not None and int(current["step"]) >= step:
-            log.warning("not publishing step %d: latest.json already holds step %s", step, current["step"])
-            return False
+            return f"latest.json already holds step {current['step']}"
         token = lease.token if lease else 0
         if current is not None and int(current.get("lease_token", 0)) > token:
-            log.warning("not publishing step %d: a newer lease holder (token %s) published already",
-                        step, current["lease_token"])
-            return False
+            return f"a newer lease holder (token {current['lease_token']}) published already"
         if lease is not None and not lease.still_ours():
-            log.warning("not publishing step %d: the job lease is no longer ours", step)
-            return False
-        record = {"step": step, "key": self.step_prefix(step), "lease_token": token,
-                  "written_at": time.time()}
-        condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
-        try:
-            self._put("latest.json", record, absolute=False, **condition)
-        except RemoteStoreError as error:
-            if isinstance(error.__cause__, ClientError) and is_conflict(error.__cause__):
-                log.warning("not publishing step %d: latest.json changed concurrently", step)
-                return False
-            raise
-        return True
+            return "the job lease is no longer ours"
+        return ""
 
     def latest_step(self) -> int | None:
         latest = self.get_json("latest.json")

@@ -1,0 +1,35 @@
+"""Checkpoints with real random bytes, and their digests, for the S3 store tests."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from trainer.remote import RemoteStore
+from trainer.s3client import s3_client, transfer_config
+
+MB = 1024 * 1024
+
+
+def make_checkpoint(root: Path, step: int, *, sizes: dict[str, int] | None = None) -> Path:
+    """A step-N directory checkpoint with nested files of random content."""
+    path = root / f"step-{step}"
+    for name, size in (sizes or {"model.pt": 3 * MB + 17, "optim/state.pt": 200_001, "meta.json": 64}).items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_bytes(os.urandom(size))
+    return path
+
+
+def digests(path: Path) -> dict[str, str]:
+    """Relative name → sha256 of every file under a checkpoint (or of the file itself)."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    base = path.parent if path.is_file() else path
+    return {p.relative_to(base).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def small_part_store(bucket: str, job: str, endpoint: str | None = None, **kwargs: object) -> RemoteStore:
+    """A store that uses multipart uploads for anything above 5 MB (S3's minimum part size)."""
+    client = s3_client(endpoint_url=endpoint, max_attempts=10)
+    return RemoteStore(client, bucket, job, transfer_config=transfer_config(chunk_bytes=5 * MB, concurrency=4),
+                       **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,151 @@
+"""The S3 checkpoint store against moto server over HTTP, with real bytes and a real SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.remote_helpers import MB, digests, make_checkpoint, small_part_store
+from trainer.remote import RemoteStore
+
+
+@pytest.fixture
+def store(s3: Any, bucket: str) -> RemoteStore:
+    return small_part_store(bucket, "job-a", keep=3)
+
+
+def test_directory_checkpoint_round_trip(store: RemoteStore, tmp_path: Path) -> None:
+    local = make_checkpoint(tmp_path / "local", 10, sizes={"model.pt": 12 * MB + 3, "rng/state.bin": 999})
+    assert store.upload(local, 10)
+    manifest = store.get_json(store.step_prefix(10) + "MANIFEST.json", absolute=True)
+    assert manifest is not None and manifest["kind"] == "directory"
+    assert manifest["files"]["model.pt"]["size"] == 12 * MB + 3
+    restored = store.restore(tmp_path / "restored")
+    assert restored == tmp_path / "restored" / "step-10"
+    assert digests(restored) == digests(local)
+    assert [p.name for p in (tmp_path / "restored").iterdir()] == ["step-10"]  # no temp left behind
+
+
+def test_single_file_checkpoint_round_trip(store: RemoteStore, tmp_path: Path) -> None:
+    local = tmp_path / "step-7.pt"
+    local.write_bytes(os.urandom(6 * MB + 1))
+    assert store.upload(local, 7)
+    assert store.latest_step() == 7
+    restored = store.restore(tmp_path / "restored")
+    assert restored is not None and restored.is_file() and restored.name == "step-7.pt"
+    assert restored.read_bytes() == local.read_bytes()
+
+
+def test_nothing_published_restores_nothing(store: RemoteStore, tmp_path: Path) -> None:
+    assert store.latest_step() is None
+    assert store.restore(tmp_path / "restored") is None
+
+
+def test_older_step_never_replaces_newer_latest(store: RemoteStore, tmp_path: Path) -> None:
+    assert store.upload(make_checkpoint(tmp_path, 20), 20)
+    assert not store.upload(make_checkpoint(tmp_path, 10), 10)
+    assert not store.upload(make_checkpoint(tmp_path / "again", 20), 20)
+    assert store.latest_step() == 20
+    assert digests(store.restore(tmp_path / "restored")) == digests(tmp_path / "step-20")  # type: ignore[arg-type]
+
+
+def damage_object(s3: Any, bucket: str, key: str) -> None:
+    body = bytearray(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    body[len(body) // 2] ^= 0xFF
+    s3.put_object(Bucket=bucket, Key=key, Body=bytes(body))
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "missing object", "missing manifest"])
+def test_damaged_latest_falls_back_to_previous(
+    damage: str, store: RemoteStore, s3: Any, bucket: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = make_checkpoint(tmp_path / "local", 1)
+    assert store.upload(good, 1)
+    assert store.upload(make_checkpoint(tmp_path / "local", 2), 2)
+    prefix = store.step_prefix(2)
+    if damage == "flipped byte":
+        damage_object(s3, bucket, prefix + "model.pt")
+    else:
+        s3.delete_object(Bucket=bucket, Key=prefix + ("optim/state.pt" if damage == "missing object"
+                                                      else "MANIFEST.json"))
+    with caplog.at_level(logging.WARNING, logger="trainer.remote"):
+        restored = store.restore(tmp_path / "restored")
+    assert restored == tmp_path / "restored" / "step-1"
+    assert digests(restored) == digests(good)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "step 2" in warnings[0]
+    assert sorted(p.name for p in (tmp_path / "restored").iterdir()) == ["step-1"]
+
+
+def test_retention_keeps_the_newest_published_and_drops_abandoned(
+    s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    store = small_part_store(bucket, "job-r", keep=2)
+    for step in (1, 2, 3):
+        assert store.upload(make_checkpoint(tmp_path, step, sizes={"w": 1000}), step)
+    s3.put_object(Bucket=bucket, Key=store.step_prefix(4) + "w", Body=b"partial, never published")
+    assert store.upload(make_checkpoint(tmp_path, 5, sizes={"w": 1000}), 5)
+    assert store.remote_steps() == [3, 5]
+    assert store.latest_step() == 5
+
+
+def test_status_and_events(store: RemoteStore) -> None:
+    assert store.get_json("status.json") is None
+    store.put_json("status.json", {"state": "RUNNING", "step": 3})
+    assert store.get_json("status.json") == {"state": "RUNNING", "step": 3}
+    store.append_event("start", attempt=1)
+    store.append_event("interruption", step=40)
+    events = store.events()
+    assert [e["kind"] for e in events] == ["start", "interruption"]
+    assert events[1]["step"] == 40 and events[1]["instance"] == store.instance
+
+
+UPLOAD_CHILD = """
+import sys
+from pathlib import Path
+from trainer.remote import RemoteStore
+from trainer.s3client import s3_client, transfer_config
+store = RemoteStore(s3_client(), sys.argv[1], sys.argv[2],
+                    transfer_config=transfer_config(chunk_bytes=5 * 1024 * 1024, concurrency=1))
+store.upload(Path(sys.argv[3]), int(sys.argv[4]))
+"""
+
+
+def wait_for_parts(s3: Any, bucket: str, prefix: str, child: subprocess.Popen, timeout: float = 60) -> None:
+    """Return once some part of a multipart upload under `prefix` is stored (the upload is half done)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and child.poll() is None:
+        for upload in s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", []):
+            parts = s3.list_parts(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+            if parts.get("Parts"):
+                return
+        time.sleep(0.02)
+    raise AssertionError("the upload finished or never started before it could be interrupted")
+
+
+def test_sigkill_mid_upload_leaves_latest_on_previous(
+    store: RemoteStore, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    previous = make_checkpoint(tmp_path / "local", 1)
+    assert store.upload(previous, 1)
+    big = make_checkpoint(tmp_path / "local", 2, sizes={"model.pt": 160 * MB, "small.bin": 10})
+    child = subprocess.Popen([sys.executable, "-c", UPLOAD_CHILD, bucket, "job-a", str(big), "2"])
+    try:
+        wait_for_parts(s3, bucket, store.step_prefix(2), child)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=10) == -signal.SIGKILL
+    assert store.latest_step() == 1
+    assert store.get_json(store.step_prefix(2) + "MANIFEST.json", absolute=True) is None
+    restored = store.restore(tmp_path / "restored")
+    assert restored is not None and digests(restored) == digests(previous)
+    assert json.loads(s3.get_object(Bucket=bucket, Key="job-a/latest.json")["Body"].read())["step"] == 1
