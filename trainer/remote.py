@@ -132,7 +132,7 @@ class RemoteStore:
         """
         for _ in range(attempts):
             current, etag = self._get_with_etag("latest.json")
-            refusal = self._publish_refusal(step, current, lease)
+            refusal = self.publish_refusal(step, current, lease)
             if refusal:
                 log.warning("not publishing step %d: %s", step, refusal)
                 return False
@@ -149,7 +149,7 @@ class RemoteStore:
         return False
 
     @staticmethod
-    def _publish_refusal(step: int, current: dict | None, lease: Lease | None) -> str:
+    def publish_refusal(step: int, current: dict | None, lease: Lease | None) -> str:
         """Why `step` must not become latest ('' when it may)."""
         if current is not None and int(current["step"]) >= step:
             return f"latest.json already holds step {current['step']}"

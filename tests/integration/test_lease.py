@@ -1,0 +1,96 @@
+"""The single-writer lease and fenced publishing against moto's conditional writes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.remote_helpers import make_checkpoint, small_part_store
+from trainer.lease import Lease
+from trainer.remote import RemoteStore
+
+
+def race(*actions: Any) -> list[Any]:
+    """Run the callables at the same moment on separate threads; their results in order."""
+    start = threading.Barrier(len(actions))
+
+    def run(action: Any) -> Any:
+        start.wait()
+        return action()
+
+    with ThreadPoolExecutor(len(actions)) as pool:
+        return list(pool.map(run, actions))
+
+
+def test_two_agents_at_once_exactly_one_holds(s3: Any, bucket: str) -> None:
+    for round_ in range(5):
+        job = f"race-{round_}"
+        leases = [Lease(s3, bucket, job, owner=f"i-{n}", ttl_seconds=30) for n in range(3)]
+        won = race(*(lease.acquire for lease in leases))
+        assert won.count(True) == 1, won
+        assert [lease.held() for lease in leases] == won
+
+
+def test_expired_lease_is_taken_over_with_a_higher_token(s3: Any, bucket: str) -> None:
+    old = Lease(s3, bucket, "job", owner="i-old", ttl_seconds=1)
+    new = Lease(s3, bucket, "job", owner="i-new", ttl_seconds=30)
+    assert old.acquire() and old.token == 1
+    assert not new.acquire()  # still live
+    time.sleep(1.2)
+    assert not old.held()
+    assert new.acquire() and new.token == 2
+    assert not old.renew()  # the old holder learns it lost the job
+    assert new.renew() and new.held() and new.token == 2
+
+
+def test_release_hands_over_at_once_and_tokens_keep_growing(s3: Any, bucket: str) -> None:
+    first = Lease(s3, bucket, "job", owner="i-1", ttl_seconds=60)
+    second = Lease(s3, bucket, "job", owner="i-2", ttl_seconds=60)
+    assert first.acquire()
+    first.release()
+    assert not first.held()
+    assert second.acquire() and second.token == first.token + 1
+    first.release()  # no longer ours: must not disturb the new holder
+    assert second.still_ours()
+
+
+def test_stale_holder_can_no_longer_publish(s3: Any, bucket: str, tmp_path: Path) -> None:
+    store = small_part_store(bucket, "job")
+    stale = Lease(s3, bucket, "job", owner="i-draining", ttl_seconds=1)
+    assert stale.acquire()
+    assert store.upload(make_checkpoint(tmp_path, 1), 1, lease=stale)
+    time.sleep(1.2)
+    successor = Lease(s3, bucket, "job", owner="i-replacement", ttl_seconds=60)
+    assert successor.acquire()
+    assert store.upload(make_checkpoint(tmp_path, 3), 3, lease=successor)
+    # The drained instance wakes up with a later step: refused by both the lease and the fencing token.
+    assert not store.upload(make_checkpoint(tmp_path, 9), 9, lease=stale)
+    assert not store.publish(9, lease=stale)
+    assert store.latest_step() == 3
+    assert store.get_json("latest.json")["lease_token"] == successor.token  # type: ignore[index]
+
+
+def test_lower_fencing_token_is_refused_even_with_a_newer_step(s3: Any, bucket: str, tmp_path: Path) -> None:
+    """A holder whose own lease check raced a takeover still cannot publish over the successor."""
+    store = small_part_store(bucket, "job")
+    earlier = Lease(s3, bucket, "job", owner="i-old", ttl_seconds=60)
+    assert earlier.acquire()
+    earlier.release()
+    successor = Lease(s3, bucket, "job", owner="i-new", ttl_seconds=60)
+    assert successor.acquire() and successor.token > earlier.token
+    assert store.upload(make_checkpoint(tmp_path, 2), 2, lease=successor)
+    refusal = store.publish_refusal(8, store.get_json("latest.json"), earlier)
+    assert refusal.startswith("a newer lease holder")
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_concurrent_publishers_leave_the_newest_step(s3: Any, bucket: str, round_: int) -> None:
+    store = RemoteStore(s3, bucket, f"pub-{round_}")
+    results = race(*(lambda step=step: store.publish(step) for step in (11, 12, 13, 14)))
+    assert store.latest_step() == 14
+    assert results[-1] is True
