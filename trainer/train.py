@@ -1,0 +1,307 @@
+"""The built-in resumable trainer: `python -m trainer train --model resnet|lm --steps N ...`.
+
+Progress goes to stdout as one JSON object per line; human-readable messages go to stderr.
+Exit codes: 0 finished (final checkpoint committed), 75 stopped by SIGTERM/SIGINT after an emergency
+checkpoint, anything else a failure. Resume order: $RESUME_FROM, else the newest valid checkpoint in
+the checkpoint directory, else a fresh start. Interrupted any number of times, training ends with
+weights bit-identical to an uninterrupted run on the same hardware.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.checkpoints import (
+    AsyncCheckpointer,
+    CheckpointError,
+    load_checkpoint,
+    load_latest_valid,
+    remove_stale_temps,
+)
+from trainer.data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
+from trainer.models import MODEL_NAMES, build_model, compute_loss
+from trainer.train_state import capture_rng, restore_rng, seed_everything
+
+EX_TEMPFAIL = 75
+DEFAULT_WIDTH = {"resnet": 16, "lm": 64}
+LM_HEADS = 4
+
+
+class TrainError(RuntimeError):
+    """Training cannot start or go on; the message says why in one line."""
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trainer train", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=MODEL_NAMES, required=True)
+    parser.add_argument("--steps", type=positive_int, required=True, help="optimizer steps in total")
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help="directory or s3://bucket/prefix (formats: trainer/data.py)")
+    source.add_argument("--synthetic", action="store_true", help="generated deterministic data")
+    every = parser.add_mutually_exclusive_group()
+    every.add_argument("--checkpoint-every-steps", type=positive_int, default=None, metavar="K")
+    every.add_argument("--checkpoint-every-seconds", type=positive_float, default=None, metavar="S")
+    parser.add_argument("--checkpoint-dir", default=os.environ.get("CHECKPOINT_DIR") or None,
+                        help="default: $CHECKPOINT_DIR")
+    parser.add_argument("--keep", type=positive_int, default=3, help="committed checkpoints kept locally")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (AdamW)")
+    parser.add_argument("--warmup-steps", type=int, default=None, help="default: 10%% of --steps")
+    parser.add_argument("--log-every", type=positive_int, default=10)
+    parser.add_argument("--width", type=positive_int, default=None, help="model width (resnet 16, lm 64)")
+    parser.add_argument("--context", type=positive_int, default=64, help="lm: bytes per sample")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+                        help="auto: bf16 autocast on CUDA, fp32 on CPU")
+    parser.add_argument("--data-cache", type=Path, default=None, help="where S3 data is mirrored")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.width = args.width or DEFAULT_WIDTH[args.model]
+    if args.checkpoint_dir is None:
+        parser.error("--checkpoint-dir is required when $CHECKPOINT_DIR is not set")
+    if args.checkpoint_every_steps is None and args.checkpoint_every_seconds is None:
+        args.checkpoint_every_steps = max(1, min(100, args.steps // 10))
+    if args.warmup_steps is None:
+        args.warmup_steps = args.steps // 10
+    if not 0 <= args.warmup_steps <= args.steps:
+        parser.error(f"--warmup-steps {args.warmup_steps} must be between 0 and --steps {args.steps}")
+    if args.model == "lm" and args.width % LM_HEADS:
+        parser.error(f"--width {args.width} must be a multiple of {LM_HEADS} for the lm model")
+    if args.precision == "fp16" and not torch.cuda.is_available():
+        parser.error("--precision fp16 needs a CUDA device")
+    return args
+
+
+_print_lock = threading.Lock()
+
+
+def emit(event: str, **fields: Any) -> None:
+    """One flushed JSON line on stdout; safe from the checkpoint writer thread."""
+    line = json.dumps({"event": event, **fields})
+    with _print_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class StopFlag:
+    """SIGTERM/SIGINT only record the request; the loop acts on it at the next step boundary."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+
+    def install(self) -> None:
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, self._handle)
+
+    def _handle(self, number: int, _frame: object) -> None:
+        self.signal_name = signal.Signals(number).name
+
+
+def warmup_cosine(warmup: int, total: int):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+@dataclass
+class Session:
+    """Everything that changes while training; `state_dict` is the one resumable dict."""
+
+    args: argparse.Namespace
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: torch.amp.GradScaler
+    order: BatchOrder
+    step: int = 0
+
+    def identity(self) -> dict[str, Any]:
+        return {"model": self.args.model, "width": self.args.width, "context": self.args.context}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "step": self.step,
+            "data": self.order.state_dict(),
+            "rng": capture_rng(),
+            "identity": self.identity(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], source: Path) -> None:
+        if state.get("identity") != self.identity():
+            raise TrainError(f"checkpoint {source} was written for {state.get('identity')}, "
+                             f"not {self.identity()}; use a fresh --checkpoint-dir")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.order.load_state_dict(state["data"])
+        self.step = int(state["step"])
+        restore_rng(state["rng"])  # last: building the model above drew from the generators
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    if device.type != "cuda" or precision == "fp32":
+        return None
+    return torch.float16 if precision == "fp16" else torch.bfloat16
+
+
+def find_resume_point(checkpoint_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+    explicit = os.environ.get("RESUME_FROM", "")
+    if explicit:
+        try:
+            return Path(explicit), load_checkpoint(explicit)
+        except CheckpointError as error:
+            say(f"warning: RESUME_FROM ignored: {error}")
+    return load_latest_valid(checkpoint_dir)
+
+
+def train_one_step(session: Session, dataset: Any, device: torch.device, amp: torch.dtype | None) -> torch.Tensor:
+    inputs, targets = dataset.batch(session.order.next_indices(session.args.batch_size))
+    if session.args.model == "resnet":
+        inputs = augment_images(inputs)
+    inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+    session.model.train()
+    with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+        loss = compute_loss(session.model, inputs, targets)
+    session.optimizer.zero_grad(set_to_none=True)
+    session.scaler.scale(loss).backward()
+    session.scaler.step(session.optimizer)
+    session.scaler.update()
+    session.scheduler.step()
+    session.step += 1
+    return loss
+
+
+def run(args: argparse.Namespace, stop: StopFlag) -> int:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cuda":  # CPU kernels are already deterministic; this mode slows them tenfold
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    seed_everything(args.seed)
+    dataset = load_dataset(args.model, args.data, args.seed, args.context, args.data_cache or default_cache_dir())
+    if len(dataset) < args.batch_size:
+        raise TrainError(f"--batch-size {args.batch_size} is larger than the data set ({len(dataset)} samples)")
+    model = build_model(args.model, args.width, args.context).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    amp = autocast_dtype(args.precision, device)
+    session = Session(
+        args, model, optimizer,
+        torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(args.warmup_steps, args.steps)),
+        torch.amp.GradScaler(device.type, enabled=amp == torch.float16),
+        BatchOrder(len(dataset), args.seed),
+    )
+    checkpoint_dir = Path(args.checkpoint_dir)
+    remove_stale_temps(checkpoint_dir)
+    saved_step: int | None = None
+    resume = find_resume_point(checkpoint_dir)
+    if resume is not None:
+        session.load_state_dict(resume[1], resume[0])
+        saved_step = session.step if resume[0].parent.resolve() == checkpoint_dir.resolve() else None
+        emit("resumed", step=session.step, **{"from": str(resume[0])})
+
+    def on_commit(step: int, path: Path, stall_s: float, write_s: float) -> None:
+        emit("checkpoint", step=step, path=str(path), stall_s=round(stall_s, 6), write_s=round(write_s, 6))
+
+    store = AsyncCheckpointer(checkpoint_dir, args.keep, on_commit, pin_memory=device.type == "cuda")
+    last_save = time.monotonic()
+    window_start, window_steps = time.perf_counter(), 0
+    while session.step < args.steps:
+        if stop.signal_name is not None:
+            return emergency_stop(session, store, saved_step, stop.signal_name)
+        loss = train_one_step(session, dataset, device, amp)
+        window_steps += 1
+        if session.step % args.log_every == 0:
+            elapsed = time.perf_counter() - window_start
+            emit("step", step=session.step, loss=round(loss.item(), 6),
+                 samples_per_s=round(window_steps * args.batch_size / max(elapsed, 1e-9), 2))
+            window_start, window_steps = time.perf_counter(), 0
+        if checkpoint_due(args, session.step, last_save):
+            store.save(session.step, session.state_dict())
+            saved_step, last_save = session.step, time.monotonic()
+    if saved_step != session.step:
+        store.save_now(session.step, session.state_dict())
+    store.close()
+    emit("done", step=session.step)
+    return 0
+
+
+def checkpoint_due(args: argparse.Namespace, step: int, last_save: float) -> bool:
+    if args.checkpoint_every_steps is not None:
+        return step % args.checkpoint_every_steps == 0
+    return time.monotonic() - last_save >= args.checkpoint_every_seconds
+
+
+def emergency_stop(session: Session, store: AsyncCheckpointer, saved_step: int | None, signal_name: str) -> int:
+    """Stop at this step boundary: finish the save in flight, save this step synchronously, exit 75."""
+    say(f"{signal_name} received: saving step {session.step} before exiting")
+    started = time.perf_counter()
+    try:
+        store.wait()
+    except CheckpointError as error:  # the periodic save failed; the emergency one may still succeed
+        say(f"warning: {error}")
+        saved_step = None
+    if saved_step == session.step and store.last_committed is not None:
+        path = store.last_committed
+    else:
+        path = store.save_now(session.step, session.state_dict())
+    emit("emergency_checkpoint", step=session.step, path=str(path), signal=signal_name,
+         stall_s=round(time.perf_counter() - started, 6))
+    return EX_TEMPFAIL
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS; before CUDA starts
+    args = parse_args(argv)
+    stop = StopFlag()
+    stop.install()
+    try:
+        return run(args, stop)
+    except (TrainError, DataError, CheckpointError, OSError) as error:
+        say(f"error: {error}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
