@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""CDK entry point: `-c job=NAME` (jobs/NAME.toml, or a path) → one SpotTrainingStack."""
+
+from __future__ import annotations
+
+import sys
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from stacks.job_spec import JobSpecError, load_job
+from stacks.training_stack import SpotTrainingStack
+
+
+def build_app(app: cdk.App) -> SpotTrainingStack:
+    job_name = app.node.try_get_context("job")
+    if not job_name:
+        raise JobSpecError('no job given: pass -c job=NAME (cdk.json sets "job" by default)')
+    job = load_job(str(job_name))
+    stack = SpotTrainingStack(app, job.stack_name, job=job)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))  # type: ignore[attr-defined]
+    return stack
+
+
+def main() -> None:
+    # Version reporting and path metadata off: the template stays standalone and console-friendly.
+    app = cdk.App(analytics_reporting=False)
+    try:
+        build_app(app)
+    except JobSpecError as err:
+        print(f"spot-trainer: {err}", file=sys.stderr)
+        sys.exit(2)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

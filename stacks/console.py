@@ -1,0 +1,125 @@
+"""CloudFormation parameters for console users: AWS-specific types, defaults from the job file,
+grouped and labelled in the order a person fills them in (what to run → capacity → network →
+storage → access)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import CfnParameter, Stack
+
+from stacks.job_spec import AMI_ID, LOG_RETENTION_DAYS, JobSpec
+
+PRICE_PATTERN = r"^$|^[0-9]*\.?[0-9]+$"
+CIDR_PATTERN = r"^$|^([0-9]{1,3}\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])$"
+DEFAULT_WORKDIR = "/opt/spot-trainer/work"
+
+
+@dataclass
+class JobParameters:
+    """Every parameter the stack reads, by role; `subnets`/`vpc_id` are None when the stack creates the network."""
+
+    command: CfnParameter
+    train_args: CfnParameter
+    workdir: CfnParameter
+    setup: CfnParameter
+    trainer_package: CfnParameter
+    instance_types: CfnParameter
+    nodes: CfnParameter
+    max_price: CfnParameter
+    image: CfnParameter
+    vpc_id: CfnParameter | None
+    subnets: CfnParameter | None
+    volume_size: CfnParameter
+    keep_checkpoints: CfnParameter
+    noncurrent_days: CfnParameter
+    log_retention: CfnParameter
+    ssh_cidr: CfnParameter
+    key_pair: CfnParameter
+
+
+def _param(stack: Stack, name: str, label: str, **props: object) -> tuple[str, str, CfnParameter]:
+    return name, label, CfnParameter(stack, name, **props)  # type: ignore[arg-type]
+
+
+def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
+    run, cap, net, storage, access = job.run, job.capacity, job.network, job.storage, job.access
+    image_type = "AWS::EC2::Image::Id" if AMI_ID.match(cap.ami) else "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
+    groups: list[tuple[str, list[tuple[str, str, CfnParameter]]]] = [
+        ("What to run", [
+            _param(stack, "TrainingCommand", "Training command", type="String", default=run.command,
+                   description='"builtin" for the built-in PyTorch trainer, or the shell command that trains'),
+            _param(stack, "TrainArguments", "Built-in trainer arguments", type="String", default=run.train_args,
+                   description="Arguments of the built-in trainer (ignored for your own command)"),
+            _param(stack, "WorkingDirectory", "Working directory", type="String", default=DEFAULT_WORKDIR,
+                   description="Directory on the instance where the job's code lives and the command runs"),
+            _param(stack, "SetupCommand", "Setup command", type="String", default=run.setup,
+                   description="Optional command run once in the working directory before training"),
+            _param(stack, "TrainerPackage", "Trainer package", type="String", default=run.trainer_package,
+                   description="s3:// URI of the spot-trainer wheel, or a pip requirement"),
+        ]),
+        ("Capacity", [
+            _param(stack, "InstanceTypes", "Instance types", type="CommaDelimitedList",
+                   default=",".join(cap.instance_types),
+                   description=f"Exactly {len(cap.instance_types)} spot instance types, most preferred first"),
+            _param(stack, "Nodes", "Number of instances", type="Number", default=cap.nodes, min_value=0,
+                   description="Instances training at once (0 pauses the job)"),
+            _param(stack, "SpotMaxPrice", "Spot max price (USD/hour)", type="String", default=cap.max_price,
+                   allowed_pattern=PRICE_PATTERN,
+                   description="Highest hourly price per instance; empty = the on-demand price"),
+            _param(stack, "ImageId", "Machine image (AMI)", type=image_type, default=cap.ami,
+                   description="AMI id or SSM parameter path of the image (Deep Learning AMI by default)"),
+        ]),
+    ]
+    vpc_id = subnets = None
+    if not net.create:
+        vpc_id = _param(stack, "VpcId", "VPC", type="AWS::EC2::VPC::Id", default=net.vpc_id,
+                        description="VPC of the subnets")
+        subnets = _param(stack, "Subnets", "Subnets", type="List<AWS::EC2::Subnet::Id>",
+                         default=",".join(net.subnets),
+                         description="Subnets to launch in; several AZs widen the spot pools")
+        groups.append(("Network", [vpc_id, subnets]))
+    groups += [
+        ("Storage", [
+            _param(stack, "VolumeSize", "Root volume size (GiB)", type="Number", default=cap.volume_size,
+                   min_value=8, max_value=16384, description="Encrypted gp3 root volume"),
+            _param(stack, "KeepCheckpoints", "Checkpoints kept", type="Number",
+                   default=storage.keep_checkpoints, min_value=1,
+                   description="How many of the newest checkpoints are kept in S3"),
+            _param(stack, "CheckpointVersionRetentionDays", "Replaced checkpoint retention (days)",
+                   type="Number", default=storage.noncurrent_days, min_value=1,
+                   description="Days a deleted or overwritten checkpoint object stays recoverable"),
+            _param(stack, "LogRetentionDays", "Log retention (days)", type="Number",
+                   default=storage.log_retention_days, allowed_values=[str(d) for d in LOG_RETENTION_DAYS],
+                   description="Days CloudWatch keeps the job's logs"),
+        ]),
+        ("Access", [
+            _param(stack, "SshCidr", "SSH source CIDR", type="String", default=access.ssh_cidr,
+                   allowed_pattern=CIDR_PATTERN,
+                   description="Empty = no SSH (use Session Manager); else the range allowed to port 22"),
+            # A String, not AWS::EC2::KeyPair::KeyName: that type rejects the empty "no key" value.
+            _param(stack, "KeyPair", "Key pair", type="String", default=access.key_pair,
+                   description="Optional EC2 key pair name for SSH"),
+        ]),
+    ]
+    stack.template_options.metadata = {
+        "AWS::CloudFormation::Interface": {
+            "ParameterGroups": [
+                {"Label": {"default": title}, "Parameters": [name for name, _, _ in params]}
+                for title, params in groups
+            ],
+            "ParameterLabels": {
+                name: {"default": label} for _, params in groups for name, label, _ in params
+            },
+        }
+    }
+    found = {name: param for _, params in groups for name, _, param in params}
+    return JobParameters(
+        command=found["TrainingCommand"], train_args=found["TrainArguments"], workdir=found["WorkingDirectory"],
+        setup=found["SetupCommand"], trainer_package=found["TrainerPackage"],
+        instance_types=found["InstanceTypes"], nodes=found["Nodes"], max_price=found["SpotMaxPrice"],
+        image=found["ImageId"], vpc_id=vpc_id[2] if vpc_id else None, subnets=subnets[2] if subnets else None,
+        volume_size=found["VolumeSize"], keep_checkpoints=found["KeepCheckpoints"],
+        noncurrent_days=found["CheckpointVersionRetentionDays"], log_retention=found["LogRetentionDays"],
+        ssh_cidr=found["SshCidr"], key_pair=found["KeyPair"],
+    )

@@ -1,0 +1,57 @@
+"""What the app knows about EC2 instance types: valid names, known families, on-demand prices.
+
+cfn-lint does not check instance types inside a mixed instances policy, so the job spec checks them.
+Prices are on-demand USD/hour in us-east-1 (Linux), used by the local cost report; a type missing
+here is still accepted if its family is known.
+"""
+
+from __future__ import annotations
+
+import re
+
+# family.size, e.g. g5.xlarge, p4d.24xlarge, c6in.metal-48xl
+INSTANCE_TYPE_PATTERN = re.compile(
+    r"^(?P<family>[a-z]+[0-9][a-z0-9-]*)\.(?P<size>nano|micro|small|medium|large|[0-9]*xlarge|metal(-[0-9]+xl)?)$"
+)
+
+KNOWN_FAMILIES = frozenset(
+    """
+    g4dn g4ad g5 g5g g6 g6e g6f gr6 gr6f g7e p3 p3dn p4d p4de p5 p5e p5en p6-b200 trn1 trn1n trn2 inf1 inf2 dl1 dl2q
+    c5 c5a c5d c5n c6a c6g c6gd c6gn c6i c6id c6in c7a c7g c7gd c7gn c7i c8g
+    m5 m5a m5d m5n m6a m6g m6gd m6i m6id m6in m7a m7g m7gd m7i m8g
+    r5 r5a r5d r5n r6a r6g r6gd r6i r6id r6in r7a r7g r7gd r7i r8g
+    t3 t3a t4g x2idn x2iedn z1d hpc7g i4i i7ie
+    """.split()
+)
+
+ON_DEMAND_USD_PER_HOUR: dict[str, float] = {
+    "g4dn.xlarge": 0.526,
+    "g4dn.2xlarge": 0.752,
+    "g4dn.12xlarge": 3.912,
+    "g5.xlarge": 1.006,
+    "g5.2xlarge": 1.212,
+    "g5.12xlarge": 5.672,
+    "g6.xlarge": 0.8048,
+    "g6.2xlarge": 0.9776,
+    "g6e.xlarge": 1.861,
+    "p3.2xlarge": 3.06,
+    "p4d.24xlarge": 32.7726,
+    "p5.48xlarge": 98.32,
+    "c5.xlarge": 0.17,
+    "c6i.xlarge": 0.17,
+    "c7i.xlarge": 0.1785,
+    "m5.xlarge": 0.192,
+    "m6i.xlarge": 0.192,
+    "m7i.xlarge": 0.2016,
+    "t3.medium": 0.0416,
+}
+
+
+def instance_type_problem(name: str) -> str | None:
+    """Why `name` is not a usable instance type, or None when it is."""
+    match = INSTANCE_TYPE_PATTERN.match(name)
+    if not match:
+        return f"{name!r} is not an instance type name (expected family.size, e.g. g5.xlarge)"
+    if match["family"] not in KNOWN_FAMILIES:
+        return f"{name!r} has unknown instance family {match['family']!r}"
+    return None

@@ -1,0 +1,158 @@
+"""Field-by-field reading of a job file: unknown keys, types, then the meaning of each value."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from stacks.job_spec import (
+    AMI_ID,
+    JOB_NAME,
+    LOG_RETENTION_DAYS,
+    SIGNALS,
+    SSM_PATH,
+    AccessSpec,
+    CapacitySpec,
+    JobSpec,
+    JobSpecError,
+    NetworkSpec,
+    RunSpec,
+    StorageSpec,
+    check_cidr,
+    check_instance_types,
+)
+from stacks.user_data import available_versions
+
+SECTIONS: dict[str, type] = {
+    "run": RunSpec,
+    "capacity": CapacitySpec,
+    "network": NetworkSpec,
+    "access": AccessSpec,
+    "storage": StorageSpec,
+}
+TOP_LEVEL = {"name", "description", "userdata_version", *SECTIONS}
+TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false", tuple: "a list of strings"}
+
+
+def _fail(field: str, message: str) -> JobSpecError:
+    return JobSpecError(f"{field}: {message}")
+
+
+def _check_type(field: str, value: Any, expected: type) -> Any:
+    if expected is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _fail(field, f"expected {TYPE_NAMES[tuple]}, got {value!r}")
+        return tuple(value)
+    # bool is an int in Python; a job file that says `nodes = true` is still wrong.
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise _fail(field, f"expected {TYPE_NAMES[expected]}, got {value!r}")
+    return value
+
+
+def _read_section(name: str, raw: Any, cls: type) -> Any:
+    if not isinstance(raw, dict):
+        raise _fail(name, f"expected a [{name}] table")
+    defaults = {f.name: f for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in defaults:
+            raise _fail(f"{name}.{key}", f"unknown key (known: {', '.join(defaults)})")
+        if key == "max_price" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if key == "subnets" and value == "create":
+            values["create"] = True
+            continue
+        expected = type(defaults[key].default)
+        values[key] = _check_type(f"{name}.{key}", value, expected)
+    return cls(**values)
+
+
+def _check_run(run: RunSpec, source: Path) -> None:
+    if not run.command.strip():
+        raise _fail("run.command", 'missing: give "builtin" or the command that trains')
+    if run.train_args and run.command != "builtin":
+        raise _fail("run.train_args", 'only applies when run.command = "builtin"')
+    if run.stop_signal not in SIGNALS:
+        raise _fail("run.stop_signal", f"expected one of {', '.join(SIGNALS)}, got {run.stop_signal!r}")
+    if not 10 <= run.grace_seconds <= 7200:
+        raise _fail("run.grace_seconds", f"expected 10..7200 seconds, got {run.grace_seconds}")
+    if run.restart_budget < 0:
+        raise _fail("run.restart_budget", f"expected 0 or more, got {run.restart_budget}")
+    if not run.trainer_package.strip():
+        raise _fail("run.trainer_package", "missing: an s3:// URI or a pip requirement")
+    if run.workdir and not (source.parent / run.workdir).is_dir():
+        raise _fail("run.workdir", f"{run.workdir!r} is not a directory next to the job file")
+
+
+def _check_capacity(cap: CapacitySpec) -> None:
+    if problem := check_instance_types(list(cap.instance_types)):
+        raise _fail("capacity.instance_types", problem)
+    if cap.nodes < 1:
+        raise _fail("capacity.nodes", f"expected 1 or more, got {cap.nodes}")
+    if cap.max_price:
+        try:
+            price = float(cap.max_price)
+        except ValueError:
+            raise _fail("capacity.max_price", f"expected USD per hour like 0.45, got {cap.max_price!r}") from None
+        if not price > 0:
+            raise _fail("capacity.max_price", f"expected a positive price, got {cap.max_price!r}")
+    if not (SSM_PATH.match(cap.ami) or AMI_ID.match(cap.ami)):
+        raise _fail("capacity.ami", f"expected an SSM parameter path or ami-… id, got {cap.ami!r}")
+    if not 8 <= cap.volume_size <= 16384:
+        raise _fail("capacity.volume_size", f"expected 8..16384 GiB, got {cap.volume_size}")
+
+
+def _check_network(net: NetworkSpec) -> NetworkSpec:
+    if net.subnets:
+        bad = next((s for s in net.subnets if not s.startswith("subnet-")), None)
+        if bad:
+            raise _fail("network.subnets", f'expected subnet-… ids or "create", got {bad!r}')
+        if not net.vpc_id.startswith("vpc-"):
+            raise _fail("network.vpc_id", "required (vpc-…) when network.subnets lists subnets")
+        return dataclasses.replace(net, create=False)
+    return net
+
+
+def _check_access(access: AccessSpec) -> None:
+    if access.ssh_cidr and (problem := check_cidr(access.ssh_cidr)):
+        raise _fail("access.ssh_cidr", problem)
+    if access.ssh_cidr in ("0.0.0.0/0", "::/0"):
+        raise _fail("access.ssh_cidr", "refusing SSH from the whole internet; give your own range")
+    if access.ssh_cidr and not access.key_pair:
+        raise _fail("access.key_pair", "required when access.ssh_cidr opens SSH")
+
+
+def _check_storage(storage: StorageSpec) -> None:
+    if storage.keep_checkpoints < 1:
+        raise _fail("storage.keep_checkpoints", f"expected 1 or more, got {storage.keep_checkpoints}")
+    if storage.noncurrent_days < 1:
+        raise _fail("storage.noncurrent_days", f"expected 1 or more days, got {storage.noncurrent_days}")
+    if storage.log_retention_days not in LOG_RETENTION_DAYS:
+        raise _fail("storage.log_retention_days", f"expected one of CloudWatch's values "
+                    f"({', '.join(map(str, LOG_RETENTION_DAYS[:8]))}, …), got {storage.log_retention_days}")
+
+
+def build_job(data: dict[str, Any], source: Path) -> JobSpec:
+    unknown = sorted(set(data) - TOP_LEVEL)
+    if unknown:
+        raise _fail(unknown[0], f"unknown key (known: {', '.join(sorted(TOP_LEVEL))})")
+    name = _check_type("name", data.get("name", source.stem), str)
+    if not JOB_NAME.match(name):
+        raise _fail("name", f"{name!r} must be 2-32 lowercase letters, digits or '-', starting with a letter")
+    sections = {key: _read_section(key, data.get(key, {}), cls) for key, cls in SECTIONS.items()}
+    _check_run(sections["run"], source)
+    _check_capacity(sections["capacity"])
+    sections["network"] = _check_network(sections["network"])
+    _check_access(sections["access"])
+    _check_storage(sections["storage"])
+    version = _check_type("userdata_version", data.get("userdata_version", "v1"), str)
+    if version not in available_versions():
+        raise _fail("userdata_version", f"{version!r} not found (available: {', '.join(available_versions())})")
+    return JobSpec(
+        name=name,
+        source=source,
+        description=_check_type("description", data.get("description", ""), str),
+        userdata_version=version,
+        **sections,
+    )

@@ -1,0 +1,134 @@
+"""Job files (TOML) validated into a typed JobSpec; every problem is one line naming the field."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stacks.instance_types import instance_type_problem
+
+JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
+JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
+SSM_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
+AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
+SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
+DEFAULT_AMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+DEFAULT_TRAINER_PACKAGE = "spot-trainer==0.1.0"
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
+                      2557, 2922, 3288, 3653)
+
+
+class JobSpecError(ValueError):
+    """A job file is unusable; str() is one line naming the file and field."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    command: str = "builtin"
+    train_args: str = ""
+    setup: str = ""
+    workdir: str = ""  # local directory shipped with the job (a CDK asset); "" ships nothing
+    trainer_package: str = DEFAULT_TRAINER_PACKAGE
+    stop_signal: str = "SIGTERM"
+    grace_seconds: int = 110
+    restart_budget: int = 3
+    react_to_rebalance: bool = False
+
+
+@dataclass(frozen=True)
+class CapacitySpec:
+    instance_types: tuple[str, ...] = ("g5.xlarge", "g6.xlarge", "g4dn.xlarge")
+    nodes: int = 1
+    max_price: str = ""  # USD/hour per instance; "" = the on-demand price caps it (AWS default)
+    ami: str = DEFAULT_AMI  # SSM parameter path (or AMI id) of the image
+    volume_size: int = 100
+    root_device: str = "/dev/sda1"
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    subnets: tuple[str, ...] = ()  # empty + create=False → chosen at deploy time (parameter)
+    vpc_id: str = ""
+    create: bool = True
+
+
+@dataclass(frozen=True)
+class AccessSpec:
+    ssh_cidr: str = ""
+    key_pair: str = ""
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    keep_checkpoints: int = 3
+    noncurrent_days: int = 30
+    log_retention_days: int = 30
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    source: Path
+    description: str = ""
+    userdata_version: str = "v1"
+    run: RunSpec = RunSpec()
+    capacity: CapacitySpec = CapacitySpec()
+    network: NetworkSpec = NetworkSpec()
+    access: AccessSpec = AccessSpec()
+    storage: StorageSpec = StorageSpec()
+
+    @property
+    def stack_name(self) -> str:
+        return f"SpotTrainer-{self.name}"
+
+    @property
+    def workdir_path(self) -> Path | None:
+        return (self.source.parent / self.run.workdir).resolve() if self.run.workdir else None
+
+
+def resolve_job_path(job: str) -> Path:
+    """`-c job=NAME` → jobs/NAME.toml; anything with a slash or .toml suffix is a path."""
+    if "/" in job or job.endswith(".toml"):
+        return Path(job)
+    return JOBS_DIR / f"{job}.toml"
+
+
+def load_job(job: str) -> JobSpec:
+    path = resolve_job_path(job)
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
+        raise JobSpecError(f"job {job!r}: no file {path} (jobs available: {known})")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise JobSpecError(f"{path}: not valid TOML: {err}") from None
+    return parse_job(data, path)
+
+
+def parse_job(data: dict[str, Any], source: Path) -> JobSpec:
+    from stacks.job_fields import build_job  # the field-by-field checks live in their own file
+
+    try:
+        return build_job(data, source)
+    except JobSpecError as err:
+        raise JobSpecError(f"{source}: {err}") from None
+
+
+def check_cidr(value: str) -> str | None:
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        return f"{value!r} is not a CIDR block like 203.0.113.0/24"
+    return None
+
+
+def check_instance_types(types: list[str]) -> str | None:
+    if not types:
+        return "needs at least one instance type"
+    if len(set(types)) != len(types):
+        return "lists an instance type twice"
+    return next((p for p in map(instance_type_problem, types) if p), None)

@@ -1,0 +1,22 @@
+"""The job's log group `/spot-trainer/<job>`: one stream per instance, retention by parameter."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnParameter, RemovalPolicy
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+
+def log_group_name(job: str) -> str:
+    return f"/spot-trainer/{job}"
+
+
+class JobLogGroup(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, job: str, retention_days: CfnParameter) -> None:
+        super().__init__(scope, construct_id)
+        self.name = log_group_name(job)
+        self.log_group = logs.CfnLogGroup(
+            self, "LogGroup", log_group_name=self.name, retention_in_days=retention_days.value_as_number
+        )
+        self.log_group.apply_removal_policy(RemovalPolicy.DESTROY)
+        self.arn = self.log_group.attr_arn

@@ -1,0 +1,49 @@
+"""Where instances run: a created VPC (public subnets, no NAT, free S3 endpoint) or given subnets,
+and a security group that opens nothing unless SSH is asked for."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnCondition, Fn
+from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
+
+from stacks.console import JobParameters
+
+
+class JobNetwork(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, params: JobParameters, max_azs: int = 3) -> None:
+        super().__init__(scope, construct_id)
+        if params.subnets is None or params.vpc_id is None:
+            self.vpc_id, self.subnet_ids = self._create_vpc(max_azs)
+        else:
+            self.vpc_id, self.subnet_ids = params.vpc_id.value_as_string, params.subnets.value_as_list
+        self.security_group = ec2.CfnSecurityGroup(
+            self,
+            "SecurityGroup",
+            group_description="Spot Trainer instances: no inbound traffic unless SSH is enabled",
+            vpc_id=self.vpc_id,
+            security_group_egress=[
+                # Instances reach S3, CloudWatch, PyPI and the spot metadata service.
+                ec2.CfnSecurityGroup.EgressProperty(ip_protocol="-1", cidr_ip="0.0.0.0/0",
+                                                    description="All outbound")
+            ],
+        )
+        has_ssh = CfnCondition(self, "SshEnabled", expression=Fn.condition_not(
+            Fn.condition_equals(params.ssh_cidr.value_as_string, "")))
+        ingress = ec2.CfnSecurityGroupIngress(
+            self, "SshIngress", group_id=self.security_group.attr_group_id, ip_protocol="tcp",
+            from_port=22, to_port=22, cidr_ip=params.ssh_cidr.value_as_string, description="SSH",
+        )
+        ingress.cfn_options.condition = has_ssh
+
+    def _create_vpc(self, max_azs: int) -> tuple[str, list[str]]:
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            max_azs=max_azs,
+            nat_gateways=0,  # public subnets only: a NAT gateway would cost more than small spot jobs
+            subnet_configuration=[ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC)],
+            gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
+            restrict_default_security_group=False,  # avoids a custom-resource Lambda (needs bootstrap)
+        )
+        return vpc.vpc_id, [s.subnet_id for s in vpc.public_subnets]

@@ -1,0 +1,99 @@
+"""The spot fleet: a launch template (IMDSv2, encrypted gp3 root, rendered user data) and an Auto
+Scaling group with a mixed instances policy, 100% spot, price-capacity-optimized."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, CfnCondition, Fn, Tags
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from stacks.console import JobParameters
+
+
+def group_name(job: str) -> str:
+    """A fixed name: the role is scoped to it and user data carries it, without a dependency cycle."""
+    return f"spot-trainer-{job}"
+
+
+class SpotFleet(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        job: str,
+        params: JobParameters,
+        type_count: int,
+        subnet_ids: list[str],
+        security_group_id: str,
+        instance_profile: iam.InstanceProfile,
+        user_data: str,
+        userdata_version: str,
+        root_device: str,
+        capacity_rebalance: bool,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        has_key = CfnCondition(self, "KeyPairGiven", expression=Fn.condition_not(
+            Fn.condition_equals(params.key_pair.value_as_string, "")))
+        self.launch_template = ec2.CfnLaunchTemplate(
+            self,
+            "LaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                image_id=params.image.value_as_string,
+                iam_instance_profile=ec2.CfnLaunchTemplate.IamInstanceProfileProperty(
+                    arn=instance_profile.instance_profile_arn),
+                security_group_ids=[security_group_id],
+                key_name=Fn.condition_if(has_key.logical_id, params.key_pair.value_as_string,
+                                         Aws.NO_VALUE).to_string(),
+                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+                    http_tokens="required", http_endpoint="enabled", http_put_response_hop_limit=2),
+                block_device_mappings=[ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
+                    device_name=root_device,
+                    ebs=ec2.CfnLaunchTemplate.EbsProperty(
+                        volume_type="gp3", volume_size=params.volume_size.value_as_number,
+                        encrypted=True, delete_on_termination=True),
+                )],
+                user_data=Fn.base64(user_data),
+                tag_specifications=[ec2.CfnLaunchTemplate.TagSpecificationProperty(
+                    resource_type=kind,
+                    tags=[{"key": "spot-trainer:job", "value": job}])  # type: ignore[list-item]
+                    for kind in ("instance", "volume")],
+            ),
+        )
+        Tags.of(self.launch_template).add("spot-trainer:job", job)
+        Tags.of(self.launch_template).add("spot-trainer:userdata-version", userdata_version)
+        self.group_name = group_name(job)
+        types = params.instance_types.value_as_list
+        self.group = autoscaling.CfnAutoScalingGroup(
+            self,
+            "Group",
+            auto_scaling_group_name=self.group_name,
+            min_size="0",
+            max_size=params.nodes.value_as_string,
+            desired_capacity=params.nodes.value_as_string,
+            vpc_zone_identifier=subnet_ids,
+            capacity_rebalance=capacity_rebalance,
+            mixed_instances_policy=autoscaling.CfnAutoScalingGroup.MixedInstancesPolicyProperty(
+                launch_template=autoscaling.CfnAutoScalingGroup.LaunchTemplateProperty(
+                    launch_template_specification=autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(
+                        launch_template_id=self.launch_template.ref,
+                        version=self.launch_template.attr_latest_version_number,
+                    ),
+                    overrides=[
+                        autoscaling.CfnAutoScalingGroup.LaunchTemplateOverridesProperty(
+                            instance_type=Fn.select(i, types))
+                        for i in range(type_count)
+                    ],
+                ),
+                instances_distribution=autoscaling.CfnAutoScalingGroup.InstancesDistributionProperty(
+                    on_demand_base_capacity=0,
+                    on_demand_percentage_above_base_capacity=0,  # 100% spot
+                    spot_allocation_strategy="price-capacity-optimized",
+                    spot_max_price=params.max_price.value_as_string,  # "" = on-demand price cap
+                ),
+            ),
+            tags=[autoscaling.CfnAutoScalingGroup.TagPropertyProperty(
+                key="Name", value=f"spot-trainer-{job}", propagate_at_launch=True)],
+        )

@@ -1,0 +1,82 @@
+"""The instance role: exactly what the agent needs, scoped to this job's prefix, log group and group."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+
+def s3_object_arn(uri: str) -> str:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return f"arn:{Aws.PARTITION}:s3:::{bucket}/{key}"
+
+
+class TrainerRole(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        job: str,
+        bucket: s3.IBucket,
+        log_group_arn: str,
+        group_name: str,
+        metrics_namespace: str,
+        readable_objects: list[str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"Spot Trainer instances of job {job}",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+        )
+        group_arn = (
+            f"arn:{Aws.PARTITION}:autoscaling:{Aws.REGION}:{Aws.ACCOUNT_ID}"
+            f":autoScalingGroup:*:autoScalingGroupName/{group_name}"
+        )
+        statements = [
+            iam.PolicyStatement(
+                sid="JobCheckpoints",
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                resources=[bucket.arn_for_objects(f"{job}/*")],
+            ),
+            iam.PolicyStatement(
+                sid="ListJobPrefix",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{job}/*", job]}},
+            ),
+            iam.PolicyStatement(
+                sid="JobLogs",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[log_group_arn, f"{log_group_arn}:log-stream:*"],
+            ),
+            iam.PolicyStatement(
+                sid="JobMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],  # PutMetricData has no resource ARN; the namespace condition scopes it
+                conditions={"StringEquals": {"cloudwatch:namespace": metrics_namespace}},
+            ),
+            iam.PolicyStatement(
+                sid="OwnGroup",
+                actions=["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction"],
+                resources=[group_arn],
+            ),
+            iam.PolicyStatement(
+                sid="DescribeOwnInstance",
+                actions=["autoscaling:DescribeAutoScalingInstances"],
+                resources=["*"],  # Describe* calls support no resource-level permissions
+            ),
+        ]
+        if readable_objects:  # the trainer wheel and the job's code, object by object
+            statements.append(
+                iam.PolicyStatement(sid="JobArtifacts", actions=["s3:GetObject"], resources=readable_objects)
+            )
+        for statement in statements:
+            self.role.add_to_policy(statement)
+        self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.role)
+

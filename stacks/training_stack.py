@@ -1,0 +1,96 @@
+"""SpotTrainingStack: composes one construct per concern into the job's standalone stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Aws, CfnOutput, LegacyStackSynthesizer, Stack
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from stacks.checkpoint_bucket import CheckpointBucket
+from stacks.console import JobParameters, add_job_parameters
+from stacks.job_spec import JobSpec
+from stacks.log_group import JobLogGroup
+from stacks.nag_suppressions import acknowledge_findings
+from stacks.network import JobNetwork
+from stacks.spot_fleet import SpotFleet, group_name
+from stacks.trainer_role import TrainerRole, s3_object_arn
+from stacks.user_data import render_user_data
+
+METRICS_NAMESPACE = "SpotTrainer"
+
+
+class SpotTrainingStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, job: JobSpec, **kwargs: Any) -> None:
+        # The legacy synthesizer writes a standalone template: no BootstrapVersion rule, and no
+        # bootstrap needed unless the job ships local code as an asset.
+        kwargs.setdefault("synthesizer", LegacyStackSynthesizer())
+        kwargs.setdefault("description", f"Spot Trainer job {job.name}" + (f": {job.description}" if job.description else ""))
+        super().__init__(scope, construct_id, **kwargs)
+        params = add_job_parameters(self, job)
+        bucket = CheckpointBucket(self, "Checkpoints", noncurrent_days=params.noncurrent_days.value_as_number).bucket
+        logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params.log_retention)
+        code_uri = self._code_asset_uri(job)
+        role = TrainerRole(
+            self, "TrainerRole", job=job.name, bucket=bucket, log_group_arn=logs.arn,
+            group_name=group_name(job.name), metrics_namespace=METRICS_NAMESPACE,
+            readable_objects=self._artifact_arns(job),
+        )
+        network = JobNetwork(self, "Network", params=params)
+        header = user_data_header(job, params, bucket_name=bucket.bucket_name, log_group=logs.name, code_uri=code_uri)
+        fleet = SpotFleet(
+            self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),
+            subnet_ids=network.subnet_ids, security_group_id=network.security_group.attr_group_id,
+            instance_profile=role.instance_profile,
+            user_data=render_user_data(job.userdata_version, header),
+            userdata_version=job.userdata_version, root_device=job.capacity.root_device,
+            capacity_rebalance=job.run.react_to_rebalance,
+        )
+        fleet.node.add_dependency(logs)  # the first instance logs from its first second
+        acknowledge_findings(
+            self, job=job.name, bucket=bucket.node.default_child, log_group=logs.log_group,  # type: ignore[arg-type]
+            group_name=fleet.group_name, created_vpc=job.network.create, has_asset=self._code_asset is not None,
+        )
+        CfnOutput(self, "CheckpointBucket", value=bucket.bucket_name, description="Checkpoints live here")
+        CfnOutput(self, "AutoScalingGroup", value=fleet.group_name)
+        CfnOutput(self, "LogGroup", value=logs.name)
+
+    def _code_asset_uri(self, job: JobSpec) -> str:
+        self._code_asset: s3_assets.Asset | None = None
+        if job.workdir_path is None:
+            return ""
+        self._code_asset = s3_assets.Asset(self, "JobCode", path=str(job.workdir_path))
+        return self._code_asset.s3_object_url
+
+    def _artifact_arns(self, job: JobSpec) -> list[str]:
+        arns = [s3_object_arn(job.run.trainer_package)] if job.run.trainer_package.startswith("s3://") else []
+        if self._code_asset is not None:
+            arns.append(self._code_asset.bucket.arn_for_objects(self._code_asset.s3_object_key))
+        return arns
+
+
+def user_data_header(
+    job: JobSpec, params: JobParameters, *, bucket_name: str, log_group: str, code_uri: str
+) -> dict[str, str]:
+    """The exported variables every user data version receives (the stack ↔ bootstrap contract)."""
+    return {
+        "SPOT_USERDATA_VERSION": job.userdata_version,
+        "SPOT_JOB": job.name,
+        "SPOT_STACK": job.stack_name,
+        "SPOT_BUCKET": bucket_name,
+        "SPOT_REGION": Aws.REGION,
+        "SPOT_ASG_NAME": group_name(job.name),
+        "SPOT_LOG_GROUP": log_group,
+        "SPOT_COMMAND": params.command.value_as_string,
+        "SPOT_TRAIN_ARGS": params.train_args.value_as_string,
+        "SPOT_WORKDIR": params.workdir.value_as_string,
+        "SPOT_SETUP_COMMAND": params.setup.value_as_string,
+        "SPOT_CODE_URI": code_uri,
+        "SPOT_TRAINER_PACKAGE": params.trainer_package.value_as_string,
+        "SPOT_STOP_SIGNAL": job.run.stop_signal,
+        "SPOT_GRACE_SECONDS": str(job.run.grace_seconds),
+        "SPOT_RESTART_BUDGET": str(job.run.restart_budget),
+        "SPOT_REACT_TO_REBALANCE": str(job.run.react_to_rebalance).lower(),
+        "SPOT_KEEP_CHECKPOINTS": params.keep_checkpoints.value_as_string,
+    }
