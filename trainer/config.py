@@ -37,6 +37,8 @@ class AgentConfig:
     instance_id: str = ""
     metrics_namespace: str = "SpotTrainer"
     train_args: str = ""  # extra arguments for the built-in trainer
+    lifecycle_hook: str = ""  # termination hook to complete once the emergency checkpoint is safe
+    status_interval_seconds: float = 15.0  # how often status.json is refreshed while training
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -60,6 +62,8 @@ ENV_NAMES: dict[str, str] = {
     "SPOT_INSTANCE_ID": "instance_id",
     "SPOT_METRICS_NAMESPACE": "metrics_namespace",
     "SPOT_TRAIN_ARGS": "train_args",
+    "SPOT_LIFECYCLE_HOOK": "lifecycle_hook",
+    "SPOT_STATUS_INTERVAL": "status_interval_seconds",
 }
 REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")
 

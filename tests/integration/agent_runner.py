@@ -1,0 +1,123 @@
+"""Runs real agent processes against the moto server and a local IMDS, and kills them for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OWN_SCRIPT = REPO_ROOT / "tests" / "fixtures" / "own_script.py"
+
+
+def agent_env(aws_env: dict[str, str], *, bucket: str, job: str, checkpoint_dir: Path, imds_url: str,
+              instance_id: str, command: str, **settings: str) -> dict[str, str]:
+    """Environment of one agent: fast polling and a short lease so tests take seconds, not minutes."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPOT_")}
+    env.update(aws_env)
+    env.update({
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds_url,
+        "SPOT_JOB": job, "SPOT_BUCKET": bucket, "SPOT_COMMAND": command,
+        "SPOT_CHECKPOINT_DIR": str(checkpoint_dir), "SPOT_INSTANCE_ID": instance_id,
+        "SPOT_POLL_SECONDS": "0.2", "SPOT_LEASE_TTL_SECONDS": "4", "SPOT_GRACE_SECONDS": "60",
+        "SPOT_STATUS_INTERVAL": "1", "PYTHONUNBUFFERED": "1",
+    })
+    env.update({f"SPOT_{key.upper()}": value for key, value in settings.items()})
+    return env
+
+
+@dataclass
+class AgentProcess:
+    """`python -m trainer agent` in its own session; stdout/stderr collected line by line."""
+
+    env: dict[str, str]
+    lines: list[str] = field(default_factory=list)
+    process: subprocess.Popen[str] | None = None
+    _readers: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> "AgentProcess":
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "trainer", "agent"], env=self.env, cwd=REPO_ROOT, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        )
+        for pipe in (self.process.stdout, self.process.stderr):
+            reader = threading.Thread(target=self._collect, args=(pipe,), daemon=True)
+            reader.start()
+            self._readers.append(reader)
+        return self
+
+    def _collect(self, pipe) -> None:  # type: ignore[no-untyped-def]
+        for line in pipe:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait(self, timeout: float = 120) -> int:
+        assert self.process is not None
+        code = self.process.wait(timeout=timeout)
+        for reader in self._readers:
+            reader.join(timeout=5)
+        return code
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            if self.process is not None and self.process.poll() is not None and not predicate():
+                raise AssertionError(f"agent exited ({self.process.returncode}) before {what}:\n{self.text()}")
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}:\n{self.text()}")
+
+    def events(self, kind: str) -> list[dict]:
+        """JSON lines the command printed with {"event": kind}."""
+        found = []
+        for line in list(self.lines):
+            if line.startswith("{"):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if record.get("event") == kind:
+                    found.append(record)
+        return found
+
+    def text(self) -> str:
+        return "\n".join(self.lines[-60:])
+
+    def kill_tree(self) -> None:
+        """SIGKILL the agent and every process below it, as a dying instance would."""
+        assert self.process is not None
+        victims = [self.process.pid, *descendants(self.process.pid)]
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.kill_tree()
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found

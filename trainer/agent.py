@@ -1,0 +1,383 @@
+"""The supervisor on each instance: lease → restore → run the command → upload → stop cleanly.
+
+One agent per job trains at a time (the S3 lease). While the command runs, the agent renews the
+lease, watches IMDS for an interruption notice, uploads each new checkpoint in the background and
+keeps status.json, the event log, CloudWatch Logs and metrics current. On a notice it stops the
+command with the configured signal, waits for its emergency checkpoint, uploads it and hands the
+lease back, so the next instance resumes without losing a completed step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainer import status as states
+from trainer.command import CommandProcess, parse_signal
+from trainer.config import AgentConfig, ConfigError
+from trainer.status import JobStatus, StatusReporter
+from trainer.uploader import CheckpointUploader, Uploaded, size_of
+
+EXIT_FAILED = 1
+METRIC_INTERVAL_SECONDS = 1.0
+IMDS_BACKOFF_SECONDS = 30.0
+_STEP_ENTRY = re.compile(r"^step-(\d+)$")  # the checkpoint directory contract (trainer/checkpoints.py)
+
+
+class AgentError(RuntimeError):
+    """The agent cannot go on (S3 unreachable after retries, lease lost); the message says why."""
+
+
+def check_config(config: AgentConfig) -> None:
+    """Reject settings the agent cannot act on, naming the variable, before anything starts."""
+    try:
+        parse_signal(config.stop_signal)
+    except ValueError:
+        raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} is not a signal name") from None
+    checks = [
+        ("SPOT_GRACE_SECONDS", config.grace_seconds, config.grace_seconds >= 0),
+        ("SPOT_RESTART_BUDGET", config.restart_budget, config.restart_budget >= 0),
+        ("SPOT_POLL_SECONDS", config.poll_seconds, config.poll_seconds > 0),
+        ("SPOT_LEASE_TTL_SECONDS", config.lease_ttl_seconds, config.lease_ttl_seconds > 2 * config.poll_seconds),
+        ("SPOT_KEEP_CHECKPOINTS", config.keep_checkpoints, config.keep_checkpoints >= 1),
+        ("SPOT_STATUS_INTERVAL", config.status_interval_seconds, config.status_interval_seconds > 0),
+    ]
+    for name, value, ok in checks:
+        if not ok:
+            hint = " (must exceed twice SPOT_POLL_SECONDS)" if name == "SPOT_LEASE_TTL_SECONDS" else ""
+            raise ConfigError(f"{name}={value!r} is out of range{hint}")
+    if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
+        raise ConfigError(f"SPOT_WORKDIR={config.workdir!r} is not a directory")
+    if config.command != "builtin":
+        try:
+            shlex.split(config.command)
+        except ValueError as error:
+            raise ConfigError(f"SPOT_COMMAND cannot be parsed as a shell command: {error}") from None
+
+
+def newest_local_checkpoint(directory: Path) -> tuple[int, Path] | None:
+    """Highest `step-N` entry in the checkpoint directory. Deliberately torch-free: the agent never
+    imports torch (it would cost seconds of start-up and memory on every instance)."""
+    if not directory.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _STEP_ENTRY.match(p.name))]
+    return max(found, key=lambda item: item[0]) if found else None
+
+
+@dataclass
+class Clients:
+    """Everything the agent talks to; tests pass clients pointed at moto and a fake IMDS."""
+
+    store: Any  # trainer.remote.RemoteStore
+    lease: Any  # trainer.lease.Lease
+    imds: Any  # trainer.imds.ImdsClient
+    autoscaling: Any  # boto3 "autoscaling" client
+    cloud: Any  # trainer.cloudwatch.CloudWatchSink, or None
+
+
+@dataclass
+class Agent:
+    config: AgentConfig
+    clients: Clients
+    instance_id: str
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+    _reporter: StatusReporter | None = None
+    _last_metric: float = 0.0
+    _warned_imds: bool = False
+    _imds_retry_at: float = 0.0
+
+    # ---- entry point --------------------------------------------------------------------------
+    def run(self) -> int:
+        self.log(f"agent on {self.instance_id} for job {self.config.job} (s3://{self.config.bucket})")
+        if not self._wait_for_lease():
+            self.log("stopped while waiting for the job lease; nothing to do")
+            return 0
+        store = self.clients.store
+        self._reporter = StatusReporter(
+            JobStatus.carried_over(store.get_json(states.STATUS_NAME), self.config.job, self.instance_id),
+            publish=self._publish_status,
+            interval_seconds=self.config.status_interval_seconds,
+        )
+        self._reporter.update(state=states.RESTORING)
+        store.append_event("start", attempt=self._reporter.status.attempt + 1)
+        resume_from = self._restore()
+        uploader = CheckpointUploader(
+            lambda path, step: store.upload(path, step, lease=self.clients.lease),
+            self._uploaded,
+            uploaded_step=store.latest_step(),
+            log=self.log,
+        )
+        try:
+            return self._train(uploader, resume_from)
+        finally:
+            uploader.close()
+
+    # ---- lease and restore --------------------------------------------------------------------
+    def _wait_for_lease(self) -> bool:
+        announced = False
+        while not self.clients.lease.acquire():
+            if not announced:
+                self.log("another agent holds the job lease; waiting for it to finish or expire")
+                announced = True
+            if self._notice() or self.stop_requested.wait(self.config.poll_seconds):
+                return False
+        self.log(f"took the job lease (token {self.clients.lease.token})")
+        return True
+
+    def _restore(self) -> Path | None:
+        directory = Path(self.config.checkpoint_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        local = newest_local_checkpoint(directory)
+        remote_step = self.clients.store.latest_step()
+        if local is not None and (remote_step is None or local[0] >= remote_step):
+            restored: Path | None = local[1]  # this disk survived (agent restart): it is at least as new
+        else:
+            started = time.monotonic()
+            restored = self.clients.store.restore(directory)
+            if restored is not None:
+                self.log(f"restored {restored.name} from S3 in {time.monotonic() - started:.2f}s")
+        if restored is None:
+            self.log("no checkpoint yet: starting fresh")
+            return None
+        step = int(_STEP_ENTRY.match(restored.name).group(1))  # type: ignore[union-attr]
+        self.clients.store.append_event("resume", step=step)
+        self._reporter_update(checkpoint_step=max(step, remote_step or 0))
+        return restored
+
+    # ---- the training loop --------------------------------------------------------------------
+    def _train(self, uploader: CheckpointUploader, resume_from: Path | None) -> int:
+        failures = 0
+        while True:
+            reporter = self._require_reporter()
+            reporter.update(state=states.TRAINING, attempt=reporter.status.attempt + 1, reason="")
+            command = self._start_command(resume_from)
+            outcome, code = self._supervise(command, uploader)
+            if outcome == "lost-lease":  # a fenced writer must not publish anything more
+                raise AgentError("the job lease was taken over by another agent; stopped training")
+            newest = self._settle_uploads(uploader)
+            if outcome != "exited" and code != 0:
+                return self._interrupted(outcome, newest)
+            if code == 0:
+                return self._done(newest)
+            failures += 1
+            reason = f"command exited with code {code}" + (
+                f": {command.last_stderr_line}" if command.last_stderr_line else ""
+            )
+            self.clients.store.append_event("failure", exit_code=code, reason=reason, failures=failures)
+            self.log(f"training failed ({failures}/{self.config.restart_budget}): {reason}")
+            if failures >= max(1, self.config.restart_budget):
+                return self._failed(reason, failures)
+            reporter.update(failures=failures)
+            local = newest_local_checkpoint(Path(self.config.checkpoint_dir))
+            resume_from = local[1] if local else resume_from
+
+    def _start_command(self, resume_from: Path | None) -> CommandProcess:
+        config = self.config
+        if config.command == "builtin":
+            argv = [sys.executable, "-m", "trainer", "train", *shlex.split(config.train_args)]
+        else:
+            argv = ["/bin/bash", "-c", config.command]
+        env = {
+            **os.environ,
+            **config.extra_env,
+            "CHECKPOINT_DIR": str(Path(config.checkpoint_dir).resolve()),
+            "RESUME_FROM": str(resume_from.resolve()) if resume_from else "",
+            "JOB_NAME": config.job,
+            "JOB_ATTEMPT": str(self._require_reporter().status.attempt),
+            "NODE_RANK": "0",
+            "NNODES": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29500",
+        }
+        self.log(f"starting {'the built-in trainer' if config.command == 'builtin' else config.command!r}"
+                 f" (attempt {env['JOB_ATTEMPT']}, resume from {env['RESUME_FROM'] or 'scratch'})")
+        cwd = config.workdir if config.command != "builtin" else None
+        return CommandProcess(argv, env, cwd=cwd, sink=self._command_output).start()
+
+    def _supervise(self, command: CommandProcess, uploader: CheckpointUploader) -> tuple[str, int]:
+        """Run until the command exits or must stop: ("exited" | notice reason | "lost-lease", code)."""
+        lease, directory = self.clients.lease, Path(self.config.checkpoint_dir)
+        renew_every = self.config.lease_ttl_seconds / 3
+        last_renew = time.monotonic()
+        while True:
+            code = command.wait(timeout=self.config.poll_seconds)
+            newest = newest_local_checkpoint(directory)
+            if newest is not None:
+                uploader.offer(*newest)
+            if code is not None:
+                return "exited", code
+            reason = self._notice() or ("agent asked to stop" if self.stop_requested.is_set() else None)
+            if time.monotonic() - last_renew >= renew_every:
+                if not lease.renew():
+                    self._stop_command(command)
+                    return "lost-lease", -1
+                last_renew = time.monotonic()
+            if reason:
+                self.log(f"{reason}: stopping the command with {self.config.stop_signal}")
+                self._reporter_update(state=states.STOPPING)
+                return reason, self._stop_command(command)
+            self._require_reporter().tick()
+
+    def _stop_command(self, command: CommandProcess) -> int:
+        code = command.stop(parse_signal(self.config.stop_signal), self.config.grace_seconds)
+        self.log(f"command exited with code {code}")
+        return code
+
+    def _settle_uploads(self, uploader: CheckpointUploader) -> int | None:
+        """Offer the newest checkpoint, wait for it to be safe in S3; the step now in S3."""
+        newest = newest_local_checkpoint(Path(self.config.checkpoint_dir))
+        if newest is not None:
+            uploader.offer(*newest)
+        uploader.drain()
+        if newest is not None and (uploader.uploaded_step or -1) < newest[0]:
+            self.log(f"retrying the upload of checkpoint step {newest[0]}")
+            self._uploaded_direct(uploader, *newest)
+        return uploader.uploaded_step
+
+    def _uploaded_direct(self, uploader: CheckpointUploader, step: int, path: Path) -> None:
+        started = time.monotonic()
+        if self.clients.store.upload(path, step, lease=self.clients.lease):
+            uploader.uploaded_step = step
+            self._uploaded(Uploaded(step, time.monotonic() - started, size_of(path), True))
+
+    # ---- endings ------------------------------------------------------------------------------
+    def _interrupted(self, reason: str, step: int | None) -> int:
+        reporter = self._require_reporter()
+        reporter.update(state=states.INTERRUPTED, interruptions=reporter.status.interruptions + 1,
+                        reason=reason)
+        self.clients.store.append_event("interruption", reason=reason, step=step)
+        self._complete_lifecycle_action()
+        self.clients.lease.release()
+        self.log(f"interrupted ({reason}); checkpoint step {step} is safe in S3")
+        return 0
+
+    def _done(self, step: int | None) -> int:
+        self._require_reporter().update(state=states.DONE)
+        self.clients.store.append_event("done", step=step)
+        self._scale_to_zero()
+        self.clients.lease.release()
+        self.log(f"training finished at checkpoint step {step}")
+        return 0
+
+    def _failed(self, reason: str, failures: int) -> int:
+        self._require_reporter().update(state=states.FAILED, reason=reason, failures=failures)
+        self._scale_to_zero()
+        self.clients.lease.release()
+        self.log(f"giving up after {failures} failures: {reason}")
+        return EXIT_FAILED
+
+    def _scale_to_zero(self) -> None:
+        if not self.config.asg_name:
+            return
+        try:
+            self.clients.autoscaling.set_desired_capacity(
+                AutoScalingGroupName=self.config.asg_name, DesiredCapacity=0, HonorCooldown=False
+            )
+            self.log(f"set desired capacity of {self.config.asg_name} to 0")
+        except Exception as error:
+            self.log(f"could not scale {self.config.asg_name} to 0: {error}")
+
+    def _complete_lifecycle_action(self) -> None:
+        if not (self.config.lifecycle_hook and self.config.asg_name):
+            return
+        try:
+            if (self.clients.imds.target_lifecycle_state() or "") != "Terminated":
+                return
+            self.clients.autoscaling.complete_lifecycle_action(
+                LifecycleHookName=self.config.lifecycle_hook,
+                AutoScalingGroupName=self.config.asg_name,
+                LifecycleActionResult="CONTINUE",
+                InstanceId=self.instance_id,
+            )
+            self.log(f"completed lifecycle action {self.config.lifecycle_hook}")
+        except Exception as error:  # the hook's timeout completes it anyway
+            self.log(f"could not complete lifecycle action {self.config.lifecycle_hook}: {error}")
+
+    # ---- signals from outside -----------------------------------------------------------------
+    def _notice(self) -> str | None:
+        imds = self.clients.imds
+        if time.monotonic() < self._imds_retry_at:
+            return None
+        try:
+            if imds.instance_action():
+                return "spot interruption notice"
+            if self.config.react_to_rebalance and imds.rebalance_recommendation():
+                return "rebalance recommendation"
+            if (imds.target_lifecycle_state() or "") == "Terminated":
+                return "scale-in (lifecycle Terminated)"
+        except Exception as error:  # no IMDS (a laptop, a flaky moment): keep training, ask less often
+            self._imds_retry_at = time.monotonic() + IMDS_BACKOFF_SECONDS
+            if not self._warned_imds:
+                self._warned_imds = True
+                self.log(f"instance metadata unavailable ({error}); interruption notices cannot be seen")
+        return None
+
+    # ---- output, status, metrics ----------------------------------------------------------------
+    def _command_output(self, stream: str, line: str) -> None:
+        print(line, file=sys.stdout if stream == "stdout" else sys.stderr, flush=True)
+        cloud = self.clients.cloud
+        if cloud is not None:
+            cloud.log(line)
+        if stream != "stdout" or not line.startswith("{"):
+            return
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(event, dict) and event.get("event") == "step":
+            self._progress(event)
+
+    def _progress(self, event: dict[str, Any]) -> None:
+        self._reporter_update(step=event.get("step"), loss=event.get("loss"),
+                              samples_per_s=event.get("samples_per_s"))
+        cloud, now = self.clients.cloud, time.monotonic()
+        if cloud is None or now - self._last_metric < METRIC_INTERVAL_SECONDS:
+            return
+        self._last_metric = now
+        for name, key, unit in (("Step", "step", "Count"), ("Loss", "loss", "None"),
+                                ("SamplesPerSecond", "samples_per_s", "Count/Second")):
+            if isinstance(event.get(key), (int, float)):
+                cloud.metric(name, event[key], unit)
+
+    def _uploaded(self, done: Uploaded) -> None:
+        self.clients.store.append_event("checkpoint", step=done.step, upload_seconds=round(done.seconds, 3),
+                                        bytes=done.bytes, published=done.published)
+        if done.published:
+            self._reporter_update(checkpoint_step=done.step)
+        if self.clients.cloud is not None:
+            self.clients.cloud.metric("CheckpointUploadSeconds", done.seconds, "Seconds")
+        self.log(f"checkpoint step {done.step} uploaded in {done.seconds:.2f}s ({done.bytes} bytes)")
+
+    def _publish_status(self, record: dict[str, Any]) -> None:
+        try:
+            self.clients.store.put_json(states.STATUS_NAME, record)
+        except Exception as error:  # status is informative; training goes on
+            self.log(f"could not write status.json: {error}")
+
+    def _reporter_update(self, **changes: Any) -> None:
+        if self._reporter is not None:
+            self._reporter.update(**changes)
+
+    def _require_reporter(self) -> StatusReporter:
+        assert self._reporter is not None, "status is created once the lease is held"
+        return self._reporter
+
+    def log(self, line: str) -> None:
+        print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
+        if self.clients.cloud is not None:
+            self.clients.cloud.log(f"[agent] {line}")
+
+
+def install_stop_handlers(agent: Agent) -> None:
+    """SIGTERM/SIGINT (systemd stop, shutdown) are handled like a notice: checkpoint, upload, exit."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: agent.stop_requested.set())

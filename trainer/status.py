@@ -1,0 +1,118 @@
+"""The job's status record (`status.json` in S3) and the `status` command's view of a job.
+
+The agent owns the record while it holds the lease; anyone with read access to the bucket can
+see where the job stands, what it has survived, and why it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+STATUS_NAME = "status.json"
+
+# States of a job as the status record spells them.
+STARTING = "STARTING"
+WAITING_FOR_LEASE = "WAITING_FOR_LEASE"
+RESTORING = "RESTORING"
+TRAINING = "TRAINING"
+STOPPING = "STOPPING"
+INTERRUPTED = "INTERRUPTED"
+DONE = "DONE"
+FAILED = "FAILED"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class JobStatus:
+    job: str
+    state: str = STARTING
+    step: int | None = None
+    loss: float | None = None
+    samples_per_s: float | None = None
+    checkpoint_step: int | None = None  # newest checkpoint safe in S3
+    instance: str = ""
+    attempt: int = 0
+    interruptions: int = 0
+    failures: int = 0
+    reason: str = ""
+    updated_at: str = field(default_factory=utc_now)
+
+    @classmethod
+    def carried_over(cls, previous: Mapping[str, Any] | None, job: str, instance: str) -> "JobStatus":
+        """A new agent's record: counters and progress carried over from its predecessor's."""
+        previous = previous or {}
+        return cls(
+            job=job,
+            instance=instance,
+            step=previous.get("step"),
+            checkpoint_step=previous.get("checkpoint_step"),
+            attempt=int(previous.get("attempt") or 0),
+            interruptions=int(previous.get("interruptions") or 0),
+        )
+
+
+@dataclass
+class StatusReporter:
+    """Holds the live record and publishes it on every state change and at most every `interval`."""
+
+    status: JobStatus
+    publish: Callable[[dict[str, Any]], None]
+    interval_seconds: float = 15.0
+    _last_publish: float = 0.0
+    _dirty: bool = False
+
+    def update(self, **changes: Any) -> None:
+        for name, value in changes.items():
+            setattr(self.status, name, value)
+        self._dirty = True
+        if "state" in changes:
+            self.flush()
+
+    def tick(self) -> None:
+        """Called from the poll loop: publish pending progress once the interval has passed."""
+        if self._dirty and time.monotonic() - self._last_publish >= self.interval_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        self.status.updated_at = utc_now()
+        self.publish(asdict(self.status))
+        self._last_publish = time.monotonic()
+        self._dirty = False
+
+
+def describe_job(
+    status: Mapping[str, Any] | None, latest: Mapping[str, Any] | None, events: Iterable[Mapping[str, Any]]
+) -> str:
+    """Human-readable summary for `python -m trainer status`."""
+    if not status and not latest:
+        return "no status yet: the job has not started (or the bucket/job name is wrong)"
+    status = status or {}
+    kinds = Counter(str(event.get("kind", "?")) for event in events)
+    lines = [
+        f"job            {status.get('job', '?')}",
+        f"state          {status.get('state', '?')}",
+        f"step           {_or_dash(status.get('step'))}",
+        f"loss           {_or_dash(status.get('loss'))}",
+        f"checkpoint     {_or_dash((latest or {}).get('step', status.get('checkpoint_step')))} (latest in S3)",
+        f"instance       {status.get('instance') or '-'}",
+        f"attempt        {status.get('attempt', 0)}",
+        f"interruptions  {status.get('interruptions', 0)}",
+        f"updated        {status.get('updated_at', '-')}",
+    ]
+    if status.get("reason"):
+        lines.append(f"reason         {status['reason']}")
+    if kinds:
+        lines.append("events         " + ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items())))
+    return "\n".join(lines)
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,112 @@
+"""Uploads the newest local checkpoint in the background, one at a time, skipping intermediates.
+
+The agent's poll loop only offers checkpoints; it never waits on S3. If training writes checkpoints
+faster than they can be uploaded, the ones that appear during an upload are superseded by the
+newest, so S3 is at most one upload behind and no bandwidth goes to steps nobody will restore.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    step: int
+    seconds: float
+    bytes: int
+    published: bool  # False when latest.json already held a newer step or the lease was lost
+
+
+def size_of(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+class CheckpointUploader:
+    """`offer` is cheap and non-blocking; `drain` waits until everything offered is settled."""
+
+    def __init__(
+        self,
+        upload: Callable[[Path, int], bool],
+        on_uploaded: Callable[[Uploaded], None],
+        *,
+        uploaded_step: int | None = None,
+        log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    ) -> None:
+        self._upload, self._on_uploaded, self._log = upload, on_uploaded, log
+        self.uploaded_step = uploaded_step  # newest step known to be safe in S3
+        self._offered_step = uploaded_step
+        self._pending: tuple[int, Path] | None = None
+        self._busy = False
+        self._closed = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="checkpoint-upload", daemon=True)
+        self._thread.start()
+
+    def offer(self, step: int, path: Path) -> bool:
+        """Queue `path` unless an equal or newer step was already offered; True if queued."""
+        with self._cond:
+            if self._offered_step is not None and step <= self._offered_step:
+                return False
+            self._offered_step = step
+            self._pending = (step, path)
+            self._cond.notify_all()
+            return True
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait for the queued and in-flight uploads; False if `timeout` ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._pending is not None or self._busy:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None and not self._closed:
+                    self._cond.wait()
+                if self._pending is None:
+                    return
+                (step, path), self._pending = self._pending, None
+                self._busy = True
+            try:
+                self._upload_one(step, path)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _upload_one(self, step: int, path: Path) -> None:
+        started = time.monotonic()
+        try:
+            size = size_of(path)
+            published = self._upload(path, step)
+        except Exception as error:  # pruned meanwhile, S3 down after retries: the next one may succeed
+            self._log(f"spot-trainer: upload of checkpoint step {step} failed: {_one_line(error)}")
+            return
+        if published:
+            self.uploaded_step = max(step, self.uploaded_step or 0)
+        self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published))
+
+
+def _one_line(error: Any) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
