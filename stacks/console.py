@@ -73,10 +73,11 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
     ]
     vpc_id = subnets = None
     if not net.create:
-        vpc_id = _param(stack, "VpcId", "VPC", type="AWS::EC2::VPC::Id", default=net.vpc_id,
+        # No default when the job leaves the choice to deploy time (console pick or --parameters).
+        vpc_id = _param(stack, "VpcId", "VPC", type="AWS::EC2::VPC::Id", default=net.vpc_id or None,
                         description="VPC of the subnets")
         subnets = _param(stack, "Subnets", "Subnets", type="List<AWS::EC2::Subnet::Id>",
-                         default=",".join(net.subnets),
+                         default=",".join(net.subnets) or None,
                          description="Subnets to launch in; several AZs widen the spot pools")
         groups.append(("Network", [vpc_id, subnets]))
     groups += [
@@ -90,7 +91,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                    type="Number", default=storage.noncurrent_days, min_value=1,
                    description="Days a deleted or overwritten checkpoint object stays recoverable"),
             _param(stack, "LogRetentionDays", "Log retention (days)", type="Number",
-                   default=storage.log_retention_days, allowed_values=[str(d) for d in LOG_RETENTION_DAYS],
+                   default=str(storage.log_retention_days), allowed_values=[str(d) for d in LOG_RETENTION_DAYS],
                    description="Days CloudWatch keeps the job's logs"),
         ]),
         ("Access", [

@@ -60,8 +60,8 @@ def _read_section(name: str, raw: Any, cls: type) -> Any:
             raise _fail(f"{name}.{key}", f"unknown key (known: {', '.join(defaults)})")
         if key == "max_price" and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(value)
-        if key == "subnets" and value == "create":
-            values["create"] = True
+        if key == "subnets" and value in ("create", "parameter"):
+            values["create"] = value == "create"  # "parameter": VPC and subnets chosen at deploy time
             continue
         expected = type(defaults[key].default)
         values[key] = _check_type(f"{name}.{key}", value, expected)
@@ -107,7 +107,7 @@ def _check_network(net: NetworkSpec) -> NetworkSpec:
     if net.subnets:
         bad = next((s for s in net.subnets if not s.startswith("subnet-")), None)
         if bad:
-            raise _fail("network.subnets", f'expected subnet-… ids or "create", got {bad!r}')
+            raise _fail("network.subnets", f'expected subnet-… ids, "create" or "parameter", got {bad!r}')
         if not net.vpc_id.startswith("vpc-"):
             raise _fail("network.vpc_id", "required (vpc-…) when network.subnets lists subnets")
         return dataclasses.replace(net, create=False)

@@ -3,7 +3,7 @@ Scaling group with a mixed instances policy, 100% spot, price-capacity-optimized
 
 from __future__ import annotations
 
-from aws_cdk import Aws, CfnCondition, Fn, Tags
+from aws_cdk import Aws, CfnCondition, CfnTag, Fn
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -35,6 +35,8 @@ class SpotFleet(Construct):
         capacity_rebalance: bool,
     ) -> None:
         super().__init__(scope, construct_id)
+        tags = [CfnTag(key="spot-trainer:job", value=job),
+                CfnTag(key="spot-trainer:userdata-version", value=userdata_version)]
         has_key = CfnCondition(self, "KeyPairGiven", expression=Fn.condition_not(
             Fn.condition_equals(params.key_pair.value_as_string, "")))
         self.launch_template = ec2.CfnLaunchTemplate(
@@ -56,14 +58,12 @@ class SpotFleet(Construct):
                         encrypted=True, delete_on_termination=True),
                 )],
                 user_data=Fn.base64(user_data),
-                tag_specifications=[ec2.CfnLaunchTemplate.TagSpecificationProperty(
-                    resource_type=kind,
-                    tags=[{"key": "spot-trainer:job", "value": job}])  # type: ignore[list-item]
-                    for kind in ("instance", "volume")],
+                tag_specifications=[ec2.CfnLaunchTemplate.TagSpecificationProperty(resource_type=kind, tags=tags)
+                                    for kind in ("instance", "volume")],
             ),
+            tag_specifications=[ec2.CfnLaunchTemplate.LaunchTemplateTagSpecificationProperty(
+                resource_type="launch-template", tags=tags)],
         )
-        Tags.of(self.launch_template).add("spot-trainer:job", job)
-        Tags.of(self.launch_template).add("spot-trainer:userdata-version", userdata_version)
         self.group_name = group_name(job)
         types = params.instance_types.value_as_list
         self.group = autoscaling.CfnAutoScalingGroup(

@@ -1,0 +1,183 @@
+"""Intent-level assertions on the synthesized stack of each construct, plus lint/nag/snapshot gates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aws_cdk.assertions import Match
+
+from tests.unit.stack_support import JOBS, Synthesized, synth, user_data_text
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synthesized]:
+    return {job: synth(job, tmp_path_factory.mktemp(job)) for job in JOBS}
+
+
+@pytest.fixture(scope="module")
+def example(synthesized: dict[str, Synthesized]) -> Synthesized:
+    return synthesized["example"]
+
+
+def test_bucket_is_versioned_encrypted_private_and_retained(example: Synthesized) -> None:
+    example.template.has_resource("AWS::S3::Bucket", {
+        "DeletionPolicy": "Retain",
+        "Properties": Match.object_like({
+            "VersioningConfiguration": {"Status": "Enabled"},
+            "BucketEncryption": Match.any_value(),
+            "PublicAccessBlockConfiguration": {"BlockPublicAcls": True, "BlockPublicPolicy": True,
+                                               "IgnorePublicAcls": True, "RestrictPublicBuckets": True},
+            "LifecycleConfiguration": {"Rules": Match.array_with([
+                Match.object_like({"AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}),
+                Match.object_like({"NoncurrentVersionExpiration": {
+                    "NoncurrentDays": {"Ref": "CheckpointVersionRetentionDays"}}}),
+            ])},
+        }),
+    })
+    example.template.has_resource_properties("AWS::S3::BucketPolicy", {"PolicyDocument": {"Statement": [
+        Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]}})
+
+
+def test_launch_template_requires_imdsv2_and_encrypts_gp3_root(example: Synthesized) -> None:
+    data = example.one("AWS::EC2::LaunchTemplate")["LaunchTemplateData"]
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    (root,) = data["BlockDeviceMappings"]
+    assert root["DeviceName"] == "/dev/xvda"
+    assert root["Ebs"] == {"DeleteOnTermination": True, "Encrypted": True, "VolumeType": "gp3",
+                           "VolumeSize": {"Ref": "VolumeSize"}}
+    assert data["ImageId"] == {"Ref": "ImageId"}
+    assert "InstanceMarketOptions" not in data  # spot settings live only in the group
+
+
+def test_image_parameter_is_an_ssm_image_type_defaulting_to_the_job_ami(synthesized: dict[str, Synthesized]) -> None:
+    image = synthesized["cifar"].raw["Parameters"]["ImageId"]
+    assert image["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
+    assert image["Default"].startswith("/aws/service/deeplearning/ami/")
+
+
+def test_group_is_all_spot_price_capacity_optimized_across_types(synthesized: dict[str, Synthesized]) -> None:
+    cifar = synthesized["cifar"]
+    group = cifar.one("AWS::AutoScaling::AutoScalingGroup")
+    assert group["MinSize"] == "0"
+    assert group["DesiredCapacity"] == {"Ref": "Nodes"}
+    assert group["AutoScalingGroupName"] == "spot-trainer-cifar"
+    assert group["CapacityRebalance"] is True  # cifar reacts to rebalance recommendations
+    policy = group["MixedInstancesPolicy"]
+    assert policy["InstancesDistribution"] == {
+        "OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 0,
+        "SpotAllocationStrategy": "price-capacity-optimized", "SpotMaxPrice": {"Ref": "SpotMaxPrice"}}
+    overrides = policy["LaunchTemplate"]["Overrides"]
+    assert [o["InstanceType"]["Fn::Select"][0] for o in overrides] == [0, 1, 2, 3]
+    assert cifar.raw["Parameters"]["InstanceTypes"]["Default"] == "g5.xlarge,g6.xlarge,g4dn.xlarge,g5.2xlarge"
+    assert cifar.raw["Parameters"]["SpotMaxPrice"]["Default"] == "0.6"
+
+
+def _role_statements(synth: Synthesized) -> dict[str, dict]:
+    return {s["Sid"]: s for s in synth.one("AWS::IAM::Policy")["PolicyDocument"]["Statement"]}
+
+
+def test_role_is_scoped_to_the_job_prefix_log_group_and_own_group(example: Synthesized) -> None:
+    statements = _role_statements(example)
+    bucket_id = next(iter(example.resources("AWS::S3::Bucket")))
+    assert statements["JobCheckpoints"]["Resource"] == {
+        "Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/example/*"]]}
+    assert statements["ListJobPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["example/*", "example"]}}
+    assert "autoScalingGroupName/spot-trainer-example" in json.dumps(statements["OwnGroup"]["Resource"])
+    assert statements["JobMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "SpotTrainer"}}
+    everything = json.dumps(statements)
+    assert '"s3:*"' not in everything and '"Action": "*"' not in everything
+
+
+def test_job_code_asset_is_readable_object_by_object(synthesized: dict[str, Synthesized]) -> None:
+    byo = synthesized["byo"]
+    artifacts = _role_statements(byo)["JobArtifacts"]
+    assert artifacts["Action"] == "s3:GetObject"
+    assert "/*" not in json.dumps(artifacts["Resource"])
+    assert "SPOT_CODE_URI=$(cat" in user_data_text(byo)
+
+
+def test_log_group_has_job_name_and_retention_parameter(example: Synthesized) -> None:
+    example.template.has_resource("AWS::Logs::LogGroup", {
+        "DeletionPolicy": "Delete",
+        "Properties": {"LogGroupName": "/spot-trainer/example", "RetentionInDays": {"Ref": "LogRetentionDays"}}})
+
+
+def test_no_ssh_unless_asked(example: Synthesized) -> None:
+    (ingress,) = example.resources("AWS::EC2::SecurityGroupIngress").values()
+    assert ingress["Condition"] in example.raw["Conditions"]
+    assert example.raw["Parameters"]["SshCidr"]["Default"] == ""
+    assert example.raw["Parameters"]["KeyPair"]["Default"] == ""
+
+
+def test_parameters_are_grouped_in_the_order_a_person_thinks(example: Synthesized) -> None:
+    interface = example.raw["Metadata"]["AWS::CloudFormation::Interface"]
+    assert [g["Label"]["default"] for g in interface["ParameterGroups"]] == [
+        "What to run", "Capacity", "Network", "Storage", "Access"]
+    grouped = [p for g in interface["ParameterGroups"] for p in g["Parameters"]]
+    assert sorted(grouped) == sorted(example.raw["Parameters"])  # every parameter is grouped and labelled
+    assert set(interface["ParameterLabels"]) == set(grouped)
+    assert example.raw["Parameters"]["Subnets"]["Type"] == "List<AWS::EC2::Subnet::Id>"
+    assert example.raw["Parameters"]["VpcId"]["Type"] == "AWS::EC2::VPC::Id"
+    assert example.raw["Parameters"]["TrainingCommand"]["Default"] == "builtin"
+
+
+def test_created_network_has_no_nat_and_no_network_parameters(synthesized: dict[str, Synthesized]) -> None:
+    cifar = synthesized["cifar"]
+    assert cifar.resources("AWS::EC2::VPC") and not cifar.resources("AWS::EC2::NatGateway")
+    assert "Subnets" not in cifar.raw["Parameters"]
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_template_is_standalone_and_user_data_fits(synthesized: dict[str, Synthesized], job: str) -> None:
+    synth = synthesized[job]
+    assert "BootstrapVersion" not in synth.raw.get("Rules", {})
+    assert "BootstrapVersion" not in synth.raw.get("Parameters", {})
+    text = user_data_text(synth, placeholder="x" * 64)  # generous room for deploy-time values
+    assert len(text.encode()) < 16 * 1024
+    assert text.startswith("#!/")
+    assert "export SPOT_USERDATA_VERSION=v1" in text and f"export SPOT_JOB={job}" in text
+    (template_tags,) = synth.one("AWS::EC2::LaunchTemplate")["TagSpecifications"]
+    assert {"Key": "spot-trainer:userdata-version", "Value": "v1"} in template_tags["Tags"]
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_cdk_nag_has_no_unacknowledged_finding_and_each_has_a_reason(synthesized: dict[str, Synthesized], job: str) -> None:
+    report = synthesized[job].validation_report()
+    (nag,) = [r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions"]
+    assert nag["conclusion"] == "success", nag["violations"]
+    assert nag["suppressedViolations"] and all(len(s["reason"]) > 20 for s in nag["suppressedViolations"])
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_cfn_lint_is_clean(synthesized: dict[str, Synthesized], job: str) -> None:
+    path = next(synthesized[job].outdir.glob("*.template.json"))
+    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_snapshot(synthesized: dict[str, Synthesized], job: str) -> None:
+    snapshot = SNAPSHOTS / f"{job}.json"
+    current = json.dumps(synthesized[job].raw, indent=1, sort_keys=True)
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1" or not snapshot.exists():
+        snapshot.write_text(current + "\n")
+    assert current + "\n" == snapshot.read_text(), "template changed: review, then UPDATE_SNAPSHOTS=1"
+
+
+def test_an_unacknowledged_finding_fails_synth(tmp_path: Path) -> None:
+    import aws_cdk as cdk
+    from aws_cdk import aws_s3 as s3
+
+    from app import build_app
+
+    app = cdk.App(context={"job": "example"}, outdir=str(tmp_path), analytics_reporting=False)
+    s3.Bucket(build_app(app), "PlainBucket")  # no SSL-only policy: AwsSolutions-S10
+    with pytest.raises(Exception, match="AwsSolutions-S10"):
+        app.synth()
