@@ -12,7 +12,6 @@ write so two publishers can never interleave; the lower step or the lower fencin
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from typing import Any
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from botocore.exceptions import BotoCoreError, ClientError
 
+from trainer.checksums import BLOCK_BYTES, digest_files
 from trainer.lease import Lease, is_conflict, is_missing
 from trainer.s3client import transfer_config as default_transfer_config
 
@@ -35,19 +35,10 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
 STEP_PREFIX = re.compile(r"step-(\d+)/$")
-HASH_BLOCK = 8 * 1024 * 1024
 
 
 class RemoteStoreError(RuntimeError):
     """An S3 operation failed after botocore's retries; the message names the object and the cause."""
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def checkpoint_files(local: Path) -> dict[str, Path]:
@@ -101,17 +92,18 @@ class RemoteStore:
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=1) as hasher:
             # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
-            digests = hasher.submit(lambda: {name: sha256_of(path) for name, path in files.items()})
+            digests = hasher.submit(digest_files, files)
             self._transfer_all(
                 (str(path), prefix + name) for name, path in files.items()
             )
-            sums = digests.result()
+            blocks = digests.result()
         self._confirm_sizes(prefix, {name: path.stat().st_size for name, path in files.items()})
         manifest = {
             "step": step,
             "kind": "file" if local.is_file() else "directory",
             "name": local.name,
-            "files": {n: {"size": p.stat().st_size, "sha256": sums[n]} for n, p in files.items()},
+            "block_bytes": BLOCK_BYTES,
+            "files": {n: {"size": p.stat().st_size, "sha256_blocks": blocks[n]} for n, p in files.items()},
             "written_at": time.time(),
             "instance": self.instance,
         }
@@ -231,15 +223,19 @@ class RemoteStore:
 
     @staticmethod
     def _verify(manifest: dict, targets: dict[str, Path]) -> str:
-        """'' if every file has the manifest's size and sha256, else what is wrong."""
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            sums = dict(zip(targets, pool.map(sha256_of, targets.values())))
+        """'' if every file has the manifest's size and block SHA-256s, else what is wrong."""
         for name, expected in manifest["files"].items():
             size = targets[name].stat().st_size
             if size != expected["size"]:
                 return f"{name}: {size} bytes, manifest says {expected['size']}"
-            if sums[name] != expected["sha256"]:
-                return f"{name}: sha256 mismatch"
+        block_bytes = int(manifest["block_bytes"])
+        found = digest_files(targets, block_bytes)
+        for name, expected in manifest["files"].items():
+            for index, (got, want) in enumerate(zip(found[name], expected["sha256_blocks"])):
+                if got != want:
+                    return f"{name}: sha256 mismatch in bytes {index * block_bytes}..{(index + 1) * block_bytes}"
+            if len(found[name]) != len(expected["sha256_blocks"]):
+                return f"{name}: manifest lists {len(expected['sha256_blocks'])} blocks"
         return ""
 
     # ---- retention ----------------------------------------------------------------------------
