@@ -1,0 +1,207 @@
+"""The rendered v1 user data, run as an instance runs it: bash, a sandbox root, moto as AWS, a fake
+IMDS, the systemctl stand-in really starting the agent. One bootstrap per module; the tests read
+what it left behind, then run it again."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+
+from localcloud.moto_server import MotoServer
+from stacks.user_data import render_user_data
+from tests.support.userdata_sandbox import (
+    UNIT,
+    UserDataSandbox,
+    alive,
+    asset_key,
+    build_trainer_wheel,
+    process_cmdline,
+    process_environ,
+    zip_directory,
+)
+from trainer.config import config_from_env, parse_env_file
+from trainer.fake_imds import FakeImds
+
+INSTANCE_ID = "i-0aa11bb22cc33dd44"
+# The job's own code: records how the agent started it, then trains until told to stop.
+TRAIN_PY = """\
+import json, os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+keys = ("CHECKPOINT_DIR", "JOB_NAME", "JOB_ATTEMPT")
+with open("started.json", "w") as out:
+    json.dump({"argv": sys.argv[1:], "env": {k: os.environ.get(k) for k in keys}}, out)
+while True:
+    time.sleep(0.2)
+"""
+# Quotes, a dollar sign and spaces must reach the command exactly as the user typed them.
+COMMAND = """python train.py --note "it's \\"quoted\\"" --cost '$5' --epochs 3"""
+
+
+def realistic_header(bucket: str, package_uri: str, code_uri: str) -> dict[str, str]:
+    """The variables the stack renders (stacks/training_stack.py), with deploy-time values filled in."""
+    return {
+        "SPOT_USERDATA_VERSION": "v1",
+        "SPOT_JOB": "cifar",
+        "SPOT_STACK": "SpotTrainer-cifar",
+        "SPOT_BUCKET": bucket,
+        "SPOT_REGION": "us-east-1",
+        "SPOT_ASG_NAME": "spot-trainer-cifar",
+        "SPOT_LOG_GROUP": "/spot-trainer/cifar",
+        "SPOT_COMMAND": COMMAND,
+        "SPOT_TRAIN_ARGS": "",
+        "SPOT_WORKDIR": "/opt/spot-trainer/work",
+        "SPOT_SETUP_COMMAND": "echo setup-ran >> setup.log && python -c 'import torch' && test -f train.py",
+        "SPOT_CODE_URI": code_uri,
+        "SPOT_TRAINER_PACKAGE": package_uri,
+        "SPOT_STOP_SIGNAL": "SIGTERM",
+        "SPOT_GRACE_SECONDS": "20",
+        "SPOT_RESTART_BUDGET": "3",
+        "SPOT_REACT_TO_REBALANCE": "false",
+        "SPOT_KEEP_CHECKPOINTS": "3",
+    }
+
+
+@dataclass
+class Bootstrapped:
+    sandbox: UserDataSandbox
+    script: str
+    first: object
+    bucket: str
+    s3: object
+    started_at: float
+
+
+@pytest.fixture(scope="module")
+def aws(moto_server: MotoServer) -> dict[str, str]:
+    return moto_server.env()
+
+
+@pytest.fixture(scope="module")
+def s3(aws: dict[str, str]):  # type: ignore[no-untyped-def]
+    return boto3.client(
+        "s3", endpoint_url=aws["AWS_ENDPOINT_URL"], region_name="us-east-1",
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    )
+
+
+@pytest.fixture(scope="module")
+def trainer_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_trainer_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="module")
+def imds() -> Iterator[FakeImds]:
+    with FakeImds(instance_id=INSTANCE_ID, region="us-east-1") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def booted(tmp_path_factory, aws, s3, trainer_wheel, imds) -> Iterator[Bootstrapped]:  # type: ignore[no-untyped-def]
+    bucket = f"userdata-happy-{int(time.time() * 1000)}"
+    s3.create_bucket(Bucket=bucket)
+    package_key = asset_key(trainer_wheel)
+    s3.upload_file(str(trainer_wheel), bucket, package_key)
+    code = zip_directory({"train.py": TRAIN_PY}, tmp_path_factory.mktemp("code") / "code.zip")
+    s3.upload_file(str(code), bucket, "cifar/code/code.zip")
+    header = realistic_header(bucket, f"s3://{bucket}/{package_key}", f"s3://{bucket}/cifar/code/code.zip")
+    script = render_user_data("v1", header)
+    sandbox = UserDataSandbox(tmp_path_factory.mktemp("instance"), aws, imds.url)
+    started_at = time.time()
+    first = sandbox.run(script)
+    try:
+        yield Bootstrapped(sandbox, script, first, bucket, s3, started_at)
+    finally:
+        sandbox.stop_agent()
+
+
+def test_bootstrap_succeeds_and_logs_version_and_job_first(booted: Bootstrapped) -> None:
+    assert booted.first.returncode == 0, booted.first.stderr
+    lines = booted.sandbox.log_file.read_text().splitlines()
+    assert "user data v1 for job cifar" in lines[0]
+    assert "STEP" not in lines[0]
+    for step in ("instance-metadata", "python-env", "trainer-package", "job-code", "agent-service"):
+        assert any(f"[{step}]: COMPLETED in" in line for line in lines), step
+    assert json.loads(booted.sandbox.status_file.read_text())["state"] == "AGENT_STARTED"
+
+
+def test_trainer_installed_beside_base_env_without_touching_torch(booted: Bootstrapped) -> None:
+    lib = booted.sandbox.root / "opt/spot-trainer/lib"
+    assert (lib / "trainer" / "agent.py").is_file()
+    assert list(lib.glob("spot_trainer-*.dist-info"))
+    assert not list(lib.glob("torch*")), "torch must come from the base env, never be reinstalled"
+
+
+def test_env_file_is_the_agents_config(booted: Bootstrapped) -> None:
+    env = parse_env_file(booted.sandbox.env_file)
+    config = config_from_env(env)
+    root = booted.sandbox.root
+    assert (config.job, config.bucket, config.command) == ("cifar", booted.bucket, COMMAND)
+    assert config.instance_id == INSTANCE_ID and config.region == "us-east-1"
+    assert config.workdir == f"{root}/opt/spot-trainer/work"
+    assert config.checkpoint_dir == f"{root}/opt/spot-trainer/checkpoints"
+    assert (config.grace_seconds, config.restart_budget, config.keep_checkpoints) == (20.0, 3, 3)
+    assert env["PYTHONPATH"] == f"{root}/opt/spot-trainer/lib"
+    assert env["AWS_ENDPOINT_URL"] == booted.sandbox.aws_env["AWS_ENDPOINT_URL"]
+    assert env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] == booted.sandbox.imds_url
+
+
+def test_unit_gives_the_agent_time_for_its_emergency_checkpoint(booted: Bootstrapped) -> None:
+    unit = dict(
+        line.split("=", 1) for line in booted.sandbox.unit_file.read_text().splitlines() if "=" in line
+    )
+    assert int(unit["TimeoutStopSec"]) > 20 + 30
+    assert unit["Restart"] == "on-failure" and unit["KillMode"] == "mixed" and unit["KillSignal"] == "SIGTERM"
+    assert unit["EnvironmentFile"] == str(booted.sandbox.env_file)
+    assert unit["StandardOutput"] == unit["StandardError"] == "journal"
+
+
+def test_started_process_is_the_agent_running_the_jobs_command(booted: Bootstrapped) -> None:
+    sandbox = booted.sandbox
+    pid = sandbox.wait_for_main_pid()
+    assert process_cmdline(pid)[1:] == ["-m", "trainer", "agent", "--env-file", str(sandbox.env_file)]
+    environ = process_environ(pid)
+    assert environ["SPOT_JOB"] == "cifar" and environ["PYTHONPATH"] == f"{sandbox.root}/opt/spot-trainer/lib"
+    assert "AWS_ENDPOINT_URL" in environ  # from the env file, not inherited: the unit starts clean
+    started = sandbox.root / "opt/spot-trainer/work/started.json"
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        assert alive(pid), f"agent exited; journal:\n{sandbox.read(sandbox.journal)}"
+        time.sleep(0.2)
+    record = json.loads(started.read_text())
+    assert record["argv"] == ["--note", 'it\'s "quoted"', "--cost", "$5", "--epochs", "3"]
+    assert record["env"]["JOB_NAME"] == "cifar"
+    assert record["env"]["CHECKPOINT_DIR"].startswith(str(sandbox.root))
+
+
+def test_code_fetched_and_setup_run_once(booted: Bootstrapped) -> None:
+    work = booted.sandbox.root / "opt/spot-trainer/work"
+    assert (work / "train.py").read_text() == TRAIN_PY
+    assert (work / "setup.log").read_text() == "setup-ran\n"
+
+
+def test_second_run_is_a_no_op(booted: Bootstrapped) -> None:
+    sandbox = booted.sandbox
+    pid = sandbox.wait_for_main_pid()
+    starts = sandbox.calls().count(f"restart {UNIT}")
+    again = sandbox.run(booted.script)
+    assert again.returncode == 0, again.stderr
+    assert "agent already running and unchanged; nothing to do" in again.stderr
+    assert "already installed from s3://" in again.stderr
+    assert sandbox.calls().count(f"restart {UNIT}") == starts == 1
+    assert sandbox.main_pid() == pid and alive(pid)
+    assert (sandbox.root / "opt/spot-trainer/work/setup.log").read_text() == "setup-ran\n"
+
+
+def test_stop_ends_the_agent_and_everything_it_started(booted: Bootstrapped) -> None:
+    sandbox = booted.sandbox
+    pid = sandbox.wait_for_main_pid()
+    assert sandbox.systemctl("is-active", UNIT).returncode == 0
+    assert sandbox.systemctl("stop", UNIT).returncode == 0
+    assert not alive(pid)
+    assert sandbox.systemctl("is-active", UNIT).returncode == 3
