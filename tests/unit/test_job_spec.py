@@ -1,0 +1,107 @@
+"""Job files: every example loads; every bad field is one line naming the field and the expected form."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from stacks.job_spec import JOBS_DIR, JobSpecError, load_job, parse_job
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = tomllib.loads((JOBS_DIR / "example.toml").read_text())
+
+
+def with_change(section: str | None, key: str, value: object) -> dict:
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in EXAMPLE.items()}
+    target = data.setdefault(section, {}) if section else data
+    target[key] = value
+    return data
+
+
+@pytest.mark.parametrize("job", sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
+def test_every_shipped_job_loads(job: str) -> None:
+    spec = load_job(job)
+    assert spec.name == job and spec.stack_name == f"SpotTrainer-{job}"
+
+
+def test_example_defaults_and_values() -> None:
+    spec = load_job("example")
+    assert spec.run.command == "builtin" and "--model resnet" in spec.run.train_args
+    assert spec.capacity.instance_types == ("c7i.xlarge", "c6i.xlarge", "m6i.xlarge")
+    assert spec.network.create is False and spec.userdata_version == "v1"
+    assert spec.access.ssh_cidr == "" and spec.storage.log_retention_days == 14
+
+
+def test_a_path_works_as_well_as_a_name(tmp_path: Path) -> None:
+    job = tmp_path / "mine.toml"
+    job.write_text('[run]\ncommand = "python train.py"\n')
+    spec = load_job(str(job))
+    assert spec.name == "mine" and spec.run.command == "python train.py" and spec.network.create
+
+
+BAD_CASES = [
+    (with_change(None, "colour", "blue"), "colour: unknown key"),
+    (with_change("run", "commnd", "x"), "run.commnd: unknown key"),
+    (with_change(None, "name", "Bad_Name"), "name: 'Bad_Name' must be 2-32 lowercase"),
+    (with_change("run", "command", "  "), "run.command: missing"),
+    (with_change("capacity", "instance_types", ["g5.xlarge", "banana"]), "capacity.instance_types: 'banana' is not an instance type"),
+    (with_change("capacity", "instance_types", ["zz9.xlarge"]), "capacity.instance_types: 'zz9.xlarge' has unknown instance family"),
+    (with_change("capacity", "instance_types", []), "capacity.instance_types: needs at least one"),
+    (with_change("capacity", "instance_types", "g5.xlarge"), "capacity.instance_types: expected a list of strings"),
+    (with_change("capacity", "max_price", -1), "capacity.max_price: expected a positive price"),
+    (with_change("capacity", "max_price", "cheap"), "capacity.max_price: expected USD per hour"),
+    (with_change("capacity", "nodes", 0), "capacity.nodes: expected 1 or more"),
+    (with_change("capacity", "nodes", "2"), "capacity.nodes: expected an integer"),
+    (with_change("capacity", "nodes", True), "capacity.nodes: expected an integer"),
+    (with_change("capacity", "ami", "ubuntu"), "capacity.ami: expected an SSM parameter path"),
+    (with_change("capacity", "volume_size", 4), "capacity.volume_size: expected 8..16384"),
+    (with_change("access", "ssh_cidr", "10.0.0.0/33"), "access.ssh_cidr: '10.0.0.0/33' is not a CIDR"),
+    (with_change("access", "ssh_cidr", "0.0.0.0/0"), "access.ssh_cidr: refusing SSH from the whole internet"),
+    ({**with_change("access", "ssh_cidr", "203.0.113.0/24")}, "access.key_pair: required"),
+    (with_change("network", "subnets", ["sg-123"]), "network.subnets: expected subnet-"),
+    (with_change("storage", "log_retention_days", 10), "storage.log_retention_days: expected one of"),
+    (with_change("run", "stop_signal", "SIGKILL"), "run.stop_signal: expected one of"),
+    (with_change("run", "workdir", "no-such-dir"), "run.workdir: 'no-such-dir' is not a directory"),
+    (with_change(None, "userdata_version", "v9"), "userdata_version: 'v9' not found"),
+    (with_change("run", "grace_seconds", 1), "run.grace_seconds: expected 10..7200"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD_CASES, ids=[m.split(":")[0] + f"-{i}" for i, (_, m) in enumerate(BAD_CASES)])
+def test_bad_field_is_one_line_naming_it(data: dict, message: str) -> None:
+    with pytest.raises(JobSpecError) as caught:
+        parse_job(data, JOBS_DIR / "example.toml")
+    text = str(caught.value)
+    assert "\n" not in text
+    assert text.startswith(f"{JOBS_DIR / 'example.toml'}: ") and message in text, text
+
+
+def test_unknown_job_lists_the_available_ones() -> None:
+    with pytest.raises(JobSpecError, match=r"no file .*nope.toml \(jobs available: .*example"):
+        load_job("nope")
+
+
+def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
+    job = tmp_path / "broken.toml"
+    job.write_text("[run\ncommand = 1\n")
+    with pytest.raises(JobSpecError, match=r"broken.toml: not valid TOML"):
+        load_job(str(job))
+
+
+def test_cdk_app_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
+    job = tmp_path / "bad.toml"
+    job.write_text('[capacity]\ninstance_types = ["g5.huge"]\n')
+    result = subprocess.run(
+        [sys.executable, "app.py"], cwd=REPO, capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", "CDK_CONTEXT_JSON": f'{{"job": "{job}"}}', "CDK_OUTDIR": str(tmp_path / "out"),
+             "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"spot-trainer: {job}: capacity.instance_types: 'g5.huge' is not an instance type name "
+        "(expected family.size, e.g. g5.xlarge)")
+    assert "Traceback" not in result.stderr
