@@ -24,6 +24,7 @@ from typing import Any
 from trainer import status as states
 from trainer.command import CommandProcess, parse_signal
 from trainer.config import AgentConfig, ConfigError
+from trainer.lease_keeper import LeaseKeeper
 from trainer.status import JobStatus, StatusReporter
 from trainer.uploader import CheckpointUploader, Uploaded, size_of
 
@@ -91,6 +92,7 @@ class Agent:
     instance_id: str
     stop_requested: threading.Event = field(default_factory=threading.Event)
     _reporter: StatusReporter | None = None
+    _keeper: LeaseKeeper | None = None
     _last_metric: float = 0.0
     _warned_imds: bool = False
     _imds_retry_at: float = 0.0
@@ -101,6 +103,13 @@ class Agent:
         if not self._wait_for_lease():
             self.log("stopped while waiting for the job lease; nothing to do")
             return 0
+        self._keeper = LeaseKeeper(self.clients.lease, self.config.lease_ttl_seconds, self.log).start()
+        try:
+            return self._run_holding_lease()
+        finally:
+            self._keeper.release()
+
+    def _run_holding_lease(self) -> int:
         store = self.clients.store
         self._reporter = StatusReporter(
             JobStatus.carried_over(store.get_json(states.STATUS_NAME), self.config.job, self.instance_id),
@@ -160,7 +169,11 @@ class Agent:
             reporter = self._require_reporter()
             reporter.update(state=states.TRAINING, attempt=reporter.status.attempt + 1, reason="")
             command = self._start_command(resume_from)
-            outcome, code = self._supervise(command, uploader)
+            try:
+                outcome, code = self._supervise(command, uploader)
+            except BaseException:  # the agent itself broke: let the command save and stop, then report
+                self._stop_command(command)
+                raise
             if outcome == "lost-lease":  # a fenced writer must not publish anything more
                 raise AgentError("the job lease was taken over by another agent; stopped training")
             newest = self._settle_uploads(uploader)
@@ -205,9 +218,7 @@ class Agent:
 
     def _supervise(self, command: CommandProcess, uploader: CheckpointUploader) -> tuple[str, int]:
         """Run until the command exits or must stop: ("exited" | notice reason | "lost-lease", code)."""
-        lease, directory = self.clients.lease, Path(self.config.checkpoint_dir)
-        renew_every = self.config.lease_ttl_seconds / 3
-        last_renew = time.monotonic()
+        directory = Path(self.config.checkpoint_dir)
         while True:
             code = command.wait(timeout=self.config.poll_seconds)
             newest = newest_local_checkpoint(directory)
@@ -216,11 +227,9 @@ class Agent:
             if code is not None:
                 return "exited", code
             reason = self._notice() or ("agent asked to stop" if self.stop_requested.is_set() else None)
-            if time.monotonic() - last_renew >= renew_every:
-                if not lease.renew():
-                    self._stop_command(command)
-                    return "lost-lease", -1
-                last_renew = time.monotonic()
+            if self._require_keeper().lost.is_set():
+                self._stop_command(command)
+                return "lost-lease", -1
             if reason:
                 self.log(f"{reason}: stopping the command with {self.config.stop_signal}")
                 self._reporter_update(state=states.STOPPING)
@@ -256,7 +265,6 @@ class Agent:
                         reason=reason)
         self.clients.store.append_event("interruption", reason=reason, step=step)
         self._complete_lifecycle_action()
-        self.clients.lease.release()
         self.log(f"interrupted ({reason}); checkpoint step {step} is safe in S3")
         return 0
 
@@ -264,14 +272,12 @@ class Agent:
         self._require_reporter().update(state=states.DONE)
         self.clients.store.append_event("done", step=step)
         self._scale_to_zero()
-        self.clients.lease.release()
         self.log(f"training finished at checkpoint step {step}")
         return 0
 
     def _failed(self, reason: str, failures: int) -> int:
         self._require_reporter().update(state=states.FAILED, reason=reason, failures=failures)
         self._scale_to_zero()
-        self.clients.lease.release()
         self.log(f"giving up after {failures} failures: {reason}")
         return EXIT_FAILED
 
@@ -366,6 +372,10 @@ class Agent:
     def _reporter_update(self, **changes: Any) -> None:
         if self._reporter is not None:
             self._reporter.update(**changes)
+
+    def _require_keeper(self) -> LeaseKeeper:
+        assert self._keeper is not None, "the keeper starts once the lease is held"
+        return self._keeper
 
     def _require_reporter(self) -> StatusReporter:
         assert self._reporter is not None, "status is created once the lease is held"

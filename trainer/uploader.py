@@ -104,7 +104,10 @@ class CheckpointUploader:
             return
         if published:
             self.uploaded_step = max(step, self.uploaded_step or 0)
-        self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published))
+        try:
+            self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published))
+        except Exception as error:  # reporting is secondary; the worker must live on
+            self._log(f"spot-trainer: recording the upload of step {step} failed: {_one_line(error)}")
 
 
 def _one_line(error: Any) -> str:

@@ -39,6 +39,7 @@ class AgentProcess:
 
     env: dict[str, str]
     lines: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # time.monotonic() when each line arrived
     process: subprocess.Popen[str] | None = None
     _readers: list[threading.Thread] = field(default_factory=list)
 
@@ -55,6 +56,7 @@ class AgentProcess:
 
     def _collect(self, pipe) -> None:  # type: ignore[no-untyped-def]
         for line in pipe:
+            self.times.append(time.monotonic())
             self.lines.append(line.rstrip("\n"))
 
     def wait(self, timeout: float = 120) -> int:
@@ -86,6 +88,10 @@ class AgentProcess:
                 if record.get("event") == kind:
                     found.append(record)
         return found
+
+    def first_time(self, predicate: Callable[[str], bool]) -> float | None:
+        """When the first line matching `predicate` arrived."""
+        return next((at for at, line in zip(list(self.times), list(self.lines)) if predicate(line)), None)
 
     def text(self) -> str:
         return "\n".join(self.lines[-60:])

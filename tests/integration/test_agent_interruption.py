@@ -1,0 +1,93 @@
+"""Spot notices: the emergency checkpoint reaches S3 before the agent lets go, and the next one resumes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import boto3
+import pytest
+
+from tests.integration.agent_runner import AgentProcess, agent_env
+from trainer.fake_imds import FakeImds
+from trainer.remote import RemoteStore
+
+TRAIN_ARGS = ("--model lm --synthetic --steps 5000 --width 16 --context 16 --batch-size 8 "
+              "--checkpoint-every-steps 10 --log-every 1")
+
+
+def last_step(agent: AgentProcess) -> int:
+    return max(event["step"] for event in agent.events("step"))
+
+
+def run_until_notice(agent: AgentProcess, imds: FakeImds, past_step: int, **notice: float) -> None:
+    """Let the agent train beyond `past_step`, then announce a notice through IMDS."""
+    try:
+        agent.wait_for(lambda: any(e["step"] > past_step for e in agent.events("step")), what=f"step {past_step}")
+        if notice.get("rebalance"):
+            imds.recommend_rebalance()
+        else:
+            imds.announce_interruption(in_seconds=120)
+        assert agent.wait() == 0, agent.text()
+    finally:
+        agent.stop()
+
+
+def test_notice_uploads_the_emergency_checkpoint_and_the_next_agent_resumes(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    job = f"notice-{bucket[-8:]}"
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
+    with FakeImds(instance_id="i-first") as imds:
+        first = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "a",
+                                       imds_url=imds.url, instance_id="i-first", command="builtin",
+                                       train_args=TRAIN_ARGS)).start()
+        run_until_notice(first, imds, past_step=15)
+    stopped_at = last_step(first)
+    assert [e["step"] for e in first.events("emergency_checkpoint")] == [stopped_at]
+    assert store.latest_step() == stopped_at, "no completed step may be lost"
+    status = store.get_json("status.json")
+    assert (status["state"], status["step"], status["interruptions"]) == ("INTERRUPTED", stopped_at, 1)
+    assert status["checkpoint_step"] == stopped_at and status["instance"] == "i-first"
+
+    with FakeImds(instance_id="i-second") as imds:  # a rebalance counts only when asked for
+        second = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "b",
+                                        imds_url=imds.url, instance_id="i-second", command="builtin",
+                                        train_args=TRAIN_ARGS, react_to_rebalance="true")).start()
+        run_until_notice(second, imds, past_step=stopped_at + 5, rebalance=True)
+    assert [e["step"] for e in second.events("resumed")] == [stopped_at]
+    assert min(e["step"] for e in second.events("step")) == stopped_at + 1
+    assert store.latest_step() == last_step(second), second.text()
+    status = store.get_json("status.json")
+    assert (status["state"], status["interruptions"], status["attempt"]) == ("INTERRUPTED", 2, 2)
+    events = store.events()
+    assert [e["kind"] for e in events if e["kind"] != "checkpoint"] == [
+        "start", "interruption", "start", "resume", "interruption"]
+    assert events[1 + [e["kind"] for e in events[1:]].index("interruption")]["reason"] == "spot interruption notice"
+    uploads = [e for e in events if e["kind"] == "checkpoint"]
+    assert all(e["bytes"] > 0 and e["upload_seconds"] >= 0 for e in uploads)
+
+
+@pytest.fixture
+def cloudwatch_clients(aws_env: dict[str, str]) -> tuple[object, object]:
+    endpoint = aws_env["AWS_ENDPOINT_URL"]
+    return boto3.client("logs", endpoint_url=endpoint), boto3.client("cloudwatch", endpoint_url=endpoint)
+
+
+def test_output_reaches_the_instance_log_stream_and_metrics(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path, cloudwatch_clients: tuple[object, object]
+) -> None:
+    logs, cloudwatch = cloudwatch_clients
+    job = f"logs-{bucket[-8:]}"
+    with FakeImds(instance_id="i-logs") as imds:
+        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "a",
+                                       imds_url=imds.url, instance_id="i-logs", command="builtin",
+                                       train_args=TRAIN_ARGS, metrics_namespace=f"Test/{job}")).start()
+        run_until_notice(agent, imds, past_step=25)
+    messages = [e["message"] for e in logs.get_log_events(  # type: ignore[attr-defined]
+        logGroupName=f"/spot-trainer/{job}", logStreamName="i-logs", startFromHead=True)["events"]]
+    assert any('"event": "step"' in message for message in messages)
+    assert any("spot interruption notice" in message for message in messages)
+    names = {m["MetricName"] for m in cloudwatch.list_metrics(Namespace=f"Test/{job}")["Metrics"]}  # type: ignore[attr-defined]
+    assert {"Step", "Loss", "SamplesPerSecond", "CheckpointUploadSeconds"} <= names
+    dimensions = cloudwatch.list_metrics(Namespace=f"Test/{job}", MetricName="Step")["Metrics"][0]["Dimensions"]  # type: ignore[attr-defined]
+    assert dimensions == [{"Name": "Job", "Value": job}]
