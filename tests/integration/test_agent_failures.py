@@ -1,0 +1,114 @@
+"""A command that keeps failing, bad settings and unreachable storage end clearly and stop paying."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
+from trainer.fake_imds import FakeImds
+from trainer.remote import RemoteStore
+
+
+def create_group(aws_env: dict[str, str], name: str) -> object:
+    """A launch template and a one-instance Auto Scaling group in moto, as the stack would create."""
+    endpoint = aws_env["AWS_ENDPOINT_URL"]
+    ec2 = boto3.client("ec2", endpoint_url=endpoint)
+    autoscaling = boto3.client("autoscaling", endpoint_url=endpoint)
+    subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+    ec2.create_launch_template(LaunchTemplateName=name,
+                               LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "t3.micro"})
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=name, LaunchTemplate={"LaunchTemplateName": name, "Version": "$Latest"},
+        MinSize=0, MaxSize=1, DesiredCapacity=1, VPCZoneIdentifier=subnet)
+    return autoscaling
+
+
+def test_crash_looping_command_fails_after_the_budget_and_scales_to_zero(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    group = f"fleet-{bucket[-8:]}"
+    autoscaling = create_group(aws_env, group)
+    command = 'echo "attempt $JOB_ATTEMPT starting"; echo "CUDA error: out of memory (attempt $JOB_ATTEMPT)" >&2; exit 3'
+    with FakeImds(instance_id="i-crash") as imds:
+        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="crash", checkpoint_dir=tmp_path / "c",
+                                       imds_url=imds.url, instance_id="i-crash", command=command,
+                                       restart_budget="3", asg_name=group)).start()
+        try:
+            assert agent.wait() == 1, agent.text()
+        finally:
+            agent.stop()
+    assert [line for line in agent.lines if line.endswith(" starting")] == [
+        "attempt 1 starting", "attempt 2 starting", "attempt 3 starting"]
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "crash")
+    status = store.get_json("status.json")
+    assert status["state"] == "FAILED" and status["failures"] == 3
+    assert status["reason"] == "command exited with code 3: CUDA error: out of memory (attempt 3)"
+    assert [e["kind"] for e in store.events()] == ["start", "failure", "failure", "failure"]
+    desired = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])  # type: ignore[attr-defined]
+    assert desired["AutoScalingGroups"][0]["DesiredCapacity"] == 0
+
+
+def run_agent_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trainer", "agent", *args], env=env, cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("SPOT_BUCKET", "", "missing required setting SPOT_BUCKET (agent environment file)"),
+        ("SPOT_GRACE_SECONDS", "ninety", "SPOT_GRACE_SECONDS='ninety' is not a valid float"),
+        ("SPOT_STOP_SIGNAL", "SIGNOPE", "SPOT_STOP_SIGNAL='SIGNOPE' is not a signal name"),
+        ("SPOT_RESTART_BUDGET", "-1", "SPOT_RESTART_BUDGET=-1 is out of range"),
+        ("SPOT_LEASE_TTL_SECONDS", "0.3", "SPOT_LEASE_TTL_SECONDS=0.3 is out of range (must exceed twice SPOT_POLL_SECONDS)"),
+        ("SPOT_WORKDIR", "/nonexistent/dir", "SPOT_WORKDIR='/nonexistent/dir' is not a directory"),
+    ],
+)
+def test_bad_setting_is_one_line_and_exit_code_2(
+    setting: str, value: str, message: str, tmp_path: Path
+) -> None:
+    env_file = tmp_path / "agent.env"
+    env_file.write_text(f"SPOT_JOB=j\nSPOT_BUCKET=b\nSPOT_COMMAND='python train.py'\n{setting}={value}\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPOT_")}
+    result = run_agent_cli(env, "--env-file", str(env_file))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"spot-trainer: bad configuration: {message}", result.stderr
+    assert result.stdout == ""
+
+
+def test_unknown_bucket_is_one_line_and_nothing_runs(aws_env: dict[str, str], tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    with FakeImds(instance_id="i-nobucket") as imds:
+        env = agent_env(aws_env, bucket="no-such-bucket-anywhere", job="j", checkpoint_dir=tmp_path / "c",
+                        imds_url=imds.url, instance_id="i-nobucket", command=f"touch {marker}")
+        result = subprocess.run([sys.executable, "-m", "trainer", "agent"], env=env, cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1
+    assert lines[-1].startswith("spot-trainer: cannot work with s3://no-such-bucket-anywhere/j: ")
+    assert "NoSuchBucket" in lines[-1] and "Traceback" not in result.stderr
+    assert not marker.exists()
+
+
+def test_status_command_summarises_the_job(aws_env: dict[str, str], bucket: str) -> None:
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "report")
+    store.put_json("status.json", {"job": "report", "state": "INTERRUPTED", "step": 120, "loss": 0.5,
+                                   "instance": "i-1", "attempt": 2, "interruptions": 1,
+                                   "updated_at": "2026-11-22T10:00:00+00:00"})
+    store.append_event("interruption", step=120)
+    env = {**os.environ, **aws_env}
+    result = subprocess.run([sys.executable, "-m", "trainer", "status", "--job", "report", "--bucket", bucket],
+                            env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "state          INTERRUPTED" in result.stdout and "interruptions  1" in result.stdout
+    assert "events         interruption 1" in result.stdout
+    missing = subprocess.run([sys.executable, "-m", "trainer", "status", "--job", "x", "--bucket", "no-such-bkt"],
+                             env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
+    assert missing.stderr.startswith("spot-trainer: cannot read job 'x' in bucket 'no-such-bkt'")
