@@ -1,0 +1,192 @@
+"""Exact resume: the trainer, killed for real at random points and restarted, ends bit-identical.
+
+Each trial runs `python -m trainer.train` as a subprocess, SIGKILLs it at random steps (often right
+after a checkpoint starts, so some kills land mid-write), restarts it until it exits 0 and compares
+every tensor of the final model with an uninterrupted run. SPOT_KILL_TRIALS sets the number of
+trials per model (default 1; the slow variant runs 8); SPOT_KILL_SEED replays a failing trial.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainer.checkpoints import checkpoint_name, committed_checkpoints, load_model_weights
+
+STEPS = 40
+EVERY = 5
+MODEL_ARGS = {
+    "resnet": ["--width", "4", "--batch-size", "8"],
+    "lm": ["--width", "16", "--context", "16", "--batch-size", "8"],
+}
+KILLS_PER_TRIAL = 3
+
+
+def trainer_command(model: str, checkpoint_dir: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "trainer.train", "--model", model, "--steps", str(STEPS), "--synthetic",
+        "--checkpoint-every-steps", str(EVERY), "--checkpoint-dir", str(checkpoint_dir),
+        "--log-every", "1", "--keep", "2", "--seed", "3", *MODEL_ARGS[model],
+    ]
+
+
+def trainer_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "RESUME_FROM"}
+    env["OMP_NUM_THREADS"] = "1"  # the two cores are shared; the same setting for every run
+    return env
+
+
+@dataclass
+class Run:
+    """One trainer process; its JSON events are read as they come."""
+
+    process: subprocess.Popen[str]
+    events: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, model: str, checkpoint_dir: Path, stderr_path: Path) -> "Run":
+        with stderr_path.open("a") as stderr:
+            process = subprocess.Popen(trainer_command(model, checkpoint_dir), stdout=subprocess.PIPE,
+                                       stderr=stderr, text=True, env=trainer_env())
+        return cls(process)
+
+    def read_until(self, predicate) -> dict | None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            event = json.loads(line)
+            self.events.append(event)
+            if predicate(event):
+                return event
+        return None
+
+    def finish(self, timeout: float = 120) -> int:
+        self.read_until(lambda event: False)
+        return self.process.wait(timeout)
+
+    def of(self, kind: str) -> list[dict]:
+        return [event for event in self.events if event["event"] == kind]
+
+
+def final_weights(checkpoint_dir: Path) -> dict[str, torch.Tensor]:
+    return load_model_weights(checkpoint_dir / checkpoint_name(STEPS))
+
+
+def assert_bit_identical(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    assert actual.keys() == expected.keys()
+    different = [name for name in expected if not torch.equal(actual[name], expected[name])]
+    assert not different, f"tensors differ from the uninterrupted run: {different}"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, torch.Tensor]]:
+    """Final weights of one uninterrupted run per model."""
+    weights = {}
+    for model in MODEL_ARGS:
+        directory = tmp_path_factory.mktemp(f"reference-{model}")
+        run = Run.start(model, directory, directory.parent / f"reference-{model}.stderr")
+        assert run.finish() == 0, (directory.parent / f"reference-{model}.stderr").read_text()
+        assert run.of("done") == [{"event": "done", "step": STEPS}]
+        weights[model] = final_weights(directory)
+    return weights
+
+
+def kill_and_resume_trial(model: str, directory: Path, rng: random.Random, label: str) -> int:
+    """Kill the trainer KILLS_PER_TRIAL times at random points, then let it finish. Returns restarts."""
+    stderr_path = directory.parent / f"{directory.name}.stderr"
+    expected_resume: int | None = None
+    for attempt in range(KILLS_PER_TRIAL + 1):
+        run = Run.start(model, directory, stderr_path)
+        resumed = run.read_until(lambda event: event["event"] in ("resumed", "step"))
+        if expected_resume is None:
+            assert resumed is not None and resumed["event"] == "step", f"{label}: fresh start expected"
+        else:
+            assert resumed == {"event": "resumed", "step": expected_resume, "from": str(directory / checkpoint_name(expected_resume))}, label
+        start = expected_resume or 0
+        if attempt == KILLS_PER_TRIAL or start >= STEPS - 1:
+            assert run.finish() == 0, f"{label}: {stderr_path.read_text()}"
+            return attempt
+        target = rng.choice([s for s in range(start + 1, STEPS) if s % EVERY == 0] + [rng.randrange(start + 1, STEPS)])
+        run.read_until(lambda event: event["event"] == "step" and event["step"] >= target)
+        time.sleep(rng.uniform(0, 0.02))  # lands in the snapshot, the write or the next step
+        run.process.send_signal(signal.SIGKILL)
+        run.process.wait(30)
+        if run.process.stdout:
+            run.process.stdout.close()
+        committed = committed_checkpoints(directory)
+        expected_resume = committed[-1][0] if committed else None  # None: the next run starts fresh
+    raise AssertionError("unreachable")
+
+
+def run_trials(model: str, trials: int, tmp_path: Path, reference: dict) -> None:
+    base_seed = int(os.environ.get("SPOT_KILL_SEED", random.randrange(2**31)))
+    for trial in range(trials):
+        seed = base_seed + trial
+        directory = tmp_path / f"{model}-trial-{trial}"
+        kill_and_resume_trial(model, directory, random.Random(seed), f"{model} SPOT_KILL_SEED={seed}")
+        assert_bit_identical(final_weights(directory), reference[model])
+
+
+@pytest.mark.parametrize("model", list(MODEL_ARGS))
+def test_sigkill_at_random_points_resumes_bit_identical(model: str, tmp_path: Path, reference: dict) -> None:
+    run_trials(model, int(os.environ.get("SPOT_KILL_TRIALS", "1")), tmp_path, reference)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("model", list(MODEL_ARGS))
+def test_many_sigkill_trials_resume_bit_identical(model: str, tmp_path: Path, reference: dict) -> None:
+    run_trials(model, int(os.environ.get("SPOT_KILL_TRIALS", "8")), tmp_path, reference)
+
+
+def test_sigterm_saves_at_the_step_boundary_exits_75_and_loses_no_step(tmp_path: Path, reference: dict) -> None:
+    directory = tmp_path / "checkpoints"
+    stderr_path = tmp_path / "trainer.stderr"
+    run = Run.start("lm", directory, stderr_path)
+    reached = run.read_until(lambda event: event["event"] == "step" and event["step"] >= 12)
+    assert reached is not None
+
+    run.process.send_signal(signal.SIGTERM)
+    assert run.finish() == 75, stderr_path.read_text()
+
+    emergency = run.of("emergency_checkpoint")
+    last_step = max(event["step"] for event in run.of("step"))
+    assert len(emergency) == 1 and emergency[0]["step"] == last_step >= 12
+    assert emergency[0]["path"] == str(directory / checkpoint_name(last_step))
+    assert committed_checkpoints(directory)[-1][0] == last_step
+    assert "SIGTERM received" in stderr_path.read_text()
+
+    resumed = Run.start("lm", directory, stderr_path)
+    assert resumed.read_until(lambda event: event["event"] == "resumed")["step"] == last_step
+    assert resumed.finish() == 0
+    assert_bit_identical(final_weights(directory), reference["lm"])
+
+
+def test_resume_from_env_takes_precedence_over_the_newest_local_checkpoint(tmp_path: Path) -> None:
+    directory = tmp_path / "checkpoints"
+    first = Run.start("resnet", directory, tmp_path / "trainer.stderr")
+    first.read_until(lambda event: event["event"] == "checkpoint" and event["step"] >= 2 * EVERY)
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait(30)
+    committed = committed_checkpoints(directory)
+    assert len(committed) >= 2
+    older = committed[0]
+
+    env = trainer_env() | {"RESUME_FROM": str(older[1])}
+    command = trainer_command("resnet", directory)
+    command[command.index("--steps") + 1] = str(older[0] + 1)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events[0] == {"event": "resumed", "step": older[0], "from": str(older[1])}
+    assert events[-1] == {"event": "done", "step": older[0] + 1}
