@@ -5,6 +5,7 @@ what it left behind, then run it again."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ def realistic_header(bucket: str, package_uri: str, code_uri: str) -> dict[str, 
         "SPOT_COMMAND": COMMAND,
         "SPOT_TRAIN_ARGS": "",
         "SPOT_WORKDIR": "/opt/spot-trainer/work",
-        "SPOT_SETUP_COMMAND": "echo setup-ran >> setup.log && python -c 'import torch' && test -f train.py",
+        "SPOT_SETUP_COMMAND": "echo setup-ran >> setup.log && test -f train.py && python -c 'import sys; print(sys.executable)' > python.txt",
         "SPOT_CODE_URI": code_uri,
         "SPOT_TRAINER_PACKAGE": package_uri,
         "SPOT_STOP_SIGNAL": "SIGTERM",
@@ -183,6 +184,7 @@ def test_code_fetched_and_setup_run_once(booted: Bootstrapped) -> None:
     work = booted.sandbox.root / "opt/spot-trainer/work"
     assert (work / "train.py").read_text() == TRAIN_PY
     assert (work / "setup.log").read_text() == "setup-ran\n"
+    assert (work / "python.txt").read_text().strip() == str(Path(sys.executable).parent / "python")
 
 
 def test_second_run_is_a_no_op(booted: Bootstrapped) -> None:

@@ -87,6 +87,7 @@ class UserDataSandbox:
             "PATH": path,
             "HOME": str(self.root / "root"),
             "LANG": "C.UTF-8",
+            "PIP_CONFIG_FILE": os.devnull,  # only the package sources the test names
             "SPOT_ROOT": str(self.root),
             "AWS_EC2_METADATA_SERVICE_ENDPOINT": self.imds_url,
             # The interpreter running the tests has torch, as the Deep Learning AMI's env does.

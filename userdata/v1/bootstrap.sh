@@ -146,12 +146,12 @@ instance_metadata() {
 python_env() {
   local candidate version gpus index=()
   for candidate in ${SPOT_BASE_PYTHON:-$PYTHONS} "$APP_DIR/venv/bin/python3"; do
-    if version="$("$candidate" -c 'import torch; print(torch.__version__)' 2>/dev/null)"; then
+    if version="$("$candidate" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null)"; then
       PYTHON="$candidate"
       log "python $PYTHON with torch $version"
       return 0
     fi
-    [[ -z "${SPOT_BASE_PYTHON:-}" ]] || fail "SPOT_BASE_PYTHON=$SPOT_BASE_PYTHON cannot import torch"
+    [[ -z "${SPOT_BASE_PYTHON:-}" ]] || fail "SPOT_BASE_PYTHON=$SPOT_BASE_PYTHON has no torch installed"
   done
   PYTHON="$APP_DIR/venv/bin/python3"
   if gpus="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)"; then

@@ -1,0 +1,120 @@
+"""User data that cannot finish: it stops within bounded time, names the failing step and why in its
+log, in the local status file and in the job's status.json, and starts nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localcloud.moto_server import MotoServer, free_port
+from stacks.user_data import render_user_data
+from tests.support.userdata_sandbox import UserDataSandbox
+from trainer.fake_imds import FakeImds
+
+INSTANCE_ID = "i-0fa11ed0000000001"
+
+
+def header(bucket: str, package: str) -> dict[str, str]:
+    return {
+        "SPOT_USERDATA_VERSION": "v1",
+        "SPOT_JOB": "cifar",
+        "SPOT_STACK": "SpotTrainer-cifar",
+        "SPOT_BUCKET": bucket,
+        "SPOT_REGION": "us-east-1",
+        "SPOT_COMMAND": "builtin",
+        "SPOT_TRAINER_PACKAGE": package,
+        "SPOT_GRACE_SECONDS": "110",
+    }
+
+
+@pytest.fixture
+def imds() -> Iterator[FakeImds]:
+    with FakeImds(instance_id=INSTANCE_ID) as server:
+        yield server
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, moto_server: MotoServer, imds: FakeImds) -> Iterator[UserDataSandbox]:
+    box = UserDataSandbox(tmp_path / "instance", moto_server.env(), imds.url)
+    yield box
+    box.stop_agent()
+
+
+def run_failing(sandbox: UserDataSandbox, script: str) -> tuple[object, float, list[str]]:
+    started = time.monotonic()
+    result = sandbox.run(script, timeout=120)
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0, result.stderr
+    return result, elapsed, sandbox.log_file.read_text().splitlines()
+
+
+def error_line(log: list[str]) -> str:
+    return next(line for line in log if "]: ERROR (exit" in line)
+
+
+def assert_nothing_started(sandbox: UserDataSandbox) -> None:
+    assert not sandbox.unit_file.exists()
+    assert sandbox.calls() == []
+
+
+def test_missing_package_in_s3_fails_after_retries_and_records_why(
+    sandbox: UserDataSandbox, s3, bucket: str  # type: ignore[no-untyped-def]
+) -> None:
+    # An agent of this job already recorded progress: the failure must not erase it.
+    s3.put_object(Bucket=bucket, Key="cifar/status.json", Body=json.dumps({"state": "INTERRUPTED", "step": 740,
+                                                                           "interruptions": 2}))
+    package = f"s3://{bucket}/assets/0123abcd.whl"
+    result, elapsed, log = run_failing(sandbox, render_user_data("v1", header(bucket, package)))
+    assert elapsed < 60
+    retried = [line for line in log if f"download of {package}: attempt" in line]
+    assert [line.split("attempt ")[1][:3] for line in retried] == ["1/3", "2/3"]
+    error = error_line(log)
+    assert "[trainer-package]" in error and f"download of {package} failed after 3 attempts" in error
+    assert "404" in error or "Not Found" in error or "does not exist" in error
+    local = json.loads(sandbox.status_file.read_text())
+    assert local["state"] == "FAILED" and local["bootstrap"]["step"] == "trainer-package"
+    remote = json.loads(s3.get_object(Bucket=bucket, Key="cifar/status.json")["Body"].read())
+    assert remote["state"] == "FAILED" and remote["instance"] == INSTANCE_ID
+    assert remote["reason"].startswith(f"bootstrap step trainer-package: download of {package} failed")
+    assert (remote["step"], remote["interruptions"]) == (740, 2)
+    uploaded_log = s3.get_object(Bucket=bucket, Key=f"cifar/bootstrap/{INSTANCE_ID}.log")["Body"].read().decode()
+    assert "ERROR" in uploaded_log
+    assert "Traceback" not in result.stderr
+    assert_nothing_started(sandbox)
+
+
+def test_unreachable_package_index_fails_in_bounded_time(sandbox: UserDataSandbox, s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    closed = f"http://127.0.0.1:{free_port()}/simple"
+    sandbox.overrides["SPOT_PIP_ARGS"] = f"--no-deps --index-url {closed} --retries 0 --timeout 2"
+    result, elapsed, log = run_failing(sandbox, render_user_data("v1", header(bucket, "spot-trainer==0.1.0")))
+    assert elapsed < 90
+    error = error_line(log)
+    assert "[trainer-package]" in error and "pip install of spot-trainer==0.1.0 failed after 3 attempts" in error
+    remote = json.loads(s3.get_object(Bucket=bucket, Key="cifar/status.json")["Body"].read())
+    assert remote["state"] == "FAILED" and "pip install of spot-trainer==0.1.0" in remote["reason"]
+    assert_nothing_started(sandbox)
+
+
+@pytest.mark.slow
+def test_object_that_is_not_a_wheel_is_named(sandbox: UserDataSandbox, s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    s3.put_object(Bucket=bucket, Key="assets/feedbeef.whl", Body=b"<html>not a wheel</html>")
+    package = f"s3://{bucket}/assets/feedbeef.whl"
+    _, _, log = run_failing(sandbox, render_user_data("v1", header(bucket, package)))
+    error = error_line(log)
+    assert error.endswith(f"{package} is not a wheel (no .dist-info/WHEEL inside)")
+    assert_nothing_started(sandbox)
+
+
+def test_unreachable_imds_fails_at_instance_metadata(tmp_path: Path, s3, bucket: str, moto_server: MotoServer) -> None:  # type: ignore[no-untyped-def]
+    sandbox = UserDataSandbox(tmp_path / "instance", moto_server.env(), f"http://127.0.0.1:{free_port()}")
+    result, elapsed, log = run_failing(sandbox, render_user_data("v1", header(bucket, "spot-trainer==0.1.0")))
+    assert elapsed < 60
+    error = error_line(log)
+    assert "[instance-metadata]" in error and "IMDS instance-id failed after 3 attempts" in error
+    assert json.loads(sandbox.status_file.read_text())["bootstrap"]["step"] == "instance-metadata"
+    assert "Traceback" not in result.stderr
+    assert_nothing_started(sandbox)

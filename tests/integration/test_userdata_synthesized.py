@@ -1,0 +1,103 @@
+"""The exact user data of a synthesized launch template, its tokens resolved the way CloudFormation
+resolves them at deploy time, run in the sandbox: the job that ships its own code (byo) gets its
+code, its setup command and a running agent."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from localcloud.moto_server import MotoServer
+from tests.support.userdata_sandbox import REPO_ROOT, UserDataSandbox, alive, build_trainer_wheel, process_cmdline
+from tests.unit.stack_support import synth
+from trainer.config import config_from_env, parse_env_file
+from trainer.fake_imds import FakeImds
+
+# A console user's choice of command; the byo script itself trains for real and is not needed here.
+COMMAND = "python -c 'import signal, time; signal.signal(signal.SIGTERM, lambda *a: exit(0)); time.sleep(600)'"
+
+
+def evaluate(node: Any, values: dict[str, str]) -> Any:
+    """CloudFormation's meaning of the intrinsics CDK puts into user data."""
+    if isinstance(node, str):
+        return node
+    (name, argument), = node.items()
+    if name == "Ref":
+        return values[argument]
+    if name == "Fn::Join":
+        separator, parts = argument
+        return separator.join(evaluate(part, values) for part in parts)
+    if name == "Fn::Split":
+        separator, source = argument
+        return evaluate(source, values).split(separator)
+    if name == "Fn::Select":
+        index, source = argument
+        return evaluate(source, values)[int(index)]
+    raise AssertionError(f"user data uses {name}, which this test does not resolve")
+
+
+def zipped(directory: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(directory.rglob("*")):
+            archive.write(path, path.relative_to(directory).as_posix())
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory, moto_server: MotoServer) -> Iterator[UserDataSandbox]:
+    template = synth("byo", tmp_path_factory.mktemp("cdk.out")).raw
+    s3 = boto3.client("s3", endpoint_url=moto_server.endpoint, region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    bucket = "userdata-synth-byo"
+    s3.create_bucket(Bucket=bucket)
+    values = {name: str(p.get("Default", "")) for name, p in template["Parameters"].items()}
+    values["AWS::Region"] = "us-east-1"
+    values["TrainingCommand"] = COMMAND
+    for name, resource in template["Resources"].items():
+        if resource["Type"] == "AWS::S3::Bucket":
+            values[name] = bucket
+    for name in template["Parameters"]:  # the code asset, published where its parameters say
+        if name.startswith("AssetParameters") and "S3Bucket" in name:
+            values[name] = bucket
+        elif name.startswith("AssetParameters") and "S3VersionKey" in name:
+            values[name] = "assets/||byo-code.zip"
+    s3.put_object(Bucket=bucket, Key="assets/byo-code.zip", Body=zipped(REPO_ROOT / "jobs" / "byo"))
+    (launch_template,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    script = evaluate(launch_template["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"], values)
+    wheels = build_trainer_wheel(tmp_path_factory.mktemp("wheels")).parent
+    with FakeImds(instance_id="i-0b0b0b0b0b0b0b0b0") as imds:
+        sandbox = UserDataSandbox(
+            tmp_path_factory.mktemp("instance"), moto_server.env(), imds.url,
+            # The template's default package is a pip spec; the local index holds the wheel.
+            overrides={"SPOT_PIP_ARGS": f"--no-deps --no-index --find-links {wheels}", "PIP_NO_INDEX": "1"},
+        )
+        result = sandbox.run(script)
+        assert result.returncode == 0, result.stderr
+        try:
+            yield sandbox
+        finally:
+            sandbox.stop_agent()
+
+
+def test_synthesized_user_data_starts_the_agent_for_its_job(deployed: UserDataSandbox) -> None:
+    config = config_from_env(parse_env_file(deployed.env_file))
+    assert (config.job, config.bucket, config.command) == ("byo", "userdata-synth-byo", COMMAND)
+    assert config.grace_seconds == 90.0 and config.log_group.endswith("byo")
+    pid = deployed.wait_for_main_pid()
+    assert alive(pid)
+    assert process_cmdline(pid)[-4:] == ["trainer", "agent", "--env-file", str(deployed.env_file)]
+
+
+def test_synthesized_user_data_fetches_the_shipped_code_and_runs_setup(deployed: UserDataSandbox) -> None:
+    work = deployed.root / "opt/spot-trainer/work"
+    assert (work / "train.py").read_bytes() == (REPO_ROOT / "jobs/byo/train.py").read_bytes()
+    log = deployed.log_file.read_text()
+    assert "running in" in log and "pip install --quiet -r requirements.txt || true" in log
+    assert (deployed.root / "var/lib/spot-trainer/setup-done").exists()
