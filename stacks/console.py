@@ -59,7 +59,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                    description="s3:// URI of the spot-trainer wheel, or a pip requirement"),
         ]),
         ("Capacity", [
-            _param(stack, "InstanceTypes", "Instance types", type="CommaDelimitedList",
+            _param(stack, "InstanceTypes", "Instance types", type="String",
+                   allowed_pattern=r"^[a-z0-9-]+\.[a-z0-9-]+(,[a-z0-9-]+\.[a-z0-9-]+)*$",
                    default=",".join(cap.instance_types),
                    description=f"Exactly {len(cap.instance_types)} spot instance types, most preferred first"),
             _param(stack, "Nodes", "Number of instances", type="Number", default=cap.nodes, min_value=0,

@@ -65,7 +65,8 @@ class SpotFleet(Construct):
                 resource_type="launch-template", tags=tags)],
         )
         self.group_name = group_name(job)
-        types = params.instance_types.value_as_list
+        # A String split here rather than a CommaDelimitedList: both AWS and the local stand-in agree on it.
+        types = Fn.split(",", params.instance_types.value_as_string, type_count)
         self.group = autoscaling.CfnAutoScalingGroup(
             self,
             "Group",

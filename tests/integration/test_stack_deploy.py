@@ -1,0 +1,86 @@
+"""`cdk deploy` of the example job to moto with the real CLI, read back through boto3, then destroy."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from localcloud.moto_server import MotoServer
+from tests.integration.cdk_cli import cdk
+
+STACK = "SpotTrainer-example"
+
+
+@pytest.fixture(scope="module")
+def deployed(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    clients = {name: boto3.client(name, endpoint_url=moto_server.endpoint, region_name="us-east-1",
+                                  aws_access_key_id="testing", aws_secret_access_key="testing")
+               for name in ("cloudformation", "autoscaling", "ec2", "s3", "iam", "logs")}
+    vpc = clients["ec2"].describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    subnets = [s["SubnetId"] for s in clients["ec2"].describe_subnets(
+        Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]][:2]
+    out = tmp_path_factory.mktemp("cdk.out")
+    cdk("synth", "--quiet", "-c", "job=example", "-o", str(out), server=moto_server)
+    cdk("deploy", "--app", str(out), "--require-approval", "never", "--parameters", f"VpcId={vpc}",
+        "--parameters", f"Subnets={','.join(subnets)}", "--parameters", "SpotMaxPrice=0.42",
+        "--parameters", "TrainingCommand=python train.py --lr 'a b'", server=moto_server)
+    yield {"clients": clients, "out": out, "subnets": subnets}
+
+
+def _physical_id(clients: dict, kind: str) -> str:
+    (stack,) = clients["cloudformation"].describe_stacks(StackName=STACK)["Stacks"]
+    assert stack["StackStatus"] == "CREATE_COMPLETE"
+    resources = clients["cloudformation"].describe_stack_resources(StackName=STACK)["StackResources"]
+    (found,) = [r["PhysicalResourceId"] for r in resources if r.get("ResourceType") == kind]
+    return found
+
+
+def test_deploy_creates_bucket_group_role_and_log_group(deployed: dict) -> None:
+    clients = deployed["clients"]
+    clients["s3"].head_bucket(Bucket=_physical_id(clients, "AWS::S3::Bucket"))
+    (group,) = clients["autoscaling"].describe_auto_scaling_groups(
+        AutoScalingGroupNames=["spot-trainer-example"])["AutoScalingGroups"]
+    assert group["DesiredCapacity"] == 1 and group["MinSize"] == 0
+    assert set(group["VPCZoneIdentifier"].split(",")) == set(deployed["subnets"])
+    policy = group["MixedInstancesPolicy"]
+    assert policy["InstancesDistribution"]["SpotAllocationStrategy"] == "price-capacity-optimized"
+    assert policy["InstancesDistribution"]["OnDemandPercentageAboveBaseCapacity"] == 0
+    assert policy["InstancesDistribution"]["SpotMaxPrice"] == "0.42"  # --parameters override
+    assert [o["InstanceType"] for o in policy["LaunchTemplate"]["Overrides"]] == [
+        "c7i.xlarge", "c6i.xlarge", "m6i.xlarge"]
+    groups = clients["logs"].describe_log_groups(logGroupNamePrefix="/spot-trainer/example")["logGroups"]
+    # int(): moto passes the parameter through as a string where AWS stores a number.
+    assert [(g["logGroupName"], int(g["retentionInDays"])) for g in groups] == [("/spot-trainer/example", 14)]
+    roles = [r["RoleName"] for r in clients["iam"].list_roles()["Roles"] if "TrainerRole" in r["RoleName"]]
+    assert roles
+
+
+def test_launch_template_carries_rendered_user_data_with_deploy_time_values(deployed: dict) -> None:
+    clients = deployed["clients"]
+    bucket = _physical_id(clients, "AWS::S3::Bucket")
+    (version,) = clients["ec2"].describe_launch_template_versions(
+        LaunchTemplateId=_physical_id(clients, "AWS::EC2::LaunchTemplate"))["LaunchTemplateVersions"]
+    data = version["LaunchTemplateData"]
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    script = base64.b64decode(data["UserData"]).decode()
+    assert script.startswith("#!/")
+    assert "export SPOT_USERDATA_VERSION=v1" in script
+    assert f"SPOT_BUCKET=$(cat <<'SPOT_TRAINER_VALUE'\n{bucket}\n" in script
+    assert "\npython train.py --lr 'a b'\nSPOT_TRAINER_VALUE\n" in script  # console text kept literal
+
+
+def test_destroy_removes_everything_but_the_checkpoints(deployed: dict, moto_server: MotoServer) -> None:
+    clients = deployed["clients"]
+    bucket = _physical_id(clients, "AWS::S3::Bucket")
+    clients["s3"].put_object(Bucket=bucket, Key="example/latest.json", Body=b'{"step": 7}')
+    cdk("destroy", "--app", str(deployed["out"]), "--force", server=moto_server)
+    stacks = clients["cloudformation"].list_stacks()["StackSummaries"]
+    assert all(s["StackStatus"] == "DELETE_COMPLETE" for s in stacks if s["StackName"] == STACK)
+    assert not clients["autoscaling"].describe_auto_scaling_groups(
+        AutoScalingGroupNames=["spot-trainer-example"])["AutoScalingGroups"]
+    assert not clients["logs"].describe_log_groups(logGroupNamePrefix="/spot-trainer/example")["logGroups"]
+    body = clients["s3"].get_object(Bucket=bucket, Key="example/latest.json")["Body"].read()
+    assert body == b'{"step": 7}'
