@@ -1,0 +1,91 @@
+"""The trainer's command line and failure paths: one clear line, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainer.checkpoints import list_checkpoints
+from trainer.train import main, parse_args
+
+
+def parse_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+BASE = ["--model", "lm", "--steps", "10", "--synthetic", "--checkpoint-dir", "ck"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "cnn", "--steps", "1", "--synthetic", "--checkpoint-dir", "x"], "invalid choice: 'cnn'"),
+        (BASE[:3] + ["0"] + BASE[4:], "expected a positive integer, got 0"),
+        (BASE + ["--data", "d"], "not allowed with argument --synthetic"),
+        (BASE + ["--checkpoint-every-steps", "5", "--checkpoint-every-seconds", "9"], "not allowed with"),
+        (BASE + ["--checkpoint-every-seconds", "nan"], "expected a positive number, got nan"),
+        (BASE + ["--width", "30"], "--width 30 must be a multiple of 4"),
+        (BASE + ["--warmup-steps", "11"], "--warmup-steps 11 must be between 0 and --steps 10"),
+    ],
+)
+def test_bad_flags_are_named_in_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert message in parse_error(argv, capsys)
+
+
+def test_checkpoint_dir_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("CHECKPOINT_DIR", "/restored/here")
+    assert parse_args(BASE[:5]).checkpoint_dir == "/restored/here"
+    monkeypatch.delenv("CHECKPOINT_DIR")
+    assert "--checkpoint-dir is required" in parse_error(BASE[:5], capsys)
+
+
+@pytest.fixture
+def keep_signal_handlers() -> Iterator[None]:
+    """main() installs SIGTERM/SIGINT handlers; give pytest its own back afterwards."""
+    saved = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for number, handler in saved.items():
+        signal.signal(number, handler)
+
+
+def run_trainer(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    code = main(argv)
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_unreadable_data_fails_with_one_line_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    np.save(data / "images.npy", np.zeros((4, 28, 28), dtype=np.uint8))
+    np.save(data / "labels.npy", np.zeros(4, dtype=np.int64))
+    checkpoints = tmp_path / "ck"
+
+    code, errors = run_trainer(
+        ["--model", "resnet", "--steps", "2", "--data", str(data), "--checkpoint-dir", str(checkpoints)], capsys
+    )
+
+    assert code == 1 and len(errors) == 1
+    assert errors[0].startswith("error: ") and "images.npy: shape (4, 28, 28), expected (N, 32, 32, 3)" in errors[0]
+    assert list_checkpoints(checkpoints) == []
+
+
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_checkpoint_of_another_model_is_refused_with_one_line(tmp_path: Path, capsys) -> None:
+    checkpoints = str(tmp_path / "ck")
+    small = ["--steps", "2", "--batch-size", "4", "--synthetic", "--checkpoint-dir", checkpoints, "--width", "8"]
+    assert run_trainer(["--model", "lm", *small], capsys)[0] == 0
+    before = list_checkpoints(checkpoints)
+
+    code, errors = run_trainer(["--model", "lm", *small[:-1], "12"], capsys)
+
+    assert code == 1 and len(errors) == 1
+    assert "was written for {'model': 'lm', 'width': 8" in errors[0] and "use a fresh --checkpoint-dir" in errors[0]
+    assert list_checkpoints(checkpoints) == before  # the old checkpoints are untouched
