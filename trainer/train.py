@@ -233,6 +233,7 @@ def run(args: argparse.Namespace, stop: StopFlag) -> int:
         BatchOrder(len(dataset), args.seed),
     )
     checkpoint_dir = Path(args.checkpoint_dir)
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)  # an unwritable place fails now, not after training
     remove_stale_temps(checkpoint_dir)
     saved_step: int | None = None
     resume = find_resume_point(checkpoint_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,3 +90,28 @@ def test_checkpoint_of_another_model_is_refused_with_one_line(tmp_path: Path, ca
     assert code == 1 and len(errors) == 1
     assert "was written for {'model': 'lm', 'width': 8" in errors[0] and "use a fresh --checkpoint-dir" in errors[0]
     assert list_checkpoints(checkpoints) == before  # the old checkpoints are untouched
+
+
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_time_based_checkpoints_and_the_final_one_are_committed(tmp_path: Path, capsys) -> None:
+    checkpoints = tmp_path / "ck"
+    argv = ["--model", "lm", "--steps", "3", "--batch-size", "2", "--synthetic", "--width", "8",
+            "--checkpoint-dir", str(checkpoints), "--checkpoint-every-seconds", "1e-6", "--keep", "5"]
+
+    code = main(argv)
+
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 0
+    assert [e["step"] for e in events if e["event"] == "checkpoint"] == [1, 2, 3]
+    assert events[-1] == {"event": "done", "step": 3}
+    assert [step for step, _ in list_checkpoints(checkpoints)] == [1, 2, 3]
+
+
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_unwritable_checkpoint_dir_fails_before_training(tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+
+    code, errors = run_trainer(BASE[:6] + [str(blocker / "ck")], capsys)
+
+    assert code == 1 and len(errors) == 1 and errors[0].startswith("error: ") and "file/ck" in errors[0]
