@@ -22,6 +22,7 @@ from tests.support.userdata_sandbox import (
     alive,
     asset_key,
     build_trainer_wheel,
+    job_header,
     process_cmdline,
     process_environ,
     zip_directory,
@@ -45,27 +46,11 @@ COMMAND = """python train.py --note "it's \\"quoted\\"" --cost '$5' --epochs 3""
 
 
 def realistic_header(bucket: str, package_uri: str, code_uri: str) -> dict[str, str]:
-    """The variables the stack renders (stacks/training_stack.py), with deploy-time values filled in."""
-    return {
-        "SPOT_USERDATA_VERSION": "v1",
-        "SPOT_JOB": "cifar",
-        "SPOT_STACK": "SpotTrainer-cifar",
-        "SPOT_BUCKET": bucket,
-        "SPOT_REGION": "us-east-1",
-        "SPOT_ASG_NAME": "spot-trainer-cifar",
-        "SPOT_LOG_GROUP": "/spot-trainer/cifar",
-        "SPOT_COMMAND": COMMAND,
-        "SPOT_TRAIN_ARGS": "",
-        "SPOT_WORKDIR": "/opt/spot-trainer/work",
-        "SPOT_SETUP_COMMAND": "echo setup-ran >> setup.log && test -f train.py && python -c 'import sys; print(sys.executable)' > python.txt",
-        "SPOT_CODE_URI": code_uri,
-        "SPOT_TRAINER_PACKAGE": package_uri,
-        "SPOT_STOP_SIGNAL": "SIGTERM",
-        "SPOT_GRACE_SECONDS": "20",
-        "SPOT_RESTART_BUDGET": "3",
-        "SPOT_REACT_TO_REBALANCE": "false",
-        "SPOT_KEEP_CHECKPOINTS": "3",
-    }
+    return job_header(
+        bucket, package_uri, SPOT_COMMAND=COMMAND, SPOT_CODE_URI=code_uri, SPOT_GRACE_SECONDS="20",
+        SPOT_SETUP_COMMAND="echo setup-ran >> setup.log && test -f train.py"
+        " && python -c 'import sys; print(sys.executable)' > python.txt",
+    )
 
 
 @dataclass

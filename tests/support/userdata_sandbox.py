@@ -25,6 +25,31 @@ UNIT = "spot-trainer-agent.service"
 FAST_RETRIES = {"SPOT_RETRY_ATTEMPTS": "3", "SPOT_RETRY_BASE_MS": "100", "SPOT_RETRY_MAX_MS": "400"}
 
 
+def job_header(bucket: str, package: str, **overrides: str) -> dict[str, str]:
+    """The variables the stack renders (stacks/training_stack.py), filled in as at deploy time."""
+    return {
+        "SPOT_USERDATA_VERSION": "v1",
+        "SPOT_JOB": "cifar",
+        "SPOT_STACK": "SpotTrainer-cifar",
+        "SPOT_BUCKET": bucket,
+        "SPOT_REGION": "us-east-1",
+        "SPOT_ASG_NAME": "spot-trainer-cifar",
+        "SPOT_LOG_GROUP": "/spot-trainer/cifar",
+        "SPOT_COMMAND": "builtin",
+        "SPOT_TRAIN_ARGS": "",
+        "SPOT_WORKDIR": "/opt/spot-trainer/work",
+        "SPOT_SETUP_COMMAND": "",
+        "SPOT_CODE_URI": "",
+        "SPOT_TRAINER_PACKAGE": package,
+        "SPOT_STOP_SIGNAL": "SIGTERM",
+        "SPOT_GRACE_SECONDS": "110",
+        "SPOT_RESTART_BUDGET": "3",
+        "SPOT_REACT_TO_REBALANCE": "false",
+        "SPOT_KEEP_CHECKPOINTS": "3",
+        **overrides,
+    }
+
+
 def build_trainer_wheel(directory: Path) -> Path:
     """The trainer package as a wheel, built from this checkout the way a release would be."""
     subprocess.run(

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# Spot Trainer user data v1: Python env, trainer package, job code, agent under systemd. Host paths,
-# endpoints and commands are env overrides (same script on EC2, local cloud, tests); reruns are safe.
+# Spot Trainer user data v1: Python env, trainer, job code, agent under systemd. Host paths, endpoints
+# and commands are env overrides (same script on EC2, local cloud, tests). Reruns are safe.
 set -Eeuo pipefail
 
 SPOT_ROOT="${SPOT_ROOT:-}"
 SYSTEMCTL="${SYSTEMCTL:-systemctl}"
 AWS_CLI="${SPOT_AWS_CLI:-aws}"
-PKG_INSTALL="${SPOT_PKG_INSTALL:-}"
 IMDS="${AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}"
 PYTHONS="${SPOT_PYTHON_CANDIDATES:-/opt/pytorch/bin/python3 /opt/conda/envs/pytorch/bin/python3}"
 RETRY_ATTEMPTS="${SPOT_RETRY_ATTEMPTS:-5}"
@@ -38,7 +37,7 @@ log() {
   echo "$line" >>"$LOG_FILE"
 }
 
-# fail REASON: keep the reason for the report, return non-zero so the ERR trap fires.
+# fail REASON: non-zero, so the ERR trap reports REASON.
 fail() {
   echo "$*" >"$REASON"
   return 1
@@ -66,27 +65,29 @@ on_error() {
   exit "$rc"
 }
 
-# FAILED in the local status file, and in S3 (status.json, merged so the job's counters stay) if it can.
+# FAILED in the local status file and in S3's status.json, merged so the job's counters stay.
 report_failure() {
-  local status="$STATE_DIR/bootstrap-status.json" prefix="s3://${SPOT_BUCKET:-}/${SPOT_JOB:-}" previous
-  previous="$(mktemp)"
-  [[ -z "${SPOT_BUCKET:-}" ]] || "$AWS_CLI" s3 cp --only-show-errors "$prefix/status.json" "$previous" 2>/dev/null
-  python3 - "$status" "$previous" "$STEP" "$1" "$2" "$INSTANCE_ID" "$prefix" "${SPOT_JOB:-}" <<'PY' || log "cannot write $status"
+  local status="$STATE_DIR/bootstrap-status.json" prefix="s3://${SPOT_BUCKET:-}/${SPOT_JOB:-}"
+  rm -f "$status"
+  [[ -z "${SPOT_BUCKET:-}" ]] || "$AWS_CLI" s3 cp --only-show-errors "$prefix/status.json" "$status" 2>/dev/null
+  python3 - "$status" "$STEP" "$1" "$2" "$INSTANCE_ID" "${SPOT_JOB:-}" <<'PY' || log "cannot write $status"
 import json, sys, time
-path, previous, step, reason, rc, instance, prefix, job = sys.argv[1:]
+path, step, reason, rc, instance, job = sys.argv[1:]
 try:
-    record = json.load(open(previous))
-except ValueError:
+    record = json.load(open(path))
+except (OSError, ValueError):
     record = {}
 record.update(job=job, state="FAILED", instance=instance, reason=f"bootstrap step {step}: {reason}",
-              updated_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-              bootstrap={"step": step, "exit_code": int(rc), "log": f"{prefix}/bootstrap/{instance}.log"})
+              updated_at=time.strftime("%FT%T+00:00", time.gmtime()), bootstrap={"step": step, "exit_code": int(rc)})
 json.dump(record, open(path, "w"))
 PY
-  [[ -n "${SPOT_BUCKET:-}" && -n "${SPOT_JOB:-}" ]] || return 0
+  [[ -n "${SPOT_BUCKET:-}" ]] || return 0
   RETRY_ATTEMPTS=2 retry "log upload" "$AWS_CLI" s3 cp --only-show-errors "$LOG_FILE" "$prefix/bootstrap/$INSTANCE_ID.log"
-  RETRY_ATTEMPTS=2 retry "status upload" "$AWS_CLI" s3 cp --only-show-errors "$status" "$prefix/status.json" &&
+  if RETRY_ATTEMPTS=2 retry "status upload" "$AWS_CLI" s3 cp --only-show-errors "$status" "$prefix/status.json"; then
     log "FAILED recorded in $prefix/status.json"
+  else
+    log "cannot record FAILED in $prefix/status.json: $(cat "$REASON")"
+  fi
 }
 
 # retry WHAT COMMAND...: bounded attempts, exponential backoff with jitter; stdout passes through.
@@ -98,7 +99,6 @@ retry() {
     rc=$?
     if ((attempt >= RETRY_ATTEMPTS)); then
       echo "$what failed after $attempt attempts: $(tail -n 1 "$errors")" >"$REASON"
-      log "$what failed after $attempt attempts (exit $rc): $(tail -n 3 "$errors" | tr '\n' ' ')"
       rm -f "$errors"
       return "$rc"
     fi
@@ -119,9 +119,7 @@ imds() {
   "${CURL[@]}" -H "X-aws-ec2-metadata-token: $token" "${IMDS%/}/latest/$1"
 }
 
-s3_get() {
-  retry "download of $1" "$AWS_CLI" s3 cp --only-show-errors "$1" "$2"
-}
+s3_get() { retry "download of $1" "$AWS_CLI" s3 cp --only-show-errors "$1" "$2"; }
 
 check_header() {
   local name
@@ -177,7 +175,7 @@ PY
 
 # Into its own directory put on PYTHONPATH: the base env and its torch stay untouched.
 trainer_package() {
-  local source="$SPOT_TRAINER_PACKAGE" target="$SPOT_TRAINER_PACKAGE" tmp pip_args=() installed
+  local source="$SPOT_TRAINER_PACKAGE" target="$SPOT_TRAINER_PACKAGE" tmp pip_args=()
   if [[ -d "$LIB_DIR/trainer" && "$(cat "$LIB_DIR/.installed-from" 2>/dev/null)" == "$source" ]]; then
     log "already installed from $source"
     return 0
@@ -196,8 +194,7 @@ trainer_package() {
   rm -rf "$LIB_DIR" "$tmp"
   mv "$LIB_DIR.new" "$LIB_DIR"
   CHANGED=1
-  installed=("$LIB_DIR"/spot_trainer-*.dist-info)
-  log "installed ${installed[0]##*/} into $LIB_DIR"
+  log "installed $(cd "$LIB_DIR" && echo spot_trainer-*.dist-info) into $LIB_DIR"
 }
 
 job_code() {
@@ -207,14 +204,9 @@ job_code() {
     log "workdir $WORKDIR ready (code: ${SPOT_CODE_URI:-none})"
     return 0
   fi
-  if ! command -v unzip >/dev/null; then
-    command -v dnf >/dev/null && : "${PKG_INSTALL:=dnf install -y}"
-    # shellcheck disable=SC2086 # a command line
-    retry "install of unzip" ${PKG_INSTALL:-apt-get install -y} unzip
-  fi
   tmp="$(mktemp -d)"
   s3_get "$SPOT_CODE_URI" "$tmp/code.zip"
-  unzip -q -o "$tmp/code.zip" -d "$WORKDIR" 2>"$REASON" ||
+  "$PYTHON" -m zipfile -e "$tmp/code.zip" "$WORKDIR" 2>"$REASON" ||
     fail "$SPOT_CODE_URI is not a readable zip: $(tail -n 1 "$REASON")"
   rm -rf "$tmp"
   echo "$SPOT_CODE_URI" >"$STATE_DIR/code-from"

@@ -1,0 +1,105 @@
+"""The bootstrap script on its own: lint, its contract with the agent, size, quoting, bad headers."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aws_cdk import Fn
+
+from stacks.user_data import MAX_USER_DATA_BYTES, available_versions, render_user_data, script_path
+from tests.support.userdata_sandbox import STAND_INS, UserDataSandbox, job_header
+from trainer.config import ENV_NAMES, parse_env_file
+
+V1 = script_path("v1")
+
+
+def bash_scripts() -> list[Path]:
+    stand_ins = [p for p in sorted(STAND_INS.iterdir()) if p.read_text().startswith("#!/usr/bin/env bash")]
+    return [script_path(v) for v in available_versions()] + stand_ins
+
+
+def test_bootstrap_scripts_and_stand_ins_are_shellcheck_clean() -> None:
+    scripts = bash_scripts()
+    assert V1 in scripts and STAND_INS / "systemctl" in scripts and STAND_INS / "nvidia-smi" in scripts
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    result = subprocess.run([str(shellcheck), "--severity=info", *map(str, scripts)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_stand_ins_are_executable() -> None:
+    for path in STAND_INS.iterdir():
+        assert path.stat().st_mode & 0o111, path
+
+
+def test_agent_settings_are_exactly_the_agents_env_names() -> None:
+    match = re.search(r"^AGENT_SETTINGS=\(([^)]*)\)", V1.read_text(), re.MULTILINE)
+    assert match, "AGENT_SETTINGS list not found"
+    assert match.group(1).split() == list(ENV_NAMES)
+
+
+def test_rendered_user_data_with_long_deploy_time_values_stays_far_below_the_limit() -> None:
+    uri = "s3://" + "b" * 63 + "/cdk-assets/" + "0123456789abcdef" * 4
+    header = job_header(
+        "b" * 63, uri + ".whl",
+        SPOT_COMMAND="torchrun --standalone --nproc-per-node 8 -m my_project.train --config configs/large.yaml",
+        SPOT_TRAIN_ARGS="--model resnet --data s3://" + "d" * 63 + "/cifar10 --steps 200000 --batch-size 256"
+        " --checkpoint-every-seconds 300 --lr 0.1 --seed 1234",
+        SPOT_SETUP_COMMAND="pip install --quiet -r requirements.txt && python scripts/prepare_data.py --cache /data",
+        SPOT_CODE_URI=uri + ".zip",
+        # Deploy-time values arrive as tokens, which render as quoted here-documents.
+        SPOT_BUCKET=Fn.ref("CheckpointsBucket"), SPOT_REGION=Fn.ref("AWS::Region"),
+    )
+    size = len(render_user_data("v1", header).encode())
+    assert size < MAX_USER_DATA_BYTES - 2048, f"{size} bytes leaves too little room below 16 KiB"
+
+
+def env_line(name: str, value: str) -> subprocess.CompletedProcess[str]:
+    """The script's own env_line function, extracted and run alone."""
+    source = re.search(r"^env_line\(\) \{.*?^\}", V1.read_text(), re.MULTILINE | re.DOTALL)
+    assert source
+    program = f"set -Eeuo pipefail\nREASON=/dev/stderr\nfail() {{ echo \"$*\" >&2; return 1; }}\n{source.group(0)}\n" \
+              'env_line "$1" "$2"'
+    return subprocess.run(["bash", "-c", program, "env_line", name, value], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['python train.py --note "it\'s quoted"', "cost '$5' and ${HOME} and `date`", r"C:\path\ends\ ", "a=b # not a comment", ""],
+)
+def test_env_file_lines_read_back_as_written(tmp_path: Path, value: str) -> None:
+    written = env_line("SPOT_COMMAND", value)
+    assert written.returncode == 0, written.stderr
+    (tmp_path / "agent.env").write_text(written.stdout)
+    assert parse_env_file(tmp_path / "agent.env") == {"SPOT_COMMAND": value}
+
+
+def test_multi_line_value_is_refused_by_name() -> None:
+    written = env_line("SPOT_TRAIN_ARGS", "--a\n--b")
+    assert written.returncode != 0 and written.stderr.strip() == "SPOT_TRAIN_ARGS must be a single line"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"SPOT_TRAINER_PACKAGE": ""}, "header variable SPOT_TRAINER_PACKAGE is missing or empty"),
+        ({"SPOT_GRACE_SECONDS": "two minutes"}, "SPOT_GRACE_SECONDS='two minutes' is not a number of seconds"),
+    ],
+)
+def test_bad_header_fails_first_step_with_one_clear_line(tmp_path: Path, override: dict, message: str) -> None:
+    # No AWS and no IMDS are reachable here: SPOT_AWS_CLI=false fails every S3 call at once.
+    sandbox = UserDataSandbox(tmp_path / "instance", {}, "http://127.0.0.1:9", {"SPOT_AWS_CLI": "false"})
+    result = sandbox.run(render_user_data("v1", job_header("ckpt", "spot-trainer==0.1.0", **override)), timeout=60)
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and errors[0].endswith(f"[check-header]: ERROR (exit 1): {message}")
+    assert "Traceback" not in result.stderr
+    status = json.loads(sandbox.status_file.read_text())
+    assert status["state"] == "FAILED" and status["bootstrap"]["step"] == "check-header"
+    assert status["reason"] == f"bootstrap step check-header: {message}"
+    assert not sandbox.unit_file.exists()
+
