@@ -1,0 +1,93 @@
+"""Whole instances die without notice (SIGKILL of the agent and everything below it) at random times;
+replacements resume from S3 and the job still ends with weights bit-identical to an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+import torch
+
+from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
+from trainer.checkpoints import load_model_weights
+from trainer.fake_imds import FakeImds
+from trainer.remote import RemoteStore
+
+STEPS = 60
+TRAIN_ARGS = (f"--model lm --synthetic --steps {STEPS} --width 16 --context 16 --batch-size 8 "
+              "--checkpoint-every-steps 10 --log-every 1")
+
+
+def start_uninterrupted(directory: Path) -> subprocess.Popen[bytes]:
+    """The reference run, in parallel with the interrupted one."""
+    return subprocess.Popen([sys.executable, "-m", "trainer", "train", *TRAIN_ARGS.split()], cwd=REPO_ROOT,
+                            env={**os.environ, "CHECKPOINT_DIR": str(directory)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def trained(agent: AgentProcess) -> int:
+    """Steps this agent's command has completed (0 until it reports; a finished run counts as many)."""
+    steps = [e["step"] for e in agent.events("step")]
+    return max(steps) - min(steps) + 1 if steps else (STEPS if agent.events("done") else 0)
+
+
+def run_with_kills(aws_env: dict[str, str], bucket: str, tmp_path: Path, kills: int, seed: int) -> RemoteStore:
+    """`kills` agents killed at random moments while training, then one that runs to the end. Odd
+    trials reuse the previous instance's disk (the agent restarted in place); even ones start fresh."""
+    rng = random.Random(seed)
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "kills")
+    for trial in range(kills + 1):
+        instance = f"i-{trial - trial % 2}"
+        with FakeImds(instance_id=instance) as imds:
+            agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="kills", checkpoint_dir=tmp_path / instance,
+                                           imds_url=imds.url, instance_id=instance, command="builtin",
+                                           train_args=TRAIN_ARGS, lease_ttl_seconds="2")).start()
+            try:
+                if trial < kills:
+                    steps_to_run = rng.randint(3, 25)
+                    agent.wait_for(lambda: trained(agent) >= steps_to_run, timeout=180, what="training")
+                    time.sleep(rng.uniform(0.0, 0.5))  # mid-step, mid-save or mid-upload
+                    agent.kill_tree()
+                else:
+                    assert agent.wait(timeout=240) == 0, agent.text()
+            finally:
+                agent.stop()
+    return store
+
+
+def check_bit_identical(store: RemoteStore, tmp_path: Path, reference: subprocess.Popen[bytes], seed: int) -> None:
+    restored = store.restore(tmp_path / "final")
+    assert restored is not None and restored.name == f"step-{STEPS:08d}"
+    assert reference.wait(timeout=240) == 0
+    final = load_model_weights(restored)
+    expected = load_model_weights(tmp_path / "reference" / f"step-{STEPS:08d}")
+    different = [name for name in expected if not torch.equal(final[name], expected[name])]
+    assert final.keys() == expected.keys() and not different, f"seed {seed}: {different} differ"
+    assert store.get_json("status.json")["state"] == "DONE"
+
+
+def test_random_sigkills_end_bit_identical(aws_env: dict[str, str], bucket: str, tmp_path: Path) -> None:
+    seed = int(os.environ.get("KILL_SEED", "7"))
+    reference = start_uninterrupted(tmp_path / "reference")
+    try:
+        store = run_with_kills(aws_env, bucket, tmp_path, kills=2, seed=seed)
+        check_bit_identical(store, tmp_path, reference, seed)
+    finally:
+        reference.kill()
+
+
+@pytest.mark.slow
+def test_many_random_sigkills_end_bit_identical(aws_env: dict[str, str], bucket: str, tmp_path: Path) -> None:
+    seed = random.randrange(1 << 30)
+    reference = start_uninterrupted(tmp_path / "reference")
+    try:
+        store = run_with_kills(aws_env, bucket, tmp_path, kills=8, seed=seed)
+        check_bit_identical(store, tmp_path, reference, seed)
+    finally:
+        reference.kill()
