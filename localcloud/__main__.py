@@ -1,0 +1,150 @@
+"""`python -m localcloud demo --job example [...]`: deploy a job's stack to a local AWS stand-in and
+train it on spot instances that get interrupted; `python -m localcloud destroy`: stop anything a
+killed demo left running and delete the local cloud's files (.localcloud/).
+
+Exit codes: 0 the job finished (DONE), 1 it failed or the local cloud could not run it, 2 bad usage,
+130 interrupted by Ctrl-C. Nothing is left running in any case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from localcloud.cloud import WORK_ROOT, CloudError, LocalCloud, Player, RunOptions
+from localcloud.instance import Instance
+from localcloud.interruptions import InterruptionPlan, PlanError
+from localcloud.progress import ProgressLine
+from localcloud.report import DEFAULT_DISCOUNT, build_report
+
+
+def total_steps(train_args: str) -> int | None:
+    """`--steps N` of the built-in trainer's arguments (None for a job's own command)."""
+    words = shlex.split(train_args)
+    for index, word in enumerate(words):
+        if word == "--steps" and index + 1 < len(words) and words[index + 1].isdigit():
+            return int(words[index + 1])
+        if word.startswith("--steps=") and word[8:].isdigit():
+            return int(word[8:])
+    return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m localcloud", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="deploy the job locally and train it through interruptions")
+    demo.add_argument("--job", default="example", help="jobs/<name>.toml or a path (default: example)")
+    when = demo.add_mutually_exclusive_group()
+    when.add_argument("--interruptions", type=int, default=None, metavar="N",
+                      help="announced interruptions spread evenly over the steps (default 3)")
+    when.add_argument("--rate", type=float, default=None, metavar="PER_HOUR",
+                      help="Poisson interruptions at this mean rate per hour of wall time")
+    demo.add_argument("--hard-kill", type=int, default=0, metavar="N",
+                      help="scheduled interruptions that come without notice (power off at once)")
+    demo.add_argument("--hard-kill-fraction", type=float, default=0.0, metavar="F",
+                      help="with --rate: share of interruptions without notice")
+    demo.add_argument("--notice-seconds", type=float, default=8.0, metavar="S",
+                      help="notice window before power-off (AWS: 120 s; default 8)")
+    demo.add_argument("--rebalance", action="store_true", help="send a rebalance recommendation with each notice")
+    demo.add_argument("--early-replacement", type=int, default=0, metavar="N",
+                      help="the first N notices launch the replacement at once (two instances overlap)")
+    demo.add_argument("--train-args", default=None, help="override the job's built-in trainer arguments")
+    demo.add_argument("--spot-discount", type=float, default=DEFAULT_DISCOUNT, metavar="D",
+                      help="spot price = on-demand × (1 − D) for the cost report (default 0.70)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the --rate process")
+    demo.add_argument("--timeout", type=float, default=900.0, metavar="S", help="give up after S seconds")
+    demo.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the report as JSON")
+    commands.add_parser("destroy", help="stop leftovers of a killed demo and delete .localcloud/")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = build_parser().parse_args(argv)
+    # SIGTERM ends the run as Ctrl-C does: every instance and server is stopped on the way out.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return demo(options) if options.command == "demo" else destroy()
+    except (PlanError, CloudError) as error:
+        print(f"localcloud: {error}", file=sys.stderr, flush=True)
+        return 2 if isinstance(error, PlanError) else 1
+    except KeyboardInterrupt:
+        print("\nlocalcloud: interrupted; every instance and server was stopped", file=sys.stderr, flush=True)
+        return 130
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def demo(options: argparse.Namespace) -> int:
+    from stacks.job_spec import JobSpecError, load_job
+
+    plan = InterruptionPlan(
+        count=3 if options.interruptions is None and options.rate is None else (options.interruptions or 0),
+        hard_kills=options.hard_kill, rate_per_hour=options.rate, notice_seconds=options.notice_seconds,
+        rebalance=options.rebalance, early_replacement=options.early_replacement,
+        hard_kill_fraction=options.hard_kill_fraction, seed=options.seed,
+    )
+    plan.check()
+    if not 0 <= options.spot_discount < 1:
+        raise PlanError(f"--spot-discount {options.spot_discount} must lie in [0, 1)")
+    try:
+        job = load_job(options.job)
+    except JobSpecError as error:
+        raise PlanError(str(error)) from None
+    train_args = job.run.train_args if options.train_args is None else options.train_args
+    if plan.rate_per_hour is None and plan.count + plan.hard_kills and total_steps(train_args) is None:
+        raise PlanError("--interruptions needs the built-in trainer's --steps to place them; use --rate")
+    progress = ProgressLine()
+    workdir = WORK_ROOT / "runs" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    started = time.monotonic()
+    with LocalCloud(workdir, log=progress.message) as cloud:
+        progress.message(f"local AWS (moto) on {cloud.aws_env['AWS_ENDPOINT_URL']}; files in {workdir}")
+        progress.message(f"synthesizing {job.stack_name} with the CDK CLI")
+        app_dir = cloud.synth(options.job)
+        parameters = {} if options.train_args is None else {"TrainArguments": train_args}
+        deployment = cloud.deploy(options.job, app_dir, parameters)
+        progress.message(f"deployed {deployment.stack}: bucket {deployment.bucket}, group {deployment.group}")
+        run = RunOptions(plan=plan, total_steps=total_steps(train_args) if job.run.command == "builtin" else None,
+                         timeout_seconds=options.timeout, on_tick=progress)
+        player = Player(cloud, deployment, run).run()
+        status = _status(cloud, deployment.bucket, deployment.job)
+        report = build_report(player, status, options.spot_discount)
+        cloud.destroy(deployment)
+        kept = cloud.client("s3").list_objects_v2(Bucket=deployment.bucket, Prefix=f"{job.name}/")["KeyCount"]
+        progress.message(f"destroyed {deployment.stack}; bucket {deployment.bucket} kept ({kept} objects)")
+    progress.message(report.text())
+    progress.message(f"demo finished in {time.monotonic() - started:.0f}s")
+    if options.json is not None:
+        options.json.write_text(report.to_json())
+    return 0 if report.state == "DONE" else 1
+
+
+def _status(cloud: LocalCloud, bucket: str, job: str) -> dict | None:
+    try:
+        return json.loads(cloud.client("s3").get_object(Bucket=bucket, Key=f"{job}/status.json")["Body"].read())
+    except Exception:
+        return None
+
+
+def destroy() -> int:
+    """Leftovers of a demo that was itself killed: its instances' processes, then the files."""
+    stopped = 0
+    for root in sorted((WORK_ROOT / "runs").glob("*/instances/i-*")) if WORK_ROOT.exists() else []:
+        leftover = Instance(root.name, "", root, {})
+        stopped += len(leftover.processes())
+        leftover.kill()
+    shutil.rmtree(WORK_ROOT, ignore_errors=True)
+    print(f"localcloud: stopped {stopped} leftover processes; removed {WORK_ROOT}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+"""The local spot cloud: moto as the AWS control plane, the job's stack deployed to it with the real
+CDK CLI, and a player that does EC2's part — boots every InService instance of the group (its own
+IMDS, the launch template's own user data), interrupts instances, powers them off and terminates
+them in moto, whose group then launches replacements. The run ends when the agent sets the group's
+desired capacity to 0 (DONE or FAILED).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from localcloud.instance import REPO_ROOT, Instance
+from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption, InterruptionPlan
+from localcloud.journal import TrainingLog
+from localcloud.moto_server import MotoServer
+
+WORK_ROOT = REPO_ROOT / ".localcloud"
+ARTIFACT_BUCKET = "spot-trainer-local-artifacts"
+TICK_SECONDS = 0.25
+CDK_ENV = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+class CloudError(RuntimeError):
+    """The local cloud cannot go on (deploy failed, an instance's user data failed, time ran out)."""
+
+
+def trainer_wheel(cache: Path = WORK_ROOT / "wheels") -> Path:
+    """`pip wheel` of this checkout, rebuilt only when the package's sources change."""
+    sources = sorted((REPO_ROOT / "trainer").glob("*.py")) + [REPO_ROOT / "pyproject.toml"]
+    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
+    directory = cache / digest
+    built = list(directory.glob("spot_trainer-*.whl"))
+    if built:
+        return built[0]
+    directory.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(directory),
+         str(REPO_ROOT)], capture_output=True, text=True, cwd=directory)
+    if result.returncode != 0:
+        raise CloudError(f"cannot build the trainer wheel: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+    return next(directory.glob("spot_trainer-*.whl"))
+
+
+@dataclass
+class Deployment:
+    job: str
+    stack: str
+    bucket: str
+    group: str
+    app_dir: Path
+
+
+@dataclass
+class LocalCloud:
+    """moto on 127.0.0.1 plus the CDK CLI pointed at it. Use as a context manager: stop() always runs."""
+
+    workdir: Path
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+    moto: MotoServer | None = None
+
+    def start(self) -> "LocalCloud":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.moto = MotoServer(log_path=self.workdir / "moto.log").start()
+        return self
+
+    def stop(self) -> None:
+        if self.moto is not None:
+            self.moto.stop()
+
+    def __enter__(self) -> "LocalCloud":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- AWS clients -----------------------------------------------------------------------------
+    @property
+    def aws_env(self) -> dict[str, str]:
+        assert self.moto is not None, "start() first"
+        return self.moto.env()
+
+    def client(self, service: str) -> Any:
+        env = self.aws_env
+        return boto3.client(service, endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env["AWS_DEFAULT_REGION"],
+                            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                            aws_session_token=env["AWS_SESSION_TOKEN"])
+
+    # ---- the stack -----------------------------------------------------------------------------
+    def synth(self, job: str, app_dir: Path | None = None) -> Path:
+        app_dir = app_dir or self.workdir / f"cdk.out-{job}"
+        self._cdk(["synth", "-c", f"job={job}", "-o", str(app_dir), "--quiet"], "synth")
+        return app_dir
+
+    def publish_trainer(self) -> str:
+        wheel = trainer_wheel()
+        s3 = self.client("s3")
+        s3.create_bucket(Bucket=ARTIFACT_BUCKET)
+        key = "assets/" + hashlib.sha256(wheel.read_bytes()).hexdigest() + ".whl"
+        s3.upload_file(str(wheel), ARTIFACT_BUCKET, key)
+        return f"s3://{ARTIFACT_BUCKET}/{key}"
+
+    def default_network(self) -> tuple[str, list[str]]:
+        ec2 = self.client("ec2")
+        vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+        subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
+        return vpc, sorted(s["SubnetId"] for s in subnets)[:2]
+
+    def deploy(self, job: str, app_dir: Path, parameters: dict[str, str] | None = None) -> Deployment:
+        """`cdk deploy` of the synthesized app, on moto's default VPC, with this checkout's trainer."""
+        vpc, subnets = self.default_network()
+        values = {"VpcId": vpc, "Subnets": ",".join(subnets), "TrainerPackage": self.publish_trainer(),
+                  **(parameters or {})}
+        args = ["deploy", "--app", str(app_dir), "-c", f"job={job}", "--require-approval", "never",
+                "--method=direct", "--no-previous-parameters"]
+        for name, value in values.items():
+            args += ["--parameters", f"{name}={value}"]
+        self._cdk(args, "deploy")
+        stack = f"SpotTrainer-{job}"
+        outputs = self.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+        by_key = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+        return Deployment(job=job, stack=stack, bucket=by_key["CheckpointBucket"], group=by_key["AutoScalingGroup"],
+                          app_dir=app_dir)
+
+    def destroy(self, deployment: Deployment) -> None:
+        self._cdk(["destroy", "--app", str(deployment.app_dir), "-c", f"job={deployment.job}", "--force"], "destroy")
+
+    def _cdk(self, args: list[str], what: str) -> None:
+        env = {**os.environ, **CDK_ENV, **(self.aws_env if self.moto else {})}
+        log_path = self.workdir / f"cdk-{what}.log"
+        with open(log_path, "w") as out:
+            result = subprocess.run(["npx", "cdk", *args], env=env, cwd=REPO_ROOT, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            lines = [line for line in log_path.read_text().splitlines() if line.strip()]
+            reason = next((line for line in reversed(lines) if "❌" in line or "Error" in line), lines[-1] if lines else "?")
+            raise CloudError(f"cdk {what} failed: {reason.strip()} (full output: {log_path})")
+
+
+@dataclass
+class RunOptions:
+    plan: InterruptionPlan = field(default_factory=InterruptionPlan)
+    total_steps: int | None = None
+    timeout_seconds: float = 900.0
+    settings: dict[str, str] = field(default_factory=dict)  # extra agent settings for every instance
+    on_tick: Callable[["Player"], None] | None = None
+
+
+@dataclass
+class Player:
+    """Plays EC2 for one deployed job until the agent scales its group to 0."""
+
+    cloud: LocalCloud
+    deployment: Deployment
+    options: RunOptions
+    instances: dict[str, Instance] = field(default_factory=dict)
+    logs: dict[str, TrainingLog] = field(default_factory=dict)
+    interruptions: list[Interruption] = field(default_factory=list)
+    latest_history: list[int] = field(default_factory=list)  # latest.json steps as the player saw them
+    most_alive: int = 0
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    _pending_kills: dict[str, float] = field(default_factory=dict)
+    _user_data: dict[str, str] = field(default_factory=dict)
+
+    def run(self) -> "Player":
+        self.asg, self.ec2, self.s3 = (self.cloud.client(n) for n in ("autoscaling", "ec2", "s3"))
+        injector = Injector(self.options.plan, self.options.total_steps)
+        self.started_at = time.time()
+        deadline = time.monotonic() + self.options.timeout_seconds
+        try:
+            while True:
+                group = self.asg.describe_auto_scaling_groups(
+                    AutoScalingGroupNames=[self.deployment.group])["AutoScalingGroups"][0]
+                self._boot_new(group)
+                self._watch()
+                if group["DesiredCapacity"] == 0:
+                    break
+                self._inject(injector)
+                self._power_off_due()
+                if self.options.on_tick:
+                    self.options.on_tick(self)
+                if time.monotonic() > deadline:
+                    raise CloudError(f"the job did not finish within {self.options.timeout_seconds:.0f}s")
+                time.sleep(TICK_SECONDS)
+            self._let_agents_finish()
+        finally:
+            self.ended_at = time.time()
+            for instance in self.instances.values():
+                instance.kill()
+            self._watch()
+        return self
+
+    # ---- EC2's part ----------------------------------------------------------------------------
+    def _boot_new(self, group: dict[str, Any]) -> None:
+        for member in group["Instances"]:
+            iid = member["InstanceId"]
+            if iid in self.instances or member["LifecycleState"] != "InService":
+                continue
+            instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge",
+                                self.cloud.workdir / "instances" / iid, self.cloud.aws_env, dict(self.options.settings))
+            self.instances[iid] = instance.launch(self._launch_template_user_data(member, group))
+            self.logs[iid] = TrainingLog(instance.journal)
+            self.cloud.log(f"instance {iid} ({instance.instance_type}) launched")
+        self.most_alive = max(self.most_alive, len(self.alive()))
+
+    def _launch_template_user_data(self, member: dict[str, Any], group: dict[str, Any]) -> str:
+        spec = member.get("LaunchTemplate") or group["MixedInstancesPolicy"]["LaunchTemplate"][
+            "LaunchTemplateSpecification"]
+        key = f"{spec['LaunchTemplateId']}:{spec.get('Version', '$Latest')}"
+        if key not in self._user_data:
+            version = spec.get("Version") or "$Latest"
+            found = self.ec2.describe_launch_template_versions(
+                LaunchTemplateId=spec["LaunchTemplateId"], Versions=[version])["LaunchTemplateVersions"]
+            self._user_data[key] = base64.b64decode(found[0]["LaunchTemplateData"]["UserData"]).decode()
+        return self._user_data[key]
+
+    def alive(self) -> list[Instance]:
+        return [i for i in self.instances.values() if i.ended_at is None]
+
+    def _watch(self) -> None:
+        for iid, log in self.logs.items():
+            log.poll()
+            instance = self.instances[iid]
+            failure = instance.bootstrap_failed() if instance.ended_at is None else None
+            if failure:
+                raise CloudError(f"instance {iid}: user data failed: {failure} (console: {instance.console})")
+        latest = self.latest_step()
+        if latest is not None and (not self.latest_history or self.latest_history[-1] != latest):
+            self.latest_history.append(latest)
+        for record in self.interruptions:
+            if record.resumed_step is None:
+                record.resumed_step = self._resumed_after(record)
+            record.reached_step = self.logs[record.instance].max_step
+
+    def _resumed_after(self, record: Interruption) -> int | None:
+        for iid, log in self.logs.items():
+            if self.instances[iid].launched_at >= record.at and (log.resumed_step is not None or log.started_fresh):
+                return log.resumed_step or 0
+        return None
+
+    def latest_step(self) -> int | None:
+        try:
+            body = self.s3.get_object(Bucket=self.deployment.bucket, Key=f"{self.deployment.job}/latest.json")["Body"]
+            return int(json.loads(body.read())["step"])
+        except Exception:  # not there yet
+            return None
+
+    def training_instance(self) -> Instance | None:
+        """The live instance whose trainer reported a step most recently (the lease holder)."""
+        candidates = [(self.logs[i.instance_id].last_step_at or 0.0, i) for i in self.alive()
+                      if i.instance_id not in self._pending_kills and self.logs[i.instance_id].max_step is not None]
+        return max(candidates, key=lambda item: item[0])[1] if candidates else None
+
+    def current_step(self) -> int | None:
+        steps = [log.max_step for log in self.logs.values() if log.max_step is not None]
+        return max(steps) if steps else None
+
+    # ---- interruptions -------------------------------------------------------------------------
+    def _inject(self, injector: Injector) -> None:
+        target = self.training_instance()
+        if self.options.plan.rate_per_hour is not None and target is None:
+            booting = [i for i in self.alive() if i.instance_id not in self._pending_kills]
+            target = booting[0] if booting else None
+        if target is None:
+            return
+        kind = injector.due(time.time(), self.logs[target.instance_id].max_step)
+        if kind is None:
+            return
+        iid, now = target.instance_id, time.time()
+        self.interruptions.append(Interruption(kind, iid, now, step_at_notice=self.logs[iid].max_step))
+        if kind == HARD:
+            self.cloud.log(f"instance {iid}: reclaimed without notice")
+            self._power_off(target)
+            return
+        target.announce(self.options.plan.notice_seconds, rebalance=self.options.plan.rebalance)
+        self._pending_kills[iid] = now + self.options.plan.notice_seconds
+        announced = sum(1 for r in self.interruptions if r.kind == ANNOUNCED)
+        early = injector.early_replacement(announced)
+        self.cloud.log(f"instance {iid}: spot interruption notice, {self.options.plan.notice_seconds:g}s to go"
+                       + (" (replacement launched now)" if early else ""))
+        if early:  # as capacity rebalancing does: the replacement boots while this one drains
+            self._terminate_in_group(iid)
+
+    def _power_off_due(self) -> None:
+        now = time.time()
+        for iid, due in list(self._pending_kills.items()):
+            if now >= due:
+                self._power_off(self.instances[iid])
+
+    def _power_off(self, instance: Instance) -> None:
+        iid = instance.instance_id
+        instance.kill()
+        self.logs[iid].poll()
+        for record in self.interruptions:
+            if record.instance == iid and record.killed_at is None:
+                record.killed_at = instance.ended_at
+        self._pending_kills.pop(iid, None)
+        self._terminate_in_group(iid)
+
+    def _terminate_in_group(self, iid: str) -> None:
+        try:
+            self.asg.terminate_instance_in_auto_scaling_group(InstanceId=iid, ShouldDecrementDesiredCapacity=False)
+        except Exception:  # already gone from the group (replaced early, or scaled in)
+            self.ec2.terminate_instances(InstanceIds=[iid])
+
+    def _let_agents_finish(self, timeout: float = 15.0) -> None:
+        """Desired capacity 0: moto drops the instances at once; give the agents their last seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(i.agent_running() for i in self.alive()):
+            time.sleep(TICK_SECONDS)

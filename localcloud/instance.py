@@ -1,0 +1,173 @@
+"""One pretend EC2 instance: a sandbox root, its own IMDS, the launch template's user data run by bash.
+
+Everything the instance starts (user data, the systemctl stand-in's supervisor, the agent, the
+training command) carries the sandbox root in its environment (SPOT_ROOT, PYTHONPATH, the checkpoint
+directory); that is how `kill` finds the whole tree even after processes re-parent or start their
+own sessions, as a real instance losing power would lose them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainer.fake_imds import FakeImds
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STAND_INS = REPO_ROOT / "localcloud" / "bin"
+UNIT = "spot-trainer-agent.service"
+# Agent cadence for a local run: notices seen within a second, a dead holder's lease free in 12 s.
+AGENT_TUNING = {
+    "SPOT_POLL_SECONDS": "1",
+    "SPOT_LEASE_TTL_SECONDS": "12",
+    "SPOT_STATUS_INTERVAL": "1",
+    "SPOT_RESTART_SEC": "1",
+    "SPOT_RETRY_ATTEMPTS": "3",
+    "SPOT_RETRY_BASE_MS": "200",
+    "SPOT_RETRY_MAX_MS": "1000",
+}
+
+
+@dataclass
+class Instance:
+    instance_id: str
+    instance_type: str
+    root: Path
+    aws_env: dict[str, str]
+    settings: dict[str, str] = field(default_factory=dict)  # extra SPOT_* for the agent (tests)
+    imds: FakeImds | None = None
+    bootstrap: subprocess.Popen[bytes] | None = None
+    launched_at: float = 0.0
+    ended_at: float | None = None
+    announced_at: float | None = None
+    hard_killed: bool = False
+
+    # ---- paths ---------------------------------------------------------------------------------
+    @property
+    def journal(self) -> Path:
+        return self.root / "var/log/journal" / f"{UNIT}.log"
+
+    @property
+    def console(self) -> Path:
+        """stdout and stderr of the user data, as the EC2 console output shows them."""
+        return self.root.parent / f"{self.instance_id}-console.log"
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        assert self.imds is not None
+        path = os.pathsep.join([str(STAND_INS), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
+        return {
+            "PATH": path,
+            "HOME": str(self.root / "root"),
+            "LANG": "C.UTF-8",
+            "SPOT_ROOT": str(self.root),
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT": self.imds.url,
+            # This interpreter has torch, as the Deep Learning AMI's env does; no network for pip.
+            "SPOT_BASE_PYTHON": sys.executable,
+            "SPOT_PIP_ARGS": "--no-deps --no-index",
+            **AGENT_TUNING,
+            **self.aws_env,
+            **self.settings,
+        }
+
+    def launch(self, user_data: str) -> "Instance":
+        """Boot: start the metadata service, then run the user data the way cloud-init does."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.imds = FakeImds(instance_id=self.instance_id, region=self.aws_env.get("AWS_DEFAULT_REGION", "us-east-1"),
+                             instance_type=self.instance_type).start()
+        script = self.root.parent / f"{self.instance_id}-user-data.sh"
+        script.write_text(user_data)
+        with open(self.console, "ab") as console:
+            self.bootstrap = subprocess.Popen(
+                ["bash", str(script)], env=self.env(), stdout=console, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, cwd="/", start_new_session=True,
+            )
+        self.launched_at = time.time()
+        return self
+
+    def announce(self, notice_seconds: float, *, rebalance: bool = False) -> None:
+        """The two-minute warning (scaled): spot/instance-action, and a rebalance recommendation first."""
+        assert self.imds is not None
+        if rebalance:
+            self.imds.recommend_rebalance()
+        self.imds.announce_interruption("terminate", in_seconds=notice_seconds)
+        self.announced_at = time.time()
+
+    def kill(self, timeout: float = 10.0) -> None:
+        """Power off: SIGKILL every process of this instance until none is left, then stop its IMDS."""
+        if self.bootstrap is not None and self.bootstrap.poll() is None:
+            try:
+                os.killpg(self.bootstrap.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while (pids := self.processes()) and time.monotonic() < deadline:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        if self.bootstrap is not None:
+            self.bootstrap.wait(timeout=timeout)
+        if self.imds is not None:
+            self.imds.stop()
+        if self.ended_at is None:
+            self.ended_at = time.time()
+
+    # ---- what is running -----------------------------------------------------------------------
+    def processes(self) -> list[int]:
+        """Live processes whose environment points into this instance's root (zombies excluded)."""
+        marker = str(self.root)
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+                if b" Z " in (entry / "stat").read_bytes():
+                    continue
+            except OSError:
+                continue
+            if any(_points_into(value, marker) for value in environ.split(b"\0")):
+                found.append(int(entry.name))
+        return found
+
+    def agent_running(self) -> bool:
+        pid_file = self.root / "run/systemctl" / f"{UNIT}.supervisor.pid"
+        try:
+            os.kill(int(pid_file.read_text()), 0)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def booting(self) -> bool:
+        return self.bootstrap is not None and self.bootstrap.poll() is None
+
+    def bootstrap_failed(self) -> str | None:
+        """The failure the user data recorded, if it gave up."""
+        if self.bootstrap is None or self.bootstrap.poll() in (None, 0):
+            return None
+        status = self.root / "var/lib/spot-trainer/bootstrap-status.json"
+        try:
+            return str(json.loads(status.read_text()).get("reason", "user data failed"))
+        except (OSError, ValueError):
+            return f"user data exited with {self.bootstrap.returncode}"
+
+    def uptime(self, now: float | None = None) -> float:
+        end = self.ended_at if self.ended_at is not None else (now or time.time())
+        return max(0.0, end - self.launched_at) if self.launched_at else 0.0
+
+
+def _points_into(entry: bytes, marker: str) -> bool:
+    _, _, value = entry.partition(b"=")
+    for part in value.decode(errors="replace").split(os.pathsep):
+        if part == marker or part.startswith(marker + "/"):
+            return True
+    return False

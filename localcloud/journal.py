@@ -1,0 +1,97 @@
+"""What an instance's training did, read from its journal as the run goes on.
+
+The agent copies the trainer's stdout (one JSON object per line: step, checkpoint, resumed,
+emergency_checkpoint, done) into the unit's journal; each line is stamped when it is read, which
+is within one player tick of when it was written.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+LEASE_WAIT = "another agent holds the job lease"
+
+
+@dataclass
+class TrainingLog:
+    path: Path
+    offset: int = 0
+    _partial: str = ""
+    max_step: int | None = None
+    loss: float | None = None
+    resumed_step: int | None = None
+    started_fresh: bool = False
+    first_step_at: float | None = None
+    last_step_at: float | None = None
+    steps_run: int = 0  # steps this instance computed (its max step minus where it began)
+    stall_seconds: float = 0.0  # training time spent inside checkpoint saves
+    checkpoints: int = 0
+    emergency_step: int | None = None
+    done: bool = False
+    waited_for_lease: bool = False
+
+    def poll(self, now: float | None = None) -> bool:
+        """Read what was appended since the last poll; True when a new step was seen."""
+        try:
+            with open(self.path, "rb") as journal:
+                journal.seek(self.offset)
+                chunk = journal.read()
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        self.offset += len(chunk)
+        text = self._partial + chunk.decode(errors="replace")
+        lines = text.split("\n")
+        self._partial = lines.pop()
+        stamp = now if now is not None else time.time()
+        before = self.max_step
+        for line in lines:
+            self._read_line(line.strip(), stamp)
+        return self.max_step != before
+
+    def _read_line(self, line: str, stamp: float) -> None:
+        if LEASE_WAIT in line:
+            self.waited_for_lease = True
+        if not line.startswith("{"):
+            if "no checkpoint yet: starting fresh" in line:
+                self.started_fresh = True
+            return
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        kind, step = event.get("event"), event.get("step")
+        if kind == "resumed" and isinstance(step, int):
+            self.resumed_step = step
+        elif kind == "step" and isinstance(step, int):
+            self._saw_step(step, stamp)
+            if isinstance(event.get("loss"), (int, float)):
+                self.loss = float(event["loss"])
+        elif kind in ("checkpoint", "emergency_checkpoint") and isinstance(step, int):
+            self._saw_step(step, stamp)
+            self.stall_seconds += float(event.get("stall_s") or 0.0)
+            self.checkpoints += 1
+            if kind == "emergency_checkpoint":
+                self.emergency_step = step
+        elif kind == "done":
+            self.done = True
+
+    def _saw_step(self, step: int, stamp: float) -> None:
+        if self.first_step_at is None:
+            self.first_step_at = stamp
+        self.last_step_at = stamp
+        if self.max_step is None or step > self.max_step:
+            self.max_step = step
+        self.steps_run = self.max_step - (self.resumed_step or 0)
+
+    @property
+    def training_seconds(self) -> float:
+        if self.first_step_at is None or self.last_step_at is None:
+            return 0.0
+        return self.last_step_at - self.first_step_at

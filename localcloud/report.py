@@ -1,0 +1,120 @@
+"""The report at the end of a local run: what was trained, what interruptions cost, and what the
+same run would have cost on spot versus on demand.
+
+Cost model: every instance is billed (per second) from launch to power-off at the spot price,
+on-demand price × (1 − discount). The on-demand run it is compared with is the same job
+uninterrupted: one boot plus every step once, at the step time measured in this run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from localcloud.cloud import Player
+from stacks.instance_types import ON_DEMAND_USD_PER_HOUR
+
+DEFAULT_DISCOUNT = 0.70
+
+
+@dataclass
+class Report:
+    job: str
+    state: str
+    reason: str
+    steps: int | None
+    total_steps: int | None
+    final_checkpoint_step: int | None
+    interruptions: int
+    announced: int
+    hard_kills: int
+    completed_steps_lost: int
+    steps_computed: int
+    checkpoint_stall_seconds: float
+    training_seconds: float
+    checkpoint_overhead: float  # stall ÷ training time
+    wall_seconds: float
+    instances: int
+    instance_type: str
+    instance_seconds: float
+    boot_seconds: float  # first instance: launch → first step
+    on_demand_equivalent_seconds: float
+    useful_work_fraction: float  # on-demand-equivalent time ÷ instance time
+    spot_discount: float
+    on_demand_usd_per_hour: float
+    spot_cost_usd: float
+    on_demand_cost_usd: float
+    savings: float
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    def text(self) -> str:
+        steps = f"{self.steps}" + (f"/{self.total_steps}" if self.total_steps else "")
+        lines = [
+            f"job {self.job}: {self.state}" + (f" ({self.reason})" if self.reason else ""),
+            f"  steps                  {steps} (latest checkpoint in S3: {self.final_checkpoint_step})",
+            f"  interruptions          {self.interruptions} ({self.announced} announced, {self.hard_kills} without notice)",
+            f"  completed steps lost   {self.completed_steps_lost}",
+            f"  steps computed         {self.steps_computed} (redone: {max(0, self.steps_computed - (self.steps or 0))})",
+            f"  checkpoint overhead    {self.checkpoint_overhead:.2%} ({self.checkpoint_stall_seconds:.2f}s stalled "
+            f"in {self.training_seconds:.1f}s of training)",
+            f"  wall time              {self.wall_seconds:.1f}s on {self.instances} instances "
+            f"({self.instance_seconds:.1f} instance-seconds, boot {self.boot_seconds:.1f}s)",
+            f"  useful work            {self.useful_work_fraction:.1%} of instance time",
+            f"  cost ({self.instance_type})  spot ${self.spot_cost_usd:.5f} vs on-demand ${self.on_demand_cost_usd:.5f}"
+            f" at {self.spot_discount:.0%} discount: {self.savings:.1%} saved",
+        ]
+        return "\n".join(lines)
+
+
+def build_report(player: Player, status: dict[str, Any] | None, discount: float = DEFAULT_DISCOUNT) -> Report:
+    status = status or {}
+    logs = list(player.logs.values())
+    instances = list(player.instances.values())
+    stall = sum(log.stall_seconds for log in logs)
+    training = sum(log.training_seconds for log in logs)
+    computed = sum(log.steps_run for log in logs)
+    total = player.options.total_steps or status.get("step") or player.current_step() or 0
+    per_step = training / computed if computed else 0.0
+    first = instances[0] if instances else None
+    first_log = player.logs[first.instance_id] if first else None
+    boot = (first_log.first_step_at - first.launched_at) if first and first_log and first_log.first_step_at else 0.0
+    equivalent = boot + per_step * total
+    instance_seconds = sum(i.uptime(player.ended_at) for i in instances)
+    kind = first.instance_type if first else "c7i.xlarge"
+    price = ON_DEMAND_USD_PER_HOUR.get(kind, ON_DEMAND_USD_PER_HOUR["c7i.xlarge"])
+    spot_cost = instance_seconds / 3600 * price * (1 - discount)
+    on_demand_cost = equivalent / 3600 * price
+    records = player.interruptions
+    return Report(
+        job=player.deployment.job,
+        state=str(status.get("state", "UNKNOWN")),
+        reason=str(status.get("reason") or ""),
+        steps=status.get("step") if status.get("step") is not None else player.current_step(),
+        total_steps=player.options.total_steps,
+        final_checkpoint_step=player.latest_step(),
+        interruptions=len(records),
+        announced=sum(1 for r in records if r.kind == "announced"),
+        hard_kills=sum(1 for r in records if r.kind == "hard-kill"),
+        completed_steps_lost=sum(r.lost_steps or 0 for r in records),
+        steps_computed=computed,
+        checkpoint_stall_seconds=round(stall, 4),
+        training_seconds=round(training, 2),
+        checkpoint_overhead=round(stall / training, 5) if training else 0.0,
+        wall_seconds=round(player.ended_at - player.started_at, 2),
+        instances=len(instances),
+        instance_type=kind,
+        instance_seconds=round(instance_seconds, 2),
+        boot_seconds=round(boot, 2),
+        on_demand_equivalent_seconds=round(equivalent, 2),
+        useful_work_fraction=round(equivalent / instance_seconds, 4) if instance_seconds else 0.0,
+        spot_discount=discount,
+        on_demand_usd_per_hour=price,
+        spot_cost_usd=round(spot_cost, 6),
+        on_demand_cost_usd=round(on_demand_cost, 6),
+        savings=round(1 - spot_cost / on_demand_cost, 4) if on_demand_cost else 0.0,
+        events=[{**asdict(r), "lost_steps": r.lost_steps} for r in records],
+    )
