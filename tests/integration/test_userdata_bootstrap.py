@@ -31,10 +31,11 @@ from trainer.config import config_from_env, parse_env_file
 from trainer.fake_imds import FakeImds
 
 INSTANCE_ID = "i-0aa11bb22cc33dd44"
-# The job's own code: records how the agent started it, then trains until told to stop.
+# The job's own code: records how the agent started it, then trains until told to stop (the contract:
+# exit 0 only when finished).
 TRAIN_PY = """\
 import json, os, signal, sys, time
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(75))  # stopped, not finished
 keys = ("CHECKPOINT_DIR", "JOB_NAME", "JOB_ATTEMPT")
 with open("started.json", "w") as out:
     json.dump({"argv": sys.argv[1:], "env": {k: os.environ.get(k) for k in keys}}, out)

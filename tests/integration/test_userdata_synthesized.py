@@ -20,7 +20,7 @@ from trainer.config import config_from_env, parse_env_file
 from trainer.fake_imds import FakeImds
 
 # A console user's choice of command; the byo script itself trains for real and is not needed here.
-COMMAND = "python -c 'import signal, time; signal.signal(signal.SIGTERM, lambda *a: exit(0)); time.sleep(600)'"
+COMMAND = "python -c 'import signal, time; signal.signal(signal.SIGTERM, lambda *a: exit(75)); time.sleep(600)'"
 
 
 def evaluate(node: Any, values: dict[str, str]) -> Any:

@@ -13,7 +13,7 @@ RETRY_BASE_MS="${SPOT_RETRY_BASE_MS:-1000}"
 RETRY_MAX_MS="${SPOT_RETRY_MAX_MS:-30000}"
 CURL=(curl --fail --silent --show-error --connect-timeout "${SPOT_CURL_CONNECT_TIMEOUT:-2}"
   --max-time "${SPOT_CURL_MAX_TIME:-10}")
-# The agent's settings, spelled as trainer/config.py ENV_NAMES spells them.
+# The agent's settings, spelled as trainer/config.py ENV_NAMES spells them (+ SPOT_BOOTSTRAP_LOG below).
 AGENT_SETTINGS=(SPOT_JOB SPOT_BUCKET SPOT_COMMAND SPOT_REGION SPOT_WORKDIR SPOT_CHECKPOINT_DIR
   SPOT_ASG_NAME SPOT_LOG_GROUP SPOT_GRACE_SECONDS SPOT_RESTART_BUDGET SPOT_REACT_TO_REBALANCE
   SPOT_KEEP_CHECKPOINTS SPOT_POLL_SECONDS SPOT_LEASE_TTL_SECONDS SPOT_STOP_SIGNAL SPOT_INSTANCE_ID
@@ -232,9 +232,12 @@ env_line() {
 }
 
 install_file() {
-  cmp -s "$1" "$2" && rm "$1" && return
-  mv "$1" "$2"
-  CHANGED=1
+  if [[ -f "$2" && "$(cat "$1")" == "$(cat "$2")" ]]; then
+    rm "$1"
+  else
+    mv "$1" "$2"
+    CHANGED=1
+  fi
 }
 
 agent_config() {
@@ -293,6 +296,7 @@ main() {
   mkdir -p "${LOG_FILE%/*}" "$STATE_DIR" "$APP_DIR"
   log "Spot Trainer user data ${SPOT_USERDATA_VERSION:-?} for job ${SPOT_JOB:-?} (stack ${SPOT_STACK:-?})"
   trap 'on_error $? $LINENO "$BASH_COMMAND"' ERR
+  [[ -z "${SPOT_REGION:-}" ]] || export AWS_DEFAULT_REGION="$SPOT_REGION"
   WORKDIR="$SPOT_ROOT${SPOT_WORKDIR:-/opt/spot-trainer/work}"
   local name
   for name in check_header instance_metadata python_env trainer_package job_code setup_command \
