@@ -9,7 +9,6 @@ lease back, so the next instance resumes without losing a completed step.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -26,10 +25,10 @@ from trainer.command import CommandProcess, parse_signal
 from trainer.config import AgentConfig, ConfigError
 from trainer.lease_keeper import LeaseKeeper
 from trainer.status import JobStatus, StatusReporter
+from trainer.telemetry import RunTelemetry
 from trainer.uploader import CheckpointUploader, Uploaded, size_of
 
 EXIT_FAILED = 1
-METRIC_INTERVAL_SECONDS = 1.0
 IMDS_BACKOFF_SECONDS = 30.0
 _STEP_ENTRY = re.compile(r"^step-(\d+)$")  # the checkpoint directory contract (trainer/checkpoints.py)
 
@@ -91,11 +90,13 @@ class Agent:
     clients: Clients
     instance_id: str
     stop_requested: threading.Event = field(default_factory=threading.Event)
-    _reporter: StatusReporter | None = None
     _keeper: LeaseKeeper | None = None
-    _last_metric: float = 0.0
+    telemetry: RunTelemetry = field(init=False)
     _warned_imds: bool = False
     _imds_retry_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.telemetry = RunTelemetry(store=self.clients.store, cloud=self.clients.cloud)
 
     # ---- entry point --------------------------------------------------------------------------
     def run(self) -> int:
@@ -111,17 +112,17 @@ class Agent:
 
     def _run_holding_lease(self) -> int:
         store = self.clients.store
-        self._reporter = StatusReporter(
+        reporter = self.telemetry.reporter = StatusReporter(
             JobStatus.carried_over(store.get_json(states.STATUS_NAME), self.config.job, self.instance_id),
-            publish=self._publish_status,
+            publish=self.telemetry.publish_status,
             interval_seconds=self.config.status_interval_seconds,
         )
-        self._reporter.update(state=states.RESTORING)
-        store.append_event("start", attempt=self._reporter.status.attempt + 1)
+        reporter.update(state=states.RESTORING)
+        self.telemetry.event("start", attempt=reporter.status.attempt + 1)
         resume_from = self._restore()
         uploader = CheckpointUploader(
             lambda path, step: store.upload(path, step, lease=self.clients.lease),
-            self._uploaded,
+            self.telemetry.uploaded,
             uploaded_step=store.latest_step(),
             log=self.log,
         )
@@ -158,8 +159,8 @@ class Agent:
             self.log("no checkpoint yet: starting fresh")
             return None
         step = int(_STEP_ENTRY.match(restored.name).group(1))  # type: ignore[union-attr]
-        self.clients.store.append_event("resume", step=step)
-        self._reporter_update(checkpoint_step=max(step, remote_step or 0))
+        self.telemetry.event("resume", step=step)
+        self.telemetry.update(checkpoint_step=max(step, remote_step or 0))
         return restored
 
     # ---- the training loop --------------------------------------------------------------------
@@ -185,7 +186,7 @@ class Agent:
             reason = f"command exited with code {code}" + (
                 f": {command.last_stderr_line}" if command.last_stderr_line else ""
             )
-            self.clients.store.append_event("failure", exit_code=code, reason=reason, failures=failures)
+            self.telemetry.event("failure", exit_code=code, reason=reason, failures=failures)
             self.log(f"training failed ({failures}/{self.config.restart_budget}): {reason}")
             if failures >= max(1, self.config.restart_budget):
                 return self._failed(reason, failures)
@@ -214,7 +215,7 @@ class Agent:
         self.log(f"starting {'the built-in trainer' if config.command == 'builtin' else config.command!r}"
                  f" (attempt {env['JOB_ATTEMPT']}, resume from {env['RESUME_FROM'] or 'scratch'})")
         cwd = config.workdir if config.command != "builtin" else None
-        return CommandProcess(argv, env, cwd=cwd, sink=self._command_output).start()
+        return CommandProcess(argv, env, cwd=cwd, sink=self.telemetry.command_output).start()
 
     def _supervise(self, command: CommandProcess, uploader: CheckpointUploader) -> tuple[str, int]:
         """Run until the command exits or must stop: ("exited" | notice reason | "lost-lease", code)."""
@@ -232,7 +233,7 @@ class Agent:
                 return "lost-lease", -1
             if reason:
                 self.log(f"{reason}: stopping the command with {self.config.stop_signal}")
-                self._reporter_update(state=states.STOPPING)
+                self.telemetry.update(state=states.STOPPING)
                 return reason, self._stop_command(command)
             self._require_reporter().tick()
 
@@ -256,21 +257,21 @@ class Agent:
         started = time.monotonic()
         if self.clients.store.upload(path, step, lease=self.clients.lease):
             uploader.uploaded_step = step
-            self._uploaded(Uploaded(step, time.monotonic() - started, size_of(path), True))
+            self.telemetry.uploaded(Uploaded(step, time.monotonic() - started, size_of(path), True))
 
     # ---- endings ------------------------------------------------------------------------------
     def _interrupted(self, reason: str, step: int | None) -> int:
         reporter = self._require_reporter()
         reporter.update(state=states.INTERRUPTED, interruptions=reporter.status.interruptions + 1,
                         reason=reason)
-        self.clients.store.append_event("interruption", reason=reason, step=step)
+        self.telemetry.event("interruption", reason=reason, step=step)
         self._complete_lifecycle_action()
         self.log(f"interrupted ({reason}); checkpoint step {step} is safe in S3")
         return 0
 
     def _done(self, step: int | None) -> int:
         self._require_reporter().update(state=states.DONE)
-        self.clients.store.append_event("done", step=step)
+        self.telemetry.event("done", step=step)
         self._scale_to_zero()
         self.log(f"training finished at checkpoint step {step}")
         return 0
@@ -327,64 +328,17 @@ class Agent:
                 self.log(f"instance metadata unavailable ({error}); interruption notices cannot be seen")
         return None
 
-    # ---- output, status, metrics ----------------------------------------------------------------
-    def _command_output(self, stream: str, line: str) -> None:
-        print(line, file=sys.stdout if stream == "stdout" else sys.stderr, flush=True)
-        cloud = self.clients.cloud
-        if cloud is not None:
-            cloud.log(line)
-        if stream != "stdout" or not line.startswith("{"):
-            return
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return
-        if isinstance(event, dict) and event.get("event") == "step":
-            self._progress(event)
-
-    def _progress(self, event: dict[str, Any]) -> None:
-        self._reporter_update(step=event.get("step"), loss=event.get("loss"),
-                              samples_per_s=event.get("samples_per_s"))
-        cloud, now = self.clients.cloud, time.monotonic()
-        if cloud is None or now - self._last_metric < METRIC_INTERVAL_SECONDS:
-            return
-        self._last_metric = now
-        for name, key, unit in (("Step", "step", "Count"), ("Loss", "loss", "None"),
-                                ("SamplesPerSecond", "samples_per_s", "Count/Second")):
-            if isinstance(event.get(key), (int, float)):
-                cloud.metric(name, event[key], unit)
-
-    def _uploaded(self, done: Uploaded) -> None:
-        self.clients.store.append_event("checkpoint", step=done.step, upload_seconds=round(done.seconds, 3),
-                                        bytes=done.bytes, published=done.published)
-        if done.published:
-            self._reporter_update(checkpoint_step=done.step)
-        if self.clients.cloud is not None:
-            self.clients.cloud.metric("CheckpointUploadSeconds", done.seconds, "Seconds")
-        self.log(f"checkpoint step {done.step} uploaded in {done.seconds:.2f}s ({done.bytes} bytes)")
-
-    def _publish_status(self, record: dict[str, Any]) -> None:
-        try:
-            self.clients.store.put_json(states.STATUS_NAME, record)
-        except Exception as error:  # status is informative; training goes on
-            self.log(f"could not write status.json: {error}")
-
-    def _reporter_update(self, **changes: Any) -> None:
-        if self._reporter is not None:
-            self._reporter.update(**changes)
-
+    # ---- small accessors ----------------------------------------------------------------------
     def _require_keeper(self) -> LeaseKeeper:
         assert self._keeper is not None, "the keeper starts once the lease is held"
         return self._keeper
 
     def _require_reporter(self) -> StatusReporter:
-        assert self._reporter is not None, "status is created once the lease is held"
-        return self._reporter
+        assert self.telemetry.reporter is not None, "status is created once the lease is held"
+        return self.telemetry.reporter
 
     def log(self, line: str) -> None:
-        print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
-        if self.clients.cloud is not None:
-            self.clients.cloud.log(f"[agent] {line}")
+        self.telemetry.log(line)
 
 
 def install_stop_handlers(agent: Agent) -> None:

@@ -1,0 +1,83 @@
+"""What one agent reports while training: the command's output, progress, uploads, its own log lines.
+
+Everything here is secondary to training: a failure to record goes to stderr and nothing else.
+Lines go to the agent's own stdout/stderr (journald) and to the instance's CloudWatch Logs stream;
+step events also update status.json and, at most once a second, the job's metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from trainer import status as states
+from trainer.status import StatusReporter
+from trainer.uploader import Uploaded
+
+METRIC_INTERVAL_SECONDS = 1.0
+PROGRESS_METRICS = (("Step", "step", "Count"), ("Loss", "loss", "None"),
+                    ("SamplesPerSecond", "samples_per_s", "Count/Second"))
+
+
+@dataclass
+class RunTelemetry:
+    store: Any  # trainer.remote.RemoteStore (events, status.json)
+    cloud: Any  # trainer.cloudwatch.CloudWatchSink, or None
+    reporter: StatusReporter | None = None  # set once the lease is held
+    _last_metric: float = 0.0
+
+    def log(self, line: str) -> None:
+        print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
+        if self.cloud is not None:
+            self.cloud.log(f"[agent] {line}")
+
+    def update(self, **changes: Any) -> None:
+        if self.reporter is not None:
+            self.reporter.update(**changes)
+
+    def event(self, kind: str, **fields: Any) -> None:
+        try:
+            self.store.append_event(kind, **fields)
+        except Exception as error:
+            self.log(f"could not record event {kind}: {error}")
+
+    def publish_status(self, record: dict[str, Any]) -> None:
+        try:
+            self.store.put_json(states.STATUS_NAME, record)
+        except Exception as error:
+            self.log(f"could not write status.json: {error}")
+
+    def command_output(self, stream: str, line: str) -> None:
+        print(line, file=sys.stdout if stream == "stdout" else sys.stderr, flush=True)
+        if self.cloud is not None:
+            self.cloud.log(line)
+        if stream != "stdout" or not line.startswith("{"):
+            return
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(event, dict) and event.get("event") == "step":
+            self._progress(event)
+
+    def _progress(self, event: dict[str, Any]) -> None:
+        self.update(step=event.get("step"), loss=event.get("loss"), samples_per_s=event.get("samples_per_s"))
+        now = time.monotonic()
+        if self.cloud is None or now - self._last_metric < METRIC_INTERVAL_SECONDS:
+            return
+        self._last_metric = now
+        for name, key, unit in PROGRESS_METRICS:
+            if isinstance(event.get(key), (int, float)):
+                self.cloud.metric(name, event[key], unit)
+
+    def uploaded(self, done: Uploaded) -> None:
+        self.event("checkpoint", step=done.step, upload_seconds=round(done.seconds, 3), bytes=done.bytes,
+                   published=done.published)
+        if done.published:
+            self.update(checkpoint_step=done.step)
+        if self.cloud is not None:
+            self.cloud.metric("CheckpointUploadSeconds", done.seconds, "Seconds")
+        self.log(f"checkpoint step {done.step} uploaded in {done.seconds:.2f}s ({done.bytes} bytes)")
