@@ -105,3 +105,18 @@ def test_unreachable_imds_fails_at_instance_metadata(tmp_path: Path, s3, bucket:
     assert json.loads(sandbox.status_file.read_text())["bootstrap"]["step"] == "instance-metadata"
     assert "Traceback" not in result.stderr
     assert_nothing_started(sandbox)
+
+
+@pytest.mark.slow
+def test_without_a_pytorch_env_a_venv_is_made_and_its_torch_install_is_retried(sandbox: UserDataSandbox, s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    # No Deep Learning AMI env and no reachable index: the fallback venv cannot get torch.
+    sandbox.overrides.update(
+        SPOT_BASE_PYTHON="", SPOT_PYTHON_CANDIDATES="/nonexistent/python3", PIP_NO_INDEX="1", SPOT_FAKE_GPU_COUNT="1"
+    )
+    result, elapsed, log = run_failing(sandbox, render_user_data("v1", job_header(bucket, "spot-trainer==0.1.0")))
+    assert elapsed < 90
+    assert any("GPUs: NVIDIA A10G" in line for line in log)
+    assert (sandbox.root / "opt/spot-trainer/venv/bin/python3").exists()
+    error = error_line(log)
+    assert "[python-env]" in error and "install of torch==2.13.0 failed after 3 attempts" in error
+    assert_nothing_started(sandbox)
