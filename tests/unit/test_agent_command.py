@@ -1,0 +1,73 @@
+"""The training command runs as a process group: signals reach every member, and 'exited' means all gone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from trainer.command import CommandProcess, parse_signal
+
+
+def bash(script: str, **env: str) -> CommandProcess:
+    lines: list[tuple[str, str]] = []
+    process = CommandProcess(["/bin/bash", "-c", script], {**os.environ, **env},
+                             sink=lambda stream, line: lines.append((stream, line)))
+    process.lines = lines  # type: ignore[attr-defined]
+    return process.start()
+
+
+def test_stop_signal_reaches_a_grandchild_and_wait_covers_the_whole_group(tmp_path: Path) -> None:
+    done = tmp_path / "saved"
+    # The shell forks a child that saves for a while after SIGTERM; the shell itself dies at once.
+    script = (f"(trap 'sleep 0.5; echo saved > {done}; exit 0' TERM; while true; do sleep 0.05; done) & "
+              "echo started; wait")
+    command = bash(script)
+    deadline = time.monotonic() + 10
+    while ("stdout", "started") not in command.lines and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.02)
+    time.sleep(0.2)
+    code = command.stop(signal.SIGTERM, grace_seconds=10)
+    assert done.read_text() == "saved\n", "stop() returned before the group finished its checkpoint"
+    assert code == -signal.SIGTERM
+    assert not command.group_alive()
+
+
+def test_a_command_that_ignores_the_signal_is_killed_after_the_grace_period() -> None:
+    command = bash("trap '' TERM; echo ready; while true; do sleep 0.05; done")
+    time.sleep(0.3)
+    started = time.monotonic()
+    code = command.stop(signal.SIGTERM, grace_seconds=0.5)
+    assert code == -signal.SIGKILL
+    assert 0.5 <= time.monotonic() - started < 5
+    assert not command.group_alive()
+
+
+def test_output_lines_and_the_last_stderr_line_are_kept() -> None:
+    command = bash('echo one; echo "warn: a" >&2; echo two; echo "fatal: disk full" >&2; exit 3')
+    assert command.wait(timeout=10) == 3
+    assert ("stdout", "one") in command.lines and ("stdout", "two") in command.lines  # type: ignore[attr-defined]
+    assert command.last_stderr_line == "fatal: disk full"
+
+
+def test_a_failing_sink_does_not_block_the_command() -> None:
+    def broken(stream: str, line: str) -> None:
+        raise RuntimeError("log sink down")
+
+    command = CommandProcess(["/bin/bash", "-c", "for i in $(seq 1 20000); do echo line $i; done"],
+                             dict(os.environ), sink=broken).start()
+    assert command.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize(("name", "expected"), [("SIGTERM", signal.SIGTERM), ("int", signal.SIGINT),
+                                                ("10", signal.SIGUSR1), (" sigusr2 ", signal.SIGUSR2)])
+def test_signal_names(name: str, expected: signal.Signals) -> None:
+    assert parse_signal(name) is expected
+
+
+def test_unknown_signal_is_named() -> None:
+    with pytest.raises(ValueError, match="unknown signal 'SIGFOO'"):
+        parse_signal("SIGFOO")

@@ -1,0 +1,39 @@
+"""The agent's own settings and the checks it makes before touching anything."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from trainer.agent import check_config, newest_local_checkpoint
+from trainer.config import AgentConfig, ConfigError, config_from_env
+
+BASE = {"SPOT_JOB": "j", "SPOT_BUCKET": "b", "SPOT_COMMAND": "builtin"}
+
+
+def test_lifecycle_hook_and_status_interval_are_read() -> None:
+    config = config_from_env({**BASE, "SPOT_LIFECYCLE_HOOK": "drain", "SPOT_STATUS_INTERVAL": "5"})
+    assert (config.lifecycle_hook, config.status_interval_seconds) == ("drain", 5.0)
+    check_config(config)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"stop_signal": "SIGWHAT"}, "SPOT_STOP_SIGNAL='SIGWHAT' is not a signal name"),
+    ({"grace_seconds": -1.0}, "SPOT_GRACE_SECONDS=-1.0 is out of range"),
+    ({"poll_seconds": 0.0}, "SPOT_POLL_SECONDS=0.0 is out of range"),
+    ({"keep_checkpoints": 0}, "SPOT_KEEP_CHECKPOINTS=0 is out of range"),
+    ({"command": "python 'unclosed"}, "SPOT_COMMAND cannot be parsed"),
+])
+def test_settings_the_agent_cannot_act_on_are_named(change: dict, message: str) -> None:
+    config = dataclasses.replace(AgentConfig(job="j", bucket="b", command="builtin"), **change)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        check_config(config)
+
+
+def test_newest_local_checkpoint_ignores_temporaries_and_other_files(tmp_path: Path) -> None:
+    assert newest_local_checkpoint(tmp_path / "missing") is None
+    for name in ("step-00000009", "step-10", ".tmp-step-11-x", "step-12.partial", "notes.txt"):
+        (tmp_path / name).mkdir()
+    assert newest_local_checkpoint(tmp_path) == (10, tmp_path / "step-10")

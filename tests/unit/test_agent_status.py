@@ -1,0 +1,42 @@
+"""status.json: published on every state change, throttled for progress, carried over between agents."""
+
+from __future__ import annotations
+
+import time
+
+from trainer.status import JobStatus, StatusReporter, describe_job
+
+
+def test_state_changes_publish_at_once_and_progress_at_most_every_interval() -> None:
+    published: list[dict] = []
+    reporter = StatusReporter(JobStatus(job="j"), publish=published.append, interval_seconds=0.3)
+    reporter.update(state="TRAINING")
+    assert [p["state"] for p in published] == ["TRAINING"]
+    for step in range(1, 6):
+        reporter.update(step=step)
+        reporter.tick()
+    assert len(published) == 1, "progress inside the interval waits"
+    time.sleep(0.35)
+    reporter.tick()
+    assert published[-1]["step"] == 5 and len(published) == 2
+    reporter.tick()
+    assert len(published) == 2, "nothing new, nothing sent"
+
+
+def test_a_new_agent_carries_counters_and_progress_over() -> None:
+    previous = {"state": "INTERRUPTED", "step": 120, "checkpoint_step": 120, "attempt": 3, "interruptions": 2,
+                "reason": "spot interruption notice", "instance": "i-old"}
+    status = JobStatus.carried_over(previous, "j", "i-new")
+    assert (status.step, status.checkpoint_step, status.attempt, status.interruptions) == (120, 120, 3, 2)
+    assert (status.instance, status.state, status.reason) == ("i-new", "STARTING", "")
+    assert JobStatus.carried_over(None, "j", "i-1").attempt == 0
+
+
+def test_summary_names_state_progress_and_events() -> None:
+    text = describe_job({"job": "cifar", "state": "FAILED", "step": 7, "attempt": 3, "interruptions": 0,
+                         "reason": "command exited with code 1: boom"}, {"step": 5},
+                        [{"kind": "failure"}, {"kind": "failure"}, {"kind": "start"}])
+    assert "state          FAILED" in text and "checkpoint     5 (latest in S3)" in text
+    assert "reason         command exited with code 1: boom" in text
+    assert "events         failure 2, start 1" in text
+    assert describe_job(None, None, []).startswith("no status yet")

@@ -1,0 +1,75 @@
+"""Background uploads: never two at once, intermediates skipped, failures survived."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from trainer.uploader import CheckpointUploader, Uploaded
+
+
+def make_checkpoint(root: Path, step: int) -> Path:
+    path = root / f"step-{step}"
+    path.mkdir()
+    (path / "state.pt").write_bytes(b"x" * (100 + step))
+    return path
+
+
+def test_checkpoints_written_during_an_upload_collapse_into_the_newest(tmp_path: Path) -> None:
+    gate, uploading = threading.Event(), threading.Event()
+    uploaded: list[int] = []
+    results: list[Uploaded] = []
+
+    def slow_upload(path: Path, step: int) -> bool:
+        uploading.set()
+        gate.wait(10)
+        uploaded.append(step)
+        return True
+
+    uploader = CheckpointUploader(slow_upload, results.append, log=lambda line: None)
+    assert uploader.offer(1, make_checkpoint(tmp_path, 1))
+    assert uploading.wait(10)
+    for step in (2, 3, 4):
+        assert uploader.offer(step, make_checkpoint(tmp_path, step))
+    assert not uploader.offer(3, tmp_path / "step-3"), "an older step is never queued again"
+    gate.set()
+    assert uploader.drain(timeout=10)
+    uploader.close()
+    assert uploaded == [1, 4]
+    assert [(r.step, r.bytes, r.published) for r in results] == [(1, 101, True), (4, 104, True)]
+    assert uploader.uploaded_step == 4
+
+
+def test_a_failed_upload_is_reported_and_the_next_one_still_goes(tmp_path: Path) -> None:
+    messages: list[str] = []
+    published: list[int] = []
+
+    def flaky(path: Path, step: int) -> bool:
+        if step == 1:
+            raise OSError(f"{path}: vanished (pruned meanwhile)")
+        published.append(step)
+        return step != 3  # latest.json already newer: uploaded but not published
+
+    uploader = CheckpointUploader(flaky, lambda done: None, uploaded_step=0, log=messages.append)
+    for step in (1, 2, 3):
+        uploader.offer(step, make_checkpoint(tmp_path, step))
+        assert uploader.drain(timeout=10)
+    uploader.close()
+    assert published == [2, 3] and uploader.uploaded_step == 2
+    assert len(messages) == 1 and "upload of checkpoint step 1 failed" in messages[0] and "vanished" in messages[0]
+
+
+def test_a_broken_callback_does_not_stop_later_uploads(tmp_path: Path) -> None:
+    done: list[int] = []
+
+    def callback(result: Uploaded) -> None:
+        if result.step == 1:
+            raise RuntimeError("events bucket unreachable")
+        done.append(result.step)
+
+    uploader = CheckpointUploader(lambda path, step: True, callback, log=lambda line: None)
+    for step in (1, 2):
+        uploader.offer(step, make_checkpoint(tmp_path, step))
+        assert uploader.drain(timeout=10)
+    uploader.close()
+    assert done == [2] and uploader.uploaded_step == 2
