@@ -1,0 +1,70 @@
+"""A systemd stop is handled like a notice; an agent whose lease was taken stops without publishing."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import boto3
+
+from tests.integration.agent_runner import AgentProcess, agent_env, descendants
+from trainer.fake_imds import FakeImds
+from trainer.remote import RemoteStore
+
+# A training command with no Python at all: one step-N file per step, written then renamed; on
+# SIGTERM it finishes the step it is in, saves it and exits 75 like the built-in trainer.
+STEPPER = ('trap "stop=1" TERM; i=${RESUME_FROM##*step-}; i=${i:-0}; '
+           'while [ "$i" -lt 100000 ]; do i=$((i+1)); echo "step $i"; sleep 0.05; '
+           'if [ $((i % 10)) -eq 0 ] || [ -n "${stop:-}" ]; then echo $i > "$CHECKPOINT_DIR/.t"; '
+           'mv "$CHECKPOINT_DIR/.t" "$CHECKPOINT_DIR/step-$i"; fi; '
+           'if [ -n "${stop:-}" ]; then echo "saved $i"; exit 75; fi; done')
+
+
+def started_agent(aws_env: dict[str, str], bucket: str, job: str, tmp_path: Path, imds: FakeImds) -> AgentProcess:
+    agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "c",
+                                   imds_url=imds.url, instance_id=imds.instance_id, command=STEPPER)).start()
+    agent.wait_for(lambda: any(line == "step 25" for line in agent.lines), what="step 25")
+    return agent
+
+
+def test_sigterm_to_the_agent_saves_uploads_and_exits_cleanly(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    with FakeImds(instance_id="i-stop") as imds:
+        agent = started_agent(aws_env, bucket, "stop", tmp_path, imds)
+        try:
+            agent.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+            assert agent.wait() == 0, agent.text()
+        finally:
+            agent.stop()
+    saved = int(next(line for line in agent.lines if line.startswith("saved "))[6:])
+    assert saved == max(int(line[5:]) for line in agent.lines if line.startswith("step "))
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "stop")
+    assert store.latest_step() == saved
+    status = store.get_json("status.json")
+    assert (status["state"], status["reason"]) == ("INTERRUPTED", "agent asked to stop")
+    lease = store.get_json("lease.json")
+    assert lease["expires_at"] <= time.time(), "the lease is handed back, not left to expire"
+
+
+def test_an_agent_whose_lease_was_taken_stops_training_and_publishes_nothing(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    s3 = boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"])
+    store = RemoteStore(s3, bucket, "stolen")
+    with FakeImds(instance_id="i-stale") as imds:
+        agent = started_agent(aws_env, bucket, "stolen", tmp_path, imds)
+        try:
+            command_pids = descendants(agent.process.pid)  # type: ignore[union-attr]
+            thief = {"owner": "i-thief", "token": 99, "expires_at": time.time() + 3600, "written_at": time.time()}
+            s3.put_object(Bucket=bucket, Key="stolen/lease.json", Body=json.dumps(thief).encode())
+            published_before = store.latest_step()
+            assert agent.wait() == 1, agent.text()
+        finally:
+            agent.stop()
+    assert agent.lines[-1] == "spot-trainer: the job lease was taken over by another agent; stopped training"
+    assert command_pids and not any(Path(f"/proc/{pid}").exists() for pid in command_pids)
+    assert store.latest_step() == published_before
+    assert store.get_json("lease.json")["owner"] == "i-thief"
