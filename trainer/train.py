@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,7 +132,8 @@ class StopFlag:
         self.signal_name = signal.Signals(number).name
 
 
-def warmup_cosine(warmup: int, total: int):
+def warmup_cosine(warmup: int, total: int) -> Callable[[int], float]:
+    """LR factor: linear warmup to 1, then cosine decay to 0 at the last step."""
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
