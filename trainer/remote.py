@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from trainer.checksums import BLOCK_BYTES, digest_files
 from trainer.lease import Lease, is_conflict, is_missing
-from trainer.s3client import transfer_config as default_transfer_config
+from trainer.s3client import transfer_config_for
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,8 @@ class RemoteStore:
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
         self.s3, self.bucket, self.job, self.keep = s3, bucket, job.strip("/"), keep
-        self.transfer = transfer_config or default_transfer_config()
+        # None: size the parts for each transfer from its total bytes (transfer_config_for).
+        self.transfer = transfer_config
         self.instance = instance or os.environ.get("SPOT_INSTANCE_ID") or socket.gethostname()
 
     # ---- keys ---------------------------------------------------------------------------------
@@ -93,9 +94,8 @@ class RemoteStore:
         with ThreadPoolExecutor(max_workers=1) as hasher:
             # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
             digests = hasher.submit(digest_files, files)
-            self._transfer_all(
-                (str(path), prefix + name) for name, path in files.items()
-            )
+            total = sum(path.stat().st_size for path in files.values())
+            self._transfer_all(((str(path), prefix + name) for name, path in files.items()), total)
             blocks = digests.result()
         self._confirm_sizes(prefix, {name: path.stat().st_size for name, path in files.items()})
         manifest = {
@@ -218,7 +218,8 @@ class RemoteStore:
             raise RemoteStoreError(f"manifest names a file outside the checkpoint: {unsafe[0]!r}")
         for target in targets.values():
             target.parent.mkdir(parents=True, exist_ok=True)
-        self._transfer_all(((prefix + name, str(path)) for name, path in targets.items()), download=True)
+        total = sum(int(entry["size"]) for entry in manifest["files"].values())
+        self._transfer_all(((prefix + name, str(path)) for name, path in targets.items()), total, download=True)
         return targets
 
     @staticmethod
@@ -299,9 +300,10 @@ class RemoteStore:
         return [event for event in found if event is not None]
 
     # ---- S3 plumbing --------------------------------------------------------------------------
-    def _transfer_all(self, pairs: Any, *, download: bool = False) -> None:
+    def _transfer_all(self, pairs: Any, total_bytes: int, *, download: bool = False) -> None:
         """Run every (source, destination) transfer concurrently; raise on the first failure."""
-        with create_transfer_manager(self.s3, self.transfer) as manager:
+        config = self.transfer or transfer_config_for(total_bytes)
+        with create_transfer_manager(self.s3, config) as manager:
             futures = []
             for source, dest in pairs:
                 if download:

@@ -17,9 +17,11 @@ from botocore.config import Config
 
 MB = 1024 * 1024
 
-# Tuned with benchmarks/p2_transfer.py: large parts keep per-request overhead low and a handful of
-# threads saturates one S3 endpoint without thrashing the two-core hosts the tests run on.
+# Tuned with benchmarks/p2_transfer.py. Fewer, larger requests win: every request costs the server a
+# fixed amount of work (S3-compatible servers such as moto even re-read the whole object for each
+# ranged GET), so parts are sized to fill the concurrency in one wave, within these bounds.
 DEFAULT_CHUNK_BYTES = 64 * MB
+MAX_CHUNK_BYTES = 256 * MB  # a failed part is retried whole: keep that bounded
 DEFAULT_CONCURRENCY = 8
 
 
@@ -33,6 +35,13 @@ def transfer_config(
         max_concurrency=concurrency,
         use_threads=True,
     )
+
+
+def transfer_config_for(total_bytes: int, *, concurrency: int = DEFAULT_CONCURRENCY) -> TransferConfig:
+    """Parts of ceil(total / concurrency), clamped to [64 MiB, 256 MiB]: one wave fills every thread."""
+    wave = -(-max(total_bytes, 1) // concurrency)
+    chunk = min(MAX_CHUNK_BYTES, max(DEFAULT_CHUNK_BYTES, wave))
+    return transfer_config(chunk_bytes=chunk, concurrency=concurrency)
 
 
 def client_config(

@@ -1,0 +1,174 @@
+"""P2: checkpoint upload and download throughput against one local moto server, ours vs common tools.
+
+Starts moto server on 127.0.0.1, writes a checkpoint of random bytes, and times in the same run:
+our RemoteStore (upload = objects + manifest + publish, download = restore with sha256 verification),
+`aws s3 cp` (aws CLI v1), `s5cmd cp`, and boto3's default `upload_file`/`download_file`. Prints JSON.
+
+    python benchmarks/p2_transfer.py [--mb 1024] [--repeat 1] [--sweep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import boto3
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from localcloud.moto_server import MotoServer  # noqa: E402
+from trainer.remote import RemoteStore  # noqa: E402
+from trainer.s3client import DEFAULT_CONCURRENCY, MB, s3_client, transfer_config, transfer_config_for  # noqa: E402
+
+BUCKET = "p2-transfer"
+VENV_BIN = Path(sys.executable).parent
+SWEEP = [(8, 10), (64, 8), (256, 4)]  # (chunk MB, concurrency), fixed instead of sized per transfer
+
+
+def write_random(path: Path, megabytes: int) -> None:
+    with open(path, "wb") as handle:
+        for _ in range(megabytes):
+            handle.write(os.urandom(MB))
+
+
+def timed(action: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def run(argv: list[str], env: dict[str, str]) -> None:
+    result = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed ({result.returncode}): {result.stderr.strip()[-300:]}")
+
+
+def empty_bucket(s3: Any) -> None:
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            s3.delete_objects(Bucket=BUCKET, Delete={"Objects": keys, "Quiet": True})
+
+
+class Tools:
+    """One upload and one download per tool, each leaving the bucket empty for the next."""
+
+    def __init__(self, server: MotoServer, source: Path, work: Path) -> None:
+        self.env = {**os.environ, **server.env(), "AWS_EC2_METADATA_DISABLED": "true"}
+        os.environ.update(self.env)
+        self.endpoint, self.source, self.work = server.endpoint, source, work
+        self.s3 = boto3.client("s3", endpoint_url=self.endpoint)
+
+    def fresh_dest(self) -> Path:
+        dest = self.work / "download"
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir()
+        return dest
+
+    def ours(self, chunk_mb: int | None = None, concurrency: int = DEFAULT_CONCURRENCY) -> tuple[float, float]:
+        """Our store; chunk_mb None = its default (parts sized per transfer)."""
+        config = transfer_config(chunk_bytes=chunk_mb * MB, concurrency=concurrency) if chunk_mb else None
+        store = RemoteStore(s3_client(pool_connections=concurrency * 2), BUCKET, f"ours-{chunk_mb}-{concurrency}",
+                            transfer_config=config)
+        up = timed(lambda: store.upload(self.source, 1))
+        restored: list[Path | None] = []
+        down = timed(lambda: restored.append(store.restore(self.fresh_dest())))
+        if restored[0] is None:
+            raise RuntimeError("restore returned nothing")
+        return up, down
+
+    def aws_cli(self) -> tuple[float, float]:
+        uri = f"s3://{BUCKET}/cli/{self.source.name}"
+        base = [str(VENV_BIN / "aws"), "--endpoint-url", self.endpoint, "s3", "cp", "--only-show-errors"]
+        up = timed(lambda: run([*base, str(self.source), uri], self.env))
+        down = timed(lambda: run([*base, uri, str(self.fresh_dest() / self.source.name)], self.env))
+        return up, down
+
+    def s5cmd(self) -> tuple[float, float]:
+        uri = f"s3://{BUCKET}/s5cmd/{self.source.name}"
+        base = [str(VENV_BIN / "s5cmd"), "--endpoint-url", self.endpoint, "cp"]
+        up = timed(lambda: run([*base, str(self.source), uri], self.env))
+        down = timed(lambda: run([*base, uri, str(self.fresh_dest() / self.source.name)], self.env))
+        return up, down
+
+    def boto3_default(self) -> tuple[float, float]:
+        key = f"boto3/{self.source.name}"
+        up = timed(lambda: self.s3.upload_file(str(self.source), BUCKET, key))
+        down = timed(lambda: self.s3.download_file(BUCKET, key, str(self.fresh_dest() / self.source.name)))
+        return up, down
+
+
+def measure(name: str, action: Callable[[], tuple[float, float]], tools: Tools, mb: int, repeat: int) -> dict:
+    """Best of `repeat` runs (the least disturbed by the rest of the machine)."""
+    ups, downs = [], []
+    for _ in range(repeat):
+        up, down = action()
+        ups.append(up)
+        downs.append(down)
+        empty_bucket(tools.s3)
+    result = {"upload_s": round(min(ups), 2), "download_s": round(min(downs), 2),
+              "upload_MBps": round(mb / min(ups), 1), "download_MBps": round(mb / min(downs), 1)}
+    print(f"{name}: {result}", file=sys.stderr)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=int, default=1024, help="checkpoint size in MB (default 1024)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per tool, best kept (default 1)")
+    parser.add_argument("--sweep", action="store_true", help="also time other chunk/concurrency settings")
+    args = parser.parse_args()
+    if args.mb < 1 or args.repeat < 1:
+        parser.error("--mb and --repeat must be at least 1")
+    work = Path(tempfile.mkdtemp(prefix="p2-"))
+    try:
+        source = work / "step-1.pt"
+        write_random(source, args.mb)
+        with MotoServer(log_path=work / "moto.log") as server:
+            tools = Tools(server, source, work)
+            tools.s3.create_bucket(Bucket=BUCKET)
+            results = {
+                "boto3_default": measure("boto3_default", tools.boto3_default, tools, args.mb, args.repeat),
+                "aws_cli": measure("aws_cli", tools.aws_cli, tools, args.mb, args.repeat),
+                "s5cmd": measure("s5cmd", tools.s5cmd, tools, args.mb, args.repeat),
+                "ours": measure("ours", tools.ours, tools, args.mb, args.repeat),
+            }
+            sweep = {f"chunk_{c}MB_concurrency_{n}": measure(f"sweep {c}/{n}", lambda c=c, n=n: tools.ours(c, n),
+                                                            tools, args.mb, args.repeat)
+                     for c, n in (SWEEP if args.sweep else [])}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    others = [results[name] for name in ("boto3_default", "aws_cli", "s5cmd")]
+    best_up = max(r["upload_MBps"] for r in others)
+    best_down = max(r["download_MBps"] for r in others)
+    report = {
+        "benchmark": "p2_transfer",
+        "checkpoint_mb": args.mb,
+        "repeat": args.repeat,
+        "ours_settings": {
+            "multipart_chunksize_mb": transfer_config_for(args.mb * MB).multipart_chunksize // MB,
+            "max_concurrency": DEFAULT_CONCURRENCY, "use_threads": True,
+            "rule": "parts of size/concurrency clamped to 64..256 MiB",
+            "includes": "block sha256 + manifest + conditional latest.json on upload; sha256 verify on restore",
+        },
+        "results": results,
+        "sweep": sweep,
+        "ours_upload_vs_best_other": round(results["ours"]["upload_MBps"] / best_up, 2),
+        "ours_download_vs_best_other": round(results["ours"]["download_MBps"] / best_down, 2),
+        "ours_upload_vs_s5cmd": round(results["ours"]["upload_MBps"] / results["s5cmd"]["upload_MBps"], 2),
+        "meets_target": results["ours"]["upload_MBps"] >= best_up and results["ours"]["download_MBps"] >= best_down,
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
