@@ -173,6 +173,7 @@ class Player:
     started_at: float = 0.0
     ended_at: float = 0.0
     _pending_kills: dict[str, float] = field(default_factory=dict)
+    _overlapping: dict[str, float] = field(default_factory=dict)  # rebalanced, notice not yet sent
     _user_data: dict[str, str] = field(default_factory=dict)
 
     def run(self) -> "Player":
@@ -189,6 +190,7 @@ class Player:
                 if group["DesiredCapacity"] == 0:
                     break
                 self._inject(injector)
+                self._notify_overlapping()
                 self._power_off_due()
                 if self.options.on_tick:
                     self.options.on_tick(self)
@@ -261,7 +263,8 @@ class Player:
     def training_instance(self) -> Instance | None:
         """The live instance whose trainer reported a step most recently (the lease holder)."""
         candidates = [(self.logs[i.instance_id].last_step_at or 0.0, i) for i in self.alive()
-                      if i.instance_id not in self._pending_kills and self.logs[i.instance_id].max_step is not None]
+                      if i.instance_id not in self._pending_kills and i.instance_id not in self._overlapping
+                      and self.logs[i.instance_id].max_step is not None]
         return max(candidates, key=lambda item: item[0])[1] if candidates else None
 
     def current_step(self) -> int | None:
@@ -272,7 +275,8 @@ class Player:
     def _inject(self, injector: Injector) -> None:
         target = self.training_instance()
         if self.options.plan.rate_per_hour is not None and target is None:
-            booting = [i for i in self.alive() if i.instance_id not in self._pending_kills]
+            booting = [i for i in self.alive() if i.instance_id not in self._pending_kills
+                       and i.instance_id not in self._overlapping]
             target = booting[0] if booting else None
         if target is None:
             return
@@ -285,14 +289,30 @@ class Player:
             self.cloud.log(f"instance {iid}: reclaimed without notice")
             self._power_off(target)
             return
-        target.announce(self.options.plan.notice_seconds, rebalance=self.options.plan.rebalance)
-        self._pending_kills[iid] = now + self.options.plan.notice_seconds
         announced = sum(1 for r in self.interruptions if r.kind == ANNOUNCED)
-        early = injector.early_replacement(announced)
-        self.cloud.log(f"instance {iid}: spot interruption notice, {self.options.plan.notice_seconds:g}s to go"
-                       + (" (replacement launched now)" if early else ""))
-        if early:  # as capacity rebalancing does: the replacement boots while this one drains
+        if injector.early_replacement(announced):
+            # Capacity rebalancing: a rebalance recommendation, the replacement launched at once, and
+            # the interruption notice only once the replacement's agent is up beside this one.
+            self.instances[iid].imds.recommend_rebalance()  # type: ignore[union-attr]
+            self._overlapping[iid] = now
             self._terminate_in_group(iid)
+            self.cloud.log(f"instance {iid}: rebalance recommendation, replacement launched now")
+            return
+        self._notify(target)
+
+    def _notify(self, target: Instance) -> None:
+        notice = self.options.plan.notice_seconds
+        target.announce(notice, rebalance=self.options.plan.rebalance)
+        self._pending_kills[target.instance_id] = time.time() + notice
+        self.cloud.log(f"instance {target.instance_id}: spot interruption notice, {notice:g}s to go")
+
+    def _notify_overlapping(self, most_wait: float = 90.0) -> None:
+        """Send the notice to a rebalanced instance once its replacement's agent waits for the lease."""
+        for iid, since in list(self._overlapping.items()):
+            successors = [self.logs[i.instance_id] for i in self.alive() if i.launched_at > since]
+            if any(log.waited_for_lease for log in successors) or time.time() - since > most_wait:
+                del self._overlapping[iid]
+                self._notify(self.instances[iid])
 
     def _power_off_due(self) -> None:
         now = time.time()
@@ -304,9 +324,10 @@ class Player:
         iid = instance.instance_id
         instance.kill()
         self.logs[iid].poll()
+        uploaded = self.latest_step()
         for record in self.interruptions:
             if record.instance == iid and record.killed_at is None:
-                record.killed_at = instance.ended_at
+                record.killed_at, record.uploaded_step = instance.ended_at, uploaded
         self._pending_kills.pop(iid, None)
         self._terminate_in_group(iid)
 
@@ -317,7 +338,17 @@ class Player:
             self.ec2.terminate_instances(InstanceIds=[iid])
 
     def _let_agents_finish(self, timeout: float = 15.0) -> None:
-        """Desired capacity 0: moto drops the instances at once; give the agents their last seconds."""
+        """Desired capacity 0: moto drops the instances at once; give the agents running now their last
+        seconds (releasing the lease), and power off before systemd could restart one."""
+        agents = [pid for i in self.alive() if (pid := i.agent_pid()) is not None]
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(i.agent_running() for i in self.alive()):
-            time.sleep(TICK_SECONDS)
+        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() and
+                                                  b" Z " not in _stat(pid) for pid in agents):
+            time.sleep(0.05)
+
+
+def _stat(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return b" Z "

@@ -139,13 +139,14 @@ class Instance:
                 found.append(int(entry.name))
         return found
 
-    def agent_running(self) -> bool:
-        pid_file = self.root / "run/systemctl" / f"{UNIT}.supervisor.pid"
+    def agent_pid(self) -> int | None:
+        """The agent's process (the unit's main process) while it runs."""
         try:
-            os.kill(int(pid_file.read_text()), 0)
+            pid = int((self.root / "run/systemctl" / f"{UNIT}.pid").read_text())
+            os.kill(pid, 0)
         except (OSError, ValueError):
-            return False
-        return True
+            return None
+        return pid if b" Z " not in Path(f"/proc/{pid}/stat").read_bytes() else None
 
     def booting(self) -> bool:
         return self.bootstrap is not None and self.bootstrap.poll() is None

@@ -56,6 +56,7 @@ class Interruption:
     reached_step: int | None = None  # highest step the instance completed
     resumed_step: int | None = None  # step its successor resumed from (None: started fresh)
     killed_at: float | None = None
+    uploaded_step: int | None = None  # latest.json when the power went off
 
     @property
     def lost_steps(self) -> int | None:

@@ -1,0 +1,74 @@
+"""End-to-end fixtures: one local spot cloud (its own moto server) and one `cdk synth` of the example
+job for the whole session; each scenario deploys that app with its own parameters, plays EC2 until
+the agent scales the group to 0, and destroys the stack again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcloud.cloud import Deployment, LocalCloud, Player, RunOptions
+from localcloud.interruptions import InterruptionPlan
+
+JOB = "example"
+CHECKPOINT_EVERY = 6
+# Small enough for 2 CPU cores, long enough (about half a second a step) for interruptions to land mid-run.
+TRAIN_ARGS = (f"--model resnet --synthetic --steps 36 --batch-size 16 --width 8 "
+              f"--checkpoint-every-steps {CHECKPOINT_EVERY} --log-every 1")
+TOTAL_STEPS = 36
+
+
+@dataclass
+class Scenario:
+    cloud: LocalCloud
+    deployment: Deployment
+    player: Player
+
+    def s3_json(self, name: str) -> Any:
+        body = self.cloud.client("s3").get_object(Bucket=self.deployment.bucket, Key=f"{JOB}/{name}")["Body"]
+        return json.loads(body.read())
+
+    def events(self) -> list[dict[str, Any]]:
+        s3 = self.cloud.client("s3")
+        listing = s3.list_objects_v2(Bucket=self.deployment.bucket, Prefix=f"{JOB}/events/")
+        keys = sorted(item["Key"] for item in listing.get("Contents", []))
+        return [json.loads(s3.get_object(Bucket=self.deployment.bucket, Key=k)["Body"].read()) for k in keys]
+
+    def group(self) -> dict[str, Any]:
+        groups = self.cloud.client("autoscaling").describe_auto_scaling_groups(
+            AutoScalingGroupNames=[self.deployment.group])["AutoScalingGroups"]
+        return groups[0]
+
+    def stack_exists(self) -> bool:
+        stacks = self.cloud.client("cloudformation").list_stacks()["StackSummaries"]
+        return any(s["StackName"] == self.deployment.stack and s["StackStatus"] != "DELETE_COMPLETE" for s in stacks)
+
+
+@pytest.fixture(scope="session")
+def local_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
+    with LocalCloud(tmp_path_factory.mktemp("localcloud"), log=print) as cloud:
+        yield cloud
+
+
+@pytest.fixture(scope="session")
+def example_app(local_cloud: LocalCloud) -> Path:
+    return local_cloud.synth(JOB)
+
+
+def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[str, str],
+         total_steps: int | None = TOTAL_STEPS) -> Iterator[Scenario]:
+    """Deploy, run to the end, hand the scenario to the tests, destroy the stack if a test did not."""
+    deployment = cloud.deploy(JOB, app, parameters)
+    scenario = None
+    try:
+        player = Player(cloud, deployment, RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=420))
+        scenario = Scenario(cloud, deployment, player.run())
+        yield scenario
+    finally:
+        if scenario is None or scenario.stack_exists():
+            cloud.destroy(deployment)
