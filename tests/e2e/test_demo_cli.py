@@ -1,0 +1,44 @@
+"""The demo's command line and interruption plan, without a deploy: bad flags end in one clear line,
+and the schedule places interruptions where the user asked for them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from localcloud.interruptions import ANNOUNCED, HARD, Injector, InterruptionPlan
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--rate", "0"], "--rate 0.0 must be a positive number per hour"),
+        (["--notice-seconds", "-5"], "--notice-seconds -5.0 must be 0 or more"),
+        (["--hard-kill", "-1"], "--interruptions and --hard-kill must be 0 or more"),
+        (["--spot-discount", "1.5"], "--spot-discount 1.5 must lie in [0, 1)"),
+        (["--job", "no-such-job"], "no-such-job"),
+    ],
+)
+def test_bad_flag_is_one_line_without_traceback(flags: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "localcloud", "demo", *flags], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("localcloud: ") and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_schedule_spreads_interruptions_over_the_steps_announced_first() -> None:
+    injector = Injector(InterruptionPlan(count=2, hard_kills=1), total_steps=40)
+    fired = [(step, kind) for step in range(41) if (kind := injector.due(0.0, step))]
+    assert fired == [(10, ANNOUNCED), (20, ANNOUNCED), (30, HARD)]
+
+
+def test_rate_draws_poisson_gaps_of_the_asked_mean() -> None:
+    injector = Injector(InterruptionPlan(rate_per_hour=36.0, seed=7), total_steps=None)  # mean gap 100 s
+    times = [t for t in range(0, 200_000, 5) if injector.due(float(t), None)]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert 90 <= sum(gaps) / len(gaps) <= 110
+    assert min(gaps) < 20 < 300 < max(gaps)  # exponential: short and long gaps both occur
