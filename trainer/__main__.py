@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="where a job stands: state, step, interruptions")
     status.add_argument("--job", required=True)
     status.add_argument("--bucket", required=True)
-    status.add_argument("--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    status.add_argument("--region", default=region)
     status.add_argument("--json", action="store_true", help="print status.json as JSON")
     status.set_defaults(run=run_status)
     return parser

@@ -47,7 +47,8 @@ def check_config(config: AgentConfig) -> None:
         ("SPOT_GRACE_SECONDS", config.grace_seconds, config.grace_seconds >= 0),
         ("SPOT_RESTART_BUDGET", config.restart_budget, config.restart_budget >= 0),
         ("SPOT_POLL_SECONDS", config.poll_seconds, config.poll_seconds > 0),
-        ("SPOT_LEASE_TTL_SECONDS", config.lease_ttl_seconds, config.lease_ttl_seconds > 2 * config.poll_seconds),
+        ("SPOT_LEASE_TTL_SECONDS", config.lease_ttl_seconds,
+         config.lease_ttl_seconds > 2 * config.poll_seconds),
         ("SPOT_KEEP_CHECKPOINTS", config.keep_checkpoints, config.keep_checkpoints >= 1),
         ("SPOT_STATUS_INTERVAL", config.status_interval_seconds, config.status_interval_seconds > 0),
     ]

@@ -40,7 +40,9 @@ class CloudWatchSink:
 
     def log(self, line: str) -> None:
         with self._lock:
-            self._lines.append({"timestamp": int(time.time() * 1000), "message": line[:MAX_EVENT_CHARS] or " "})
+            # CloudWatch rejects empty messages; a blank line becomes one space
+            message = line[:MAX_EVENT_CHARS] or " "
+            self._lines.append({"timestamp": int(time.time() * 1000), "message": message})
 
     def metric(self, name: str, value: float, unit: str = "None") -> None:
         with self._lock:

@@ -101,7 +101,8 @@ def describe_job(
         f"state          {status.get('state', '?')}",
         f"step           {_or_dash(status.get('step'))}",
         f"loss           {_or_dash(status.get('loss'))}",
-        f"checkpoint     {_or_dash((latest or {}).get('step', status.get('checkpoint_step')))} (latest in S3)",
+        f"checkpoint     {_or_dash((latest or {}).get('step', status.get('checkpoint_step')))}"
+        " (latest in S3)",
         f"instance       {status.get('instance') or '-'}",
         f"attempt        {status.get('attempt', 0)}",
         f"interruptions  {status.get('interruptions', 0)}",
@@ -110,7 +111,8 @@ def describe_job(
     if status.get("reason"):
         lines.append(f"reason         {status['reason']}")
     if kinds:
-        lines.append("events         " + ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items())))
+        counts = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
+        lines.append(f"events         {counts}")
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ import boto3
 import torch
 
 from tests.integration.agent_runner import OWN_SCRIPT, AgentProcess, agent_env
+from tests.integration.test_agent_failures import create_group
 from trainer.fake_imds import FakeImds
 from trainer.remote import RemoteStore
 
@@ -48,9 +49,12 @@ def test_own_script_resumes_across_an_interruption_with_identical_weights(
     assert store.latest_step() == stopped_at, "the emergency checkpoint is the last step the script reported"
     assert store.get_json("status.json")["state"] == "INTERRUPTED"
 
+    group = f"own-{bucket[-8:]}"
+    autoscaling = create_group(aws_env, group)
     with FakeImds(instance_id="i-second") as imds:
         second = AgentProcess(agent_env(aws_env, bucket=bucket, job="own", checkpoint_dir=tmp_path / "b",
-                                        imds_url=imds.url, instance_id="i-second", command=SCRIPT)).start()
+                                        imds_url=imds.url, instance_id="i-second", command=SCRIPT,
+                                        asg_name=group)).start()
         try:
             assert second.wait() == 0, second.text()
         finally:
@@ -58,6 +62,8 @@ def test_own_script_resumes_across_an_interruption_with_identical_weights(
     assert f"resumed from {tmp_path / 'b'}/step-{stopped_at} at step {stopped_at}" in second.lines
     status = store.get_json("status.json")
     assert (status["state"], status["interruptions"], status["attempt"]) == ("DONE", 1, 2)
+    groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])  # type: ignore[attr-defined]
+    assert groups["AutoScalingGroups"][0]["DesiredCapacity"] == 0, "a finished job stops paying"
 
     restored = store.restore(tmp_path / "final")
     assert restored is not None and restored.name == f"step-{STEPS}"

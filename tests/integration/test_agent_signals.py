@@ -68,3 +68,25 @@ def test_an_agent_whose_lease_was_taken_stops_training_and_publishes_nothing(
     assert command_pids and not any(Path(f"/proc/{pid}").exists() for pid in command_pids)
     assert store.latest_step() == published_before
     assert store.get_json("lease.json")["owner"] == "i-thief"
+
+
+def test_scale_in_through_the_lifecycle_state_stops_training_like_a_notice(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    with FakeImds(instance_id="i-scalein") as imds:
+        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="scalein", checkpoint_dir=tmp_path / "c",
+                                       imds_url=imds.url, instance_id="i-scalein", command=STEPPER,
+                                       lifecycle_hook="drain-hook", asg_name="fleet")).start()
+        try:
+            agent.wait_for(lambda: any(line == "step 12" for line in agent.lines), what="step 12")
+            imds.set_target_lifecycle_state("Terminated")
+            assert agent.wait() == 0, agent.text()
+        finally:
+            agent.stop()
+    saved = int(next(line for line in agent.lines if line.startswith("saved "))[6:])
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "scalein")
+    assert store.latest_step() == saved
+    status = store.get_json("status.json")
+    assert (status["state"], status["reason"]) == ("INTERRUPTED", "scale-in (lifecycle Terminated)")
+    # The hook is completed (here moto's group does not exist, which must not fail the shutdown).
+    assert any("lifecycle action drain-hook" in line for line in agent.lines), agent.text()
