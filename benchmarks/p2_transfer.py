@@ -26,7 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from localcloud.moto_server import MotoServer  # noqa: E402
 from trainer.remote import RemoteStore  # noqa: E402
-from trainer.s3client import DEFAULT_CONCURRENCY, MB, s3_client, transfer_config, transfer_config_for  # noqa: E402
+from trainer.s3client import (  # noqa: E402
+    DEFAULT_CONCURRENCY, MB, s3_client, transfer_config, transfer_config_for,
+)
 
 BUCKET = "p2-transfer"
 VENV_BIN = Path(sys.executable).parent
@@ -73,11 +75,13 @@ class Tools:
         dest.mkdir()
         return dest
 
-    def ours(self, chunk_mb: int | None = None, concurrency: int = DEFAULT_CONCURRENCY) -> tuple[float, float]:
+    def ours(
+        self, chunk_mb: int | None = None, concurrency: int = DEFAULT_CONCURRENCY
+    ) -> tuple[float, float]:
         """Our store; chunk_mb None = its default (parts sized per transfer)."""
         config = transfer_config(chunk_bytes=chunk_mb * MB, concurrency=concurrency) if chunk_mb else None
-        store = RemoteStore(s3_client(pool_connections=concurrency * 2), BUCKET, f"ours-{chunk_mb}-{concurrency}",
-                            transfer_config=config)
+        client = s3_client(pool_connections=concurrency * 2)
+        store = RemoteStore(client, BUCKET, f"ours-{chunk_mb}-{concurrency}", transfer_config=config)
         up = timed(lambda: store.upload(self.source, 1))
         restored: list[Path | None] = []
         down = timed(lambda: restored.append(store.restore(self.fresh_dest())))
@@ -141,9 +145,11 @@ def main() -> int:
                 "s5cmd": measure("s5cmd", tools.s5cmd, tools, args.mb, args.repeat),
                 "ours": measure("ours", tools.ours, tools, args.mb, args.repeat),
             }
-            sweep = {f"chunk_{c}MB_concurrency_{n}": measure(f"sweep {c}/{n}", lambda c=c, n=n: tools.ours(c, n),
-                                                            tools, args.mb, args.repeat)
-                     for c, n in (SWEEP if args.sweep else [])}
+            sweep = {
+                f"chunk_{c}MB_concurrency_{n}":
+                    measure(f"sweep {c}/{n}", lambda c=c, n=n: tools.ours(c, n), tools, args.mb, args.repeat)
+                for c, n in (SWEEP if args.sweep else [])
+            }
     finally:
         shutil.rmtree(work, ignore_errors=True)
     others = [results[name] for name in ("boto3_default", "aws_cli", "s5cmd")]
@@ -157,14 +163,15 @@ def main() -> int:
             "multipart_chunksize_mb": transfer_config_for(args.mb * MB).multipart_chunksize // MB,
             "max_concurrency": DEFAULT_CONCURRENCY, "use_threads": True,
             "rule": "parts of size/concurrency clamped to 64..256 MiB",
-            "includes": "block sha256 + manifest + conditional latest.json on upload; sha256 verify on restore",
+            "includes": "upload: block sha256, manifest, conditional latest.json; restore: sha256 verify",
         },
         "results": results,
         "sweep": sweep,
         "ours_upload_vs_best_other": round(results["ours"]["upload_MBps"] / best_up, 2),
         "ours_download_vs_best_other": round(results["ours"]["download_MBps"] / best_down, 2),
         "ours_upload_vs_s5cmd": round(results["ours"]["upload_MBps"] / results["s5cmd"]["upload_MBps"], 2),
-        "meets_target": results["ours"]["upload_MBps"] >= best_up and results["ours"]["download_MBps"] >= best_down,
+        "meets_target": (results["ours"]["upload_MBps"] >= best_up
+                         and results["ours"]["download_MBps"] >= best_down),
     }
     print(json.dumps(report, indent=2))
     return 0

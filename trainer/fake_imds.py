@@ -41,7 +41,8 @@ class FakeImds:
         port: int = 0,
         instance_type: str = "g5.xlarge",
     ) -> None:
-        self.instance_id, self.region, self.port, self.instance_type = instance_id, region, port, instance_type
+        self.instance_id, self.region, self.instance_type = instance_id, region, instance_type
+        self.port = port
         self._lock = threading.Lock()
         self._tokens: dict[str, float] = {}
         self._instance_action: dict | None = None

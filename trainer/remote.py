@@ -219,7 +219,8 @@ class RemoteStore:
         for target in targets.values():
             target.parent.mkdir(parents=True, exist_ok=True)
         total = sum(int(entry["size"]) for entry in manifest["files"].values())
-        self._transfer_all(((prefix + name, str(path)) for name, path in targets.items()), total, download=True)
+        pairs = ((prefix + name, str(path)) for name, path in targets.items())
+        self._transfer_all(pairs, total, download=True)
         return targets
 
     @staticmethod
@@ -234,7 +235,8 @@ class RemoteStore:
         for name, expected in manifest["files"].items():
             for index, (got, want) in enumerate(zip(found[name], expected["sha256_blocks"])):
                 if got != want:
-                    return f"{name}: sha256 mismatch in bytes {index * block_bytes}..{(index + 1) * block_bytes}"
+                    start = index * block_bytes
+                    return f"{name}: sha256 mismatch in bytes {start}..{start + block_bytes}"
             if len(found[name]) != len(expected["sha256_blocks"]):
                 return f"{name}: manifest lists {len(expected['sha256_blocks'])} blocks"
         return ""

@@ -15,7 +15,8 @@ MB = 1024 * 1024
 def make_checkpoint(root: Path, step: int, *, sizes: dict[str, int] | None = None) -> Path:
     """A step-N directory checkpoint with nested files of random content."""
     path = root / f"step-{step}"
-    for name, size in (sizes or {"model.pt": 3 * MB + 17, "optim/state.pt": 200_001, "meta.json": 64}).items():
+    sizes = sizes or {"model.pt": 3 * MB + 17, "optim/state.pt": 200_001, "meta.json": 64}
+    for name, size in sizes.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_bytes(os.urandom(size))
     return path
@@ -31,5 +32,5 @@ def digests(path: Path) -> dict[str, str]:
 def small_part_store(bucket: str, job: str, endpoint: str | None = None, **kwargs: object) -> RemoteStore:
     """A store that uses multipart uploads for anything above 5 MB (S3's minimum part size)."""
     client = s3_client(endpoint_url=endpoint, max_attempts=10)
-    return RemoteStore(client, bucket, job, transfer_config=transfer_config(chunk_bytes=5 * MB, concurrency=4),
-                       **kwargs)  # type: ignore[arg-type]
+    config = transfer_config(chunk_bytes=5 * MB, concurrency=4)
+    return RemoteStore(client, bucket, job, transfer_config=config, **kwargs)  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -55,7 +56,8 @@ def test_older_step_never_replaces_newer_latest(store: RemoteStore, tmp_path: Pa
     assert not store.upload(make_checkpoint(tmp_path, 10), 10)
     assert not store.upload(make_checkpoint(tmp_path / "again", 20), 20)
     assert store.latest_step() == 20
-    assert digests(store.restore(tmp_path / "restored")) == digests(tmp_path / "step-20")  # type: ignore[arg-type]
+    restored = store.restore(tmp_path / "restored")
+    assert restored is not None and digests(restored) == digests(tmp_path / "step-20")
 
 
 def damage_object(s3: Any, bucket: str, key: str) -> None:
@@ -149,3 +151,26 @@ def test_sigkill_mid_upload_leaves_latest_on_previous(
     restored = store.restore(tmp_path / "restored")
     assert restored is not None and digests(restored) == digests(previous)
     assert json.loads(s3.get_object(Bucket=bucket, Key="job-a/latest.json")["Body"].read())["step"] == 1
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_never_publishes_a_partial_checkpoint(
+    store: RemoteStore, tmp_path: Path
+) -> None:
+    """Whenever the uploader dies, latest.json names a complete checkpoint that restores intact."""
+    chooser = random.Random(2026)
+    published = {1: digests(make_checkpoint(tmp_path / "local", 1))}
+    assert store.upload(tmp_path / "local" / "step-1", 1)
+    for step in range(2, 8):
+        local = make_checkpoint(tmp_path / "local", step, sizes={"model.pt": 24 * MB, "meta.json": 80})
+        argv = [sys.executable, "-c", UPLOAD_CHILD, store.bucket, "job-a", str(local), str(step)]
+        child = subprocess.Popen(argv)
+        time.sleep(chooser.uniform(0.3, 3.0))
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+        latest = store.latest_step()
+        assert latest in (max(published), step)
+        if latest == step:
+            published[step] = digests(local)
+        restored = store.restore(tmp_path / f"restored-{step}")
+        assert restored is not None and digests(restored) == published[latest]

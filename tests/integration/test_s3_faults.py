@@ -29,7 +29,8 @@ class FaultProxy:
 
     def __init__(self, upstream_port: int, *, first_n: int = 0, fraction: float = 0.0, resets: float = 0.5,
                  seed: int = 7) -> None:
-        self.upstream_port, self.first_n, self.fraction, self.resets = upstream_port, first_n, fraction, resets
+        self.upstream_port, self.first_n = upstream_port, first_n
+        self.fraction, self.resets = fraction, resets
         self.random = random.Random(seed)
         self.lock = threading.Lock()
         self.requests = 0
@@ -83,7 +84,9 @@ class FaultProxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_any
 
-            def reply(self, status: int, headers: dict[str, str], data: bytes, length: str | None = None) -> None:
+            def reply(
+                self, status: int, headers: dict[str, str], data: bytes, length: str | None = None
+            ) -> None:
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -122,13 +125,17 @@ FAULT_RATES = [
 
 
 @pytest.fixture(params=FAULT_RATES)
-def flaky_s3(request: pytest.FixtureRequest, moto_server: MotoServer, aws_env: dict[str, str]) -> Iterator[FaultProxy]:
+def flaky_s3(
+    request: pytest.FixtureRequest, moto_server: MotoServer, aws_env: dict[str, str]
+) -> Iterator[FaultProxy]:
     first_n, fraction, resets = request.param
     with FaultProxy(moto_server.port, first_n=first_n, fraction=fraction, resets=resets) as proxy:
         yield proxy
 
 
-def test_upload_and_restore_through_503s_and_resets(flaky_s3: FaultProxy, bucket: str, tmp_path: Path) -> None:
+def test_upload_and_restore_through_503s_and_resets(
+    flaky_s3: FaultProxy, bucket: str, tmp_path: Path
+) -> None:
     store = small_part_store(bucket, "job-f", endpoint=flaky_s3.endpoint)
     first = make_checkpoint(tmp_path / "local", 1, sizes={"model.pt": 17 * MB + 5, "optim.pt": 2 * MB})
     second = make_checkpoint(tmp_path / "local", 2, sizes={"model.pt": 11 * MB, "extra/x.bin": 12345})
