@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 
 
+class LeaseError(RuntimeError):
+    """lease.json exists but cannot be read as a lease; the message names the object."""
+
+
 def is_conflict(error: ClientError) -> bool:
     return error.response.get("Error", {}).get("Code", "") in CONFLICT_CODES
 
@@ -51,13 +55,17 @@ def read_lease(s3: Any, bucket: str, key: str) -> LeaseRecord | None:
         if is_missing(error):
             return None
         raise
-    body = json.loads(response["Body"].read())
-    return LeaseRecord(
-        owner=str(body["owner"]),
-        token=int(body["token"]),
-        expires_at=float(body["expires_at"]),
-        etag=response["ETag"],
-    )
+    try:
+        body = json.loads(response["Body"].read())
+        return LeaseRecord(
+            owner=str(body["owner"]),
+            token=int(body["token"]),
+            expires_at=float(body["expires_at"]),
+            etag=response["ETag"],
+        )
+    except (ValueError, KeyError, TypeError) as error:
+        problem = f"{type(error).__name__}: {error}"
+        raise LeaseError(f"s3://{bucket}/{key} is not a valid lease ({problem})") from None
 
 
 class Lease:

@@ -91,19 +91,23 @@ class RemoteStore:
             return False
         prefix = self.step_prefix(step)
         started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=1) as hasher:
-            # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
-            digests = hasher.submit(digest_files, files)
-            total = sum(path.stat().st_size for path in files.values())
-            self._transfer_all(((str(path), prefix + name) for name, path in files.items()), total)
-            blocks = digests.result()
-        self._confirm_sizes(prefix, {name: path.stat().st_size for name, path in files.items()})
+        try:
+            with ThreadPoolExecutor(max_workers=1) as hasher:
+                # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
+                digests = hasher.submit(digest_files, files)
+                total = sum(path.stat().st_size for path in files.values())
+                self._transfer_all(((str(path), prefix + name) for name, path in files.items()), total)
+                blocks = digests.result()
+            sizes = {name: path.stat().st_size for name, path in files.items()}
+        except OSError as error:
+            raise RemoteStoreError(f"checkpoint {local} changed while uploading: {error}") from error
+        self._confirm_sizes(prefix, sizes)
         manifest = {
             "step": step,
             "kind": "file" if local.is_file() else "directory",
             "name": local.name,
             "block_bytes": BLOCK_BYTES,
-            "files": {n: {"size": p.stat().st_size, "sha256_blocks": blocks[n]} for n, p in files.items()},
+            "files": {name: {"size": sizes[name], "sha256_blocks": blocks[name]} for name in files},
             "written_at": time.time(),
             "instance": self.instance,
         }

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.integration.remote_helpers import make_checkpoint, small_part_store
-from trainer.lease import Lease
+from trainer.lease import Lease, LeaseError
 from trainer.remote import RemoteStore
 
 
@@ -94,3 +94,9 @@ def test_concurrent_publishers_leave_the_newest_step(s3: Any, bucket: str, round
     results = race(*(lambda step=step: store.publish(step) for step in (11, 12, 13, 14)))
     assert store.latest_step() == 14
     assert results[-1] is True
+
+
+def test_unreadable_lease_is_reported_not_taken(s3: Any, bucket: str) -> None:
+    s3.put_object(Bucket=bucket, Key="job/lease.json", Body=b"{not json")
+    with pytest.raises(LeaseError, match="job/lease.json is not a valid lease"):
+        Lease(s3, bucket, "job", owner="i-1").acquire()

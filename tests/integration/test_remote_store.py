@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.integration.remote_helpers import MB, digests, make_checkpoint, small_part_store
-from trainer.remote import RemoteStore
+from trainer.remote import RemoteStore, RemoteStoreError
 
 
 @pytest.fixture
@@ -58,6 +58,12 @@ def test_older_step_never_replaces_newer_latest(store: RemoteStore, tmp_path: Pa
     assert store.latest_step() == 20
     restored = store.restore(tmp_path / "restored")
     assert restored is not None and digests(restored) == digests(tmp_path / "step-20")
+
+
+def test_missing_checkpoint_is_one_clear_error(store: RemoteStore, tmp_path: Path) -> None:
+    with pytest.raises(RemoteStoreError, match="step-3 is neither a file nor a directory"):
+        store.upload(tmp_path / "step-3", 3)
+    assert store.latest_step() is None
 
 
 def damage_object(s3: Any, bucket: str, key: str) -> None:
@@ -114,7 +120,7 @@ def test_status_and_events(store: RemoteStore) -> None:
 UPLOAD_CHILD = """
 import sys
 from pathlib import Path
-from trainer.remote import RemoteStore
+from trainer.remote import RemoteStore, RemoteStoreError
 from trainer.s3client import s3_client, transfer_config
 store = RemoteStore(s3_client(), sys.argv[1], sys.argv[2],
                     transfer_config=transfer_config(chunk_bytes=5 * 1024 * 1024, concurrency=1))
