@@ -73,8 +73,8 @@ def time_agent(server: MotoServer, work: Path, width: int, steps: int, trial: in
                "SPOT_CHECKPOINT_DIR": str(work / f"agent-{trial}"), "SPOT_INSTANCE_ID": f"i-p3-{trial}",
                "SPOT_POLL_SECONDS": "0.2", "SPOT_LEASE_TTL_SECONDS": "10", "PYTHONUNBUFFERED": "1"}
         started = time.perf_counter()
-        agent = subprocess.Popen([sys.executable, "-m", "trainer", "agent"], env=env, cwd=REPO_ROOT, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        agent = subprocess.Popen([sys.executable, "-m", "trainer", "agent"], env=env, cwd=REPO_ROOT,
+                                 text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert agent.stdout is not None and agent.stderr is not None
         launched: list[float] = []
         watcher = threading.Thread(target=note_launch, args=(agent.stderr, started, launched), daemon=True)
@@ -178,7 +178,8 @@ def main() -> int:
             "agent_start_to_command_launch_s": round(launch, 3),
             "trainer_alone_local_resume_to_first_step_s": round(trainer_alone, 3),
             "agent_added_s": round(first - trainer_alone, 3),
-            "agent_added_over_plain_fresh_process": round((first - trainer_alone) / statistics.median(fresh), 2),
+            "agent_added_over_plain_fresh_process":
+                round((first - trainer_alone) / statistics.median(fresh), 2),
             "agent_trials_s": [round(a["first_step_s"], 3) for a in agent],
             "cpu_count": os.cpu_count(),
         }

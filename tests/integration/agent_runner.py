@@ -72,7 +72,8 @@ class AgentProcess:
             if predicate():
                 return
             if self.process is not None and self.process.poll() is not None and not predicate():
-                raise AssertionError(f"agent exited ({self.process.returncode}) before {what}:\n{self.text()}")
+                code = self.process.returncode
+                raise AssertionError(f"agent exited ({code}) before {what}:\n{self.text()}")
             time.sleep(0.05)
         raise AssertionError(f"timed out waiting for {what}:\n{self.text()}")
 

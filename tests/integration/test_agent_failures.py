@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -15,7 +16,7 @@ from trainer.fake_imds import FakeImds
 from trainer.remote import RemoteStore
 
 
-def create_group(aws_env: dict[str, str], name: str) -> object:
+def create_group(aws_env: dict[str, str], name: str) -> Any:
     """A launch template and a one-instance Auto Scaling group in moto, as the stack would create."""
     endpoint = aws_env["AWS_ENDPOINT_URL"]
     ec2 = boto3.client("ec2", endpoint_url=endpoint)
@@ -29,12 +30,18 @@ def create_group(aws_env: dict[str, str], name: str) -> object:
     return autoscaling
 
 
+def desired_capacity(autoscaling: Any, group: str) -> int:
+    groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])
+    return int(groups["AutoScalingGroups"][0]["DesiredCapacity"])
+
+
 def test_crash_looping_command_fails_after_the_budget_and_scales_to_zero(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
     group = f"fleet-{bucket[-8:]}"
     autoscaling = create_group(aws_env, group)
-    command = 'echo "attempt $JOB_ATTEMPT starting"; echo "CUDA error: out of memory (attempt $JOB_ATTEMPT)" >&2; exit 3'
+    command = ('echo "attempt $JOB_ATTEMPT starting"; '
+               'echo "CUDA error: out of memory (attempt $JOB_ATTEMPT)" >&2; exit 3')
     with FakeImds(instance_id="i-crash") as imds:
         agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="crash", checkpoint_dir=tmp_path / "c",
                                        imds_url=imds.url, instance_id="i-crash", command=command,
@@ -50,8 +57,7 @@ def test_crash_looping_command_fails_after_the_budget_and_scales_to_zero(
     assert status["state"] == "FAILED" and status["failures"] == 3
     assert status["reason"] == "command exited with code 3: CUDA error: out of memory (attempt 3)"
     assert [e["kind"] for e in store.events()] == ["start", "failure", "failure", "failure"]
-    desired = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])  # type: ignore[attr-defined]
-    assert desired["AutoScalingGroups"][0]["DesiredCapacity"] == 0
+    assert desired_capacity(autoscaling, group) == 0
 
 
 def run_agent_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +72,8 @@ def run_agent_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProces
         ("SPOT_GRACE_SECONDS", "ninety", "SPOT_GRACE_SECONDS='ninety' is not a valid float"),
         ("SPOT_STOP_SIGNAL", "SIGNOPE", "SPOT_STOP_SIGNAL='SIGNOPE' is not a signal name"),
         ("SPOT_RESTART_BUDGET", "-1", "SPOT_RESTART_BUDGET=-1 is out of range"),
-        ("SPOT_LEASE_TTL_SECONDS", "0.3", "SPOT_LEASE_TTL_SECONDS=0.3 is out of range (must exceed twice SPOT_POLL_SECONDS)"),
+        ("SPOT_LEASE_TTL_SECONDS", "0.3",
+         "SPOT_LEASE_TTL_SECONDS=0.3 is out of range (must exceed twice SPOT_POLL_SECONDS)"),
         ("SPOT_WORKDIR", "/nonexistent/dir", "SPOT_WORKDIR='/nonexistent/dir' is not a directory"),
     ],
 )
@@ -96,6 +103,11 @@ def test_unknown_bucket_is_one_line_and_nothing_runs(aws_env: dict[str, str], tm
     assert not marker.exists()
 
 
+def run_status_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trainer", "status", *args], env=env, cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
 def test_status_command_summarises_the_job(aws_env: dict[str, str], bucket: str) -> None:
     store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "report")
     store.put_json("status.json", {"job": "report", "state": "INTERRUPTED", "step": 120, "loss": 0.5,
@@ -103,12 +115,10 @@ def test_status_command_summarises_the_job(aws_env: dict[str, str], bucket: str)
                                    "updated_at": "2026-11-22T10:00:00+00:00"})
     store.append_event("interruption", step=120)
     env = {**os.environ, **aws_env}
-    result = subprocess.run([sys.executable, "-m", "trainer", "status", "--job", "report", "--bucket", bucket],
-                            env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    result = run_status_cli(env, "--job", "report", "--bucket", bucket)
     assert result.returncode == 0, result.stderr
     assert "state          INTERRUPTED" in result.stdout and "interruptions  1" in result.stdout
     assert "events         interruption 1" in result.stdout
-    missing = subprocess.run([sys.executable, "-m", "trainer", "status", "--job", "x", "--bucket", "no-such-bkt"],
-                             env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    missing = run_status_cli(env, "--job", "x", "--bucket", "no-such-bkt")
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
     assert missing.stderr.startswith("spot-trainer: cannot read job 'x' in bucket 'no-such-bkt'")

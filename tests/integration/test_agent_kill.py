@@ -37,7 +37,9 @@ def trained(agent: AgentProcess) -> int:
     return max(steps) - min(steps) + 1 if steps else (STEPS if agent.events("done") else 0)
 
 
-def run_with_kills(aws_env: dict[str, str], bucket: str, tmp_path: Path, kills: int, seed: int) -> RemoteStore:
+def run_with_kills(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path, kills: int, seed: int
+) -> RemoteStore:
     """`kills` agents killed at random moments while training, then one that runs to the end. Odd
     trials reuse the previous instance's disk (the agent restarted in place); even ones start fresh."""
     rng = random.Random(seed)
@@ -45,9 +47,10 @@ def run_with_kills(aws_env: dict[str, str], bucket: str, tmp_path: Path, kills: 
     for trial in range(kills + 1):
         instance = f"i-{trial - trial % 2}"
         with FakeImds(instance_id=instance) as imds:
-            agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="kills", checkpoint_dir=tmp_path / instance,
-                                           imds_url=imds.url, instance_id=instance, command="builtin",
-                                           train_args=TRAIN_ARGS, lease_ttl_seconds="2")).start()
+            agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="kills",
+                                           checkpoint_dir=tmp_path / instance, imds_url=imds.url,
+                                           instance_id=instance, command="builtin", train_args=TRAIN_ARGS,
+                                           lease_ttl_seconds="2")).start()
             try:
                 if trial < kills:
                     steps_to_run = rng.randint(3, 25)
@@ -61,7 +64,9 @@ def run_with_kills(aws_env: dict[str, str], bucket: str, tmp_path: Path, kills: 
     return store
 
 
-def check_bit_identical(store: RemoteStore, tmp_path: Path, reference: subprocess.Popen[bytes], seed: int) -> None:
+def check_bit_identical(
+    store: RemoteStore, tmp_path: Path, reference: subprocess.Popen[bytes], seed: int
+) -> None:
     restored = store.restore(tmp_path / "final")
     assert restored is not None and restored.name == f"step-{STEPS:08d}"
     assert reference.wait(timeout=240) == 0

@@ -11,7 +11,7 @@ import boto3
 import torch
 
 from tests.integration.agent_runner import OWN_SCRIPT, AgentProcess, agent_env
-from tests.integration.test_agent_failures import create_group
+from tests.integration.test_agent_failures import create_group, desired_capacity
 from trainer.fake_imds import FakeImds
 from trainer.remote import RemoteStore
 
@@ -62,8 +62,7 @@ def test_own_script_resumes_across_an_interruption_with_identical_weights(
     assert f"resumed from {tmp_path / 'b'}/step-{stopped_at} at step {stopped_at}" in second.lines
     status = store.get_json("status.json")
     assert (status["state"], status["interruptions"], status["attempt"]) == ("DONE", 1, 2)
-    groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])  # type: ignore[attr-defined]
-    assert groups["AutoScalingGroups"][0]["DesiredCapacity"] == 0, "a finished job stops paying"
+    assert desired_capacity(autoscaling, group) == 0, "a finished job stops paying"
 
     restored = store.restore(tmp_path / "final")
     assert restored is not None and restored.name == f"step-{STEPS}"

@@ -22,7 +22,9 @@ STEPPER = ('trap "stop=1" TERM; i=${RESUME_FROM##*step-}; i=${i:-0}; '
            'if [ -n "${stop:-}" ]; then echo "saved $i"; exit 75; fi; done')
 
 
-def started_agent(aws_env: dict[str, str], bucket: str, job: str, tmp_path: Path, imds: FakeImds) -> AgentProcess:
+def started_agent(
+    aws_env: dict[str, str], bucket: str, job: str, tmp_path: Path, imds: FakeImds
+) -> AgentProcess:
     agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "c",
                                    imds_url=imds.url, instance_id=imds.instance_id, command=STEPPER)).start()
     agent.wait_for(lambda: any(line == "step 25" for line in agent.lines), what="step 25")
@@ -58,7 +60,8 @@ def test_an_agent_whose_lease_was_taken_stops_training_and_publishes_nothing(
         agent = started_agent(aws_env, bucket, "stolen", tmp_path, imds)
         try:
             command_pids = descendants(agent.process.pid)  # type: ignore[union-attr]
-            thief = {"owner": "i-thief", "token": 99, "expires_at": time.time() + 3600, "written_at": time.time()}
+            now = time.time()
+            thief = {"owner": "i-thief", "token": 99, "expires_at": now + 3600, "written_at": now}
             s3.put_object(Bucket=bucket, Key="stolen/lease.json", Body=json.dumps(thief).encode())
             published_before = store.latest_step()
             assert agent.wait() == 1, agent.text()

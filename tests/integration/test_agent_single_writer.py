@@ -39,12 +39,14 @@ def test_second_agent_waits_for_the_lease_and_latest_never_regresses(
             for agent in agents.values():
                 agent.start()
             for agent in agents.values():
-                agent.wait_for(lambda a=agent: any("job lease" in line for line in a.lines), what="lease decision")
+                agent.wait_for(lambda a=agent: any("job lease" in line for line in a.lines),
+                               what="lease decision")
             holders = [n for n, a in agents.items() if any("took the job lease" in line for line in a.lines)]
             assert len(holders) == 1, {n: a.text() for n, a in agents.items()}
             holder, waiter = agents[holders[0]], agents[({"a", "b"} - set(holders)).pop()]
             holder_imds = imds_a if holders[0] == "a" else imds_b
-            holder.wait_for(lambda: any(e["step"] >= 20 for e in holder.events("step")), what="holder training")
+            holder.wait_for(lambda: any(e["step"] >= 20 for e in holder.events("step")),
+                            what="holder training")
             assert waiter.events("step") == [], "the waiting agent must not train"
             holder_imds.announce_interruption(in_seconds=120)
             assert holder.wait() == 0, holder.text()

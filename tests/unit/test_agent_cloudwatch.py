@@ -30,8 +30,8 @@ def test_close_sends_what_is_buffered(aws_env: dict[str, str]) -> None:
     endpoint = aws_env["AWS_ENDPOINT_URL"]
     logs = boto3.client("logs", endpoint_url=endpoint)
     sink = CloudWatchSink(logs=logs, metrics=boto3.client("cloudwatch", endpoint_url=endpoint),
-                          log_group="/spot-trainer/unit", log_stream="i-unit", namespace="Unit/Sink", job="unit",
-                          interval_seconds=60).start()
+                          log_group="/spot-trainer/unit", log_stream="i-unit", namespace="Unit/Sink",
+                          job="unit", interval_seconds=60).start()
     sink.log("hello")
     sink.log("")  # CloudWatch rejects empty messages; the sink must not lose the batch over it
     sink.metric("Loss", 0.25)

@@ -27,7 +27,8 @@ def test_stop_signal_reaches_a_grandchild_and_wait_covers_the_whole_group(tmp_pa
               "echo started; wait")
     command = bash(script)
     deadline = time.monotonic() + 10
-    while ("stdout", "started") not in command.lines and time.monotonic() < deadline:  # type: ignore[attr-defined]
+    lines = command.lines  # type: ignore[attr-defined]
+    while ("stdout", "started") not in lines and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(0.2)
     code = command.stop(signal.SIGTERM, grace_seconds=10)
@@ -49,7 +50,8 @@ def test_a_command_that_ignores_the_signal_is_killed_after_the_grace_period() ->
 def test_output_lines_and_the_last_stderr_line_are_kept() -> None:
     command = bash('echo one; echo "warn: a" >&2; echo two; echo "fatal: disk full" >&2; exit 3')
     assert command.wait(timeout=10) == 3
-    assert ("stdout", "one") in command.lines and ("stdout", "two") in command.lines  # type: ignore[attr-defined]
+    lines = command.lines  # type: ignore[attr-defined]
+    assert ("stdout", "one") in lines and ("stdout", "two") in lines
     assert command.last_stderr_line == "fatal: disk full"
 
 

@@ -56,7 +56,8 @@ def test_a_failed_upload_is_reported_and_the_next_one_still_goes(tmp_path: Path)
         assert uploader.drain(timeout=10)
     uploader.close()
     assert published == [2, 3] and uploader.uploaded_step == 2
-    assert len(messages) == 1 and "upload of checkpoint step 1 failed" in messages[0] and "vanished" in messages[0]
+    assert len(messages) == 1
+    assert "upload of checkpoint step 1 failed" in messages[0] and "vanished" in messages[0]
 
 
 def test_a_broken_callback_does_not_stop_later_uploads(tmp_path: Path) -> None:
