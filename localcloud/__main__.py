@@ -18,7 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from localcloud.cloud import WORK_ROOT, CloudError, LocalCloud, Player, RunOptions
+from localcloud.cloud import WORK_ROOT, CloudError, LocalCloud
+from localcloud.player import Player, RunOptions
 from localcloud.instance import Instance
 from localcloud.interruptions import InterruptionPlan, PlanError
 from localcloud.progress import ProgressLine

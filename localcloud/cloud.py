@@ -1,34 +1,27 @@
-"""The local spot cloud: moto as the AWS control plane, the job's stack deployed to it with the real
-CDK CLI, and a player that does EC2's part — boots every InService instance of the group (its own
-IMDS, the launch template's own user data), interrupts instances, powers them off and terminates
-them in moto, whose group then launches replacements. The run ends when the agent sets the group's
-desired capacity to 0 (DONE or FAILED).
+"""The local spot cloud: moto as the AWS control plane and the job's stack deployed to it with the real
+CDK CLI (synth, deploy on moto's default VPC with this checkout's trainer wheel, destroy). The
+player (localcloud/player.py) then does EC2's part.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import os
+import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 
-from localcloud.instance import REPO_ROOT, Instance
-from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption, InterruptionPlan
-from localcloud.journal import TrainingLog
+from localcloud.instance import REPO_ROOT
 from localcloud.moto_server import MotoServer
 
 WORK_ROOT = REPO_ROOT / ".localcloud"
 ARTIFACT_BUCKET = "spot-trainer-local-artifacts"
-TICK_SECONDS = 0.25
 CDK_ENV = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "AWS_EC2_METADATA_DISABLED": "true"}
 
 
@@ -141,214 +134,16 @@ class LocalCloud:
         env = {**os.environ, **CDK_ENV, **(self.aws_env if self.moto else {})}
         log_path = self.workdir / f"cdk-{what}.log"
         with open(log_path, "w") as out:
-            result = subprocess.run(["npx", "cdk", *args], env=env, cwd=REPO_ROOT, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if result.returncode != 0:
+            # Its own process group: on Ctrl-C or an error, npx, node and the synth all go together.
+            process = subprocess.Popen(["npx", "cdk", *args], env=env, cwd=REPO_ROOT, stdout=out,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            try:
+                returncode = process.wait()
+            finally:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        if returncode != 0:
             lines = [line for line in log_path.read_text().splitlines() if line.strip()]
             reason = next((line for line in reversed(lines) if "❌" in line or "Error" in line), lines[-1] if lines else "?")
             raise CloudError(f"cdk {what} failed: {reason.strip()} (full output: {log_path})")
-
-
-@dataclass
-class RunOptions:
-    plan: InterruptionPlan = field(default_factory=InterruptionPlan)
-    total_steps: int | None = None
-    timeout_seconds: float = 900.0
-    settings: dict[str, str] = field(default_factory=dict)  # extra agent settings for every instance
-    on_tick: Callable[["Player"], None] | None = None
-
-
-@dataclass
-class Player:
-    """Plays EC2 for one deployed job until the agent scales its group to 0."""
-
-    cloud: LocalCloud
-    deployment: Deployment
-    options: RunOptions
-    instances: dict[str, Instance] = field(default_factory=dict)
-    logs: dict[str, TrainingLog] = field(default_factory=dict)
-    interruptions: list[Interruption] = field(default_factory=list)
-    latest_history: list[int] = field(default_factory=list)  # latest.json steps as the player saw them
-    most_alive: int = 0
-    started_at: float = 0.0
-    ended_at: float = 0.0
-    _pending_kills: dict[str, float] = field(default_factory=dict)
-    _overlapping: dict[str, float] = field(default_factory=dict)  # rebalanced, notice not yet sent
-    _user_data: dict[str, str] = field(default_factory=dict)
-
-    def run(self) -> "Player":
-        self.asg, self.ec2, self.s3 = (self.cloud.client(n) for n in ("autoscaling", "ec2", "s3"))
-        injector = Injector(self.options.plan, self.options.total_steps)
-        self.started_at = time.time()
-        deadline = time.monotonic() + self.options.timeout_seconds
-        try:
-            while True:
-                group = self.asg.describe_auto_scaling_groups(
-                    AutoScalingGroupNames=[self.deployment.group])["AutoScalingGroups"][0]
-                self._boot_new(group)
-                self._watch()
-                if group["DesiredCapacity"] == 0:
-                    break
-                self._inject(injector)
-                self._notify_overlapping()
-                self._power_off_due()
-                if self.options.on_tick:
-                    self.options.on_tick(self)
-                if time.monotonic() > deadline:
-                    raise CloudError(f"the job did not finish within {self.options.timeout_seconds:.0f}s")
-                time.sleep(TICK_SECONDS)
-            self._let_agents_finish()
-        finally:
-            self.ended_at = time.time()
-            for instance in self.instances.values():
-                instance.kill()
-            self._watch()
-        return self
-
-    # ---- EC2's part ----------------------------------------------------------------------------
-    def _boot_new(self, group: dict[str, Any]) -> None:
-        for member in group["Instances"]:
-            iid = member["InstanceId"]
-            if iid in self.instances or member["LifecycleState"] != "InService":
-                continue
-            instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge",
-                                self.cloud.workdir / "instances" / iid, self.cloud.aws_env, dict(self.options.settings))
-            self.instances[iid] = instance.launch(self._launch_template_user_data(member, group))
-            self.logs[iid] = TrainingLog(instance.journal)
-            self.cloud.log(f"instance {iid} ({instance.instance_type}) launched")
-        self.most_alive = max(self.most_alive, len(self.alive()))
-
-    def _launch_template_user_data(self, member: dict[str, Any], group: dict[str, Any]) -> str:
-        spec = member.get("LaunchTemplate") or group["MixedInstancesPolicy"]["LaunchTemplate"][
-            "LaunchTemplateSpecification"]
-        key = f"{spec['LaunchTemplateId']}:{spec.get('Version', '$Latest')}"
-        if key not in self._user_data:
-            version = spec.get("Version") or "$Latest"
-            found = self.ec2.describe_launch_template_versions(
-                LaunchTemplateId=spec["LaunchTemplateId"], Versions=[version])["LaunchTemplateVersions"]
-            self._user_data[key] = base64.b64decode(found[0]["LaunchTemplateData"]["UserData"]).decode()
-        return self._user_data[key]
-
-    def alive(self) -> list[Instance]:
-        return [i for i in self.instances.values() if i.ended_at is None]
-
-    def _watch(self) -> None:
-        for iid, log in self.logs.items():
-            log.poll()
-            instance = self.instances[iid]
-            failure = instance.bootstrap_failed() if instance.ended_at is None else None
-            if failure:
-                raise CloudError(f"instance {iid}: user data failed: {failure} (console: {instance.console})")
-        latest = self.latest_step()
-        if latest is not None and (not self.latest_history or self.latest_history[-1] != latest):
-            self.latest_history.append(latest)
-        for record in self.interruptions:
-            if record.resumed_step is None:
-                record.resumed_step = self._resumed_after(record)
-            record.reached_step = self.logs[record.instance].max_step
-
-    def _resumed_after(self, record: Interruption) -> int | None:
-        for iid, log in self.logs.items():
-            if self.instances[iid].launched_at >= record.at and (log.resumed_step is not None or log.started_fresh):
-                return log.resumed_step or 0
-        return None
-
-    def latest_step(self) -> int | None:
-        try:
-            body = self.s3.get_object(Bucket=self.deployment.bucket, Key=f"{self.deployment.job}/latest.json")["Body"]
-            return int(json.loads(body.read())["step"])
-        except Exception:  # not there yet
-            return None
-
-    def training_instance(self) -> Instance | None:
-        """The live instance whose trainer reported a step most recently (the lease holder)."""
-        candidates = [(self.logs[i.instance_id].last_step_at or 0.0, i) for i in self.alive()
-                      if i.instance_id not in self._pending_kills and i.instance_id not in self._overlapping
-                      and self.logs[i.instance_id].max_step is not None]
-        return max(candidates, key=lambda item: item[0])[1] if candidates else None
-
-    def current_step(self) -> int | None:
-        steps = [log.max_step for log in self.logs.values() if log.max_step is not None]
-        return max(steps) if steps else None
-
-    # ---- interruptions -------------------------------------------------------------------------
-    def _inject(self, injector: Injector) -> None:
-        target = self.training_instance()
-        if self.options.plan.rate_per_hour is not None and target is None:
-            booting = [i for i in self.alive() if i.instance_id not in self._pending_kills
-                       and i.instance_id not in self._overlapping]
-            target = booting[0] if booting else None
-        if target is None:
-            return
-        kind = injector.due(time.time(), self.logs[target.instance_id].max_step)
-        if kind is None:
-            return
-        iid, now = target.instance_id, time.time()
-        self.interruptions.append(Interruption(kind, iid, now, step_at_notice=self.logs[iid].max_step))
-        if kind == HARD:
-            self.cloud.log(f"instance {iid}: reclaimed without notice")
-            self._power_off(target)
-            return
-        announced = sum(1 for r in self.interruptions if r.kind == ANNOUNCED)
-        if injector.early_replacement(announced):
-            # Capacity rebalancing: a rebalance recommendation, the replacement launched at once, and
-            # the interruption notice only once the replacement's agent is up beside this one.
-            self.instances[iid].imds.recommend_rebalance()  # type: ignore[union-attr]
-            self._overlapping[iid] = now
-            self._terminate_in_group(iid)
-            self.cloud.log(f"instance {iid}: rebalance recommendation, replacement launched now")
-            return
-        self._notify(target)
-
-    def _notify(self, target: Instance) -> None:
-        notice = self.options.plan.notice_seconds
-        target.announce(notice, rebalance=self.options.plan.rebalance)
-        self._pending_kills[target.instance_id] = time.time() + notice
-        self.cloud.log(f"instance {target.instance_id}: spot interruption notice, {notice:g}s to go")
-
-    def _notify_overlapping(self, most_wait: float = 90.0) -> None:
-        """Send the notice to a rebalanced instance once its replacement's agent waits for the lease."""
-        for iid, since in list(self._overlapping.items()):
-            successors = [self.logs[i.instance_id] for i in self.alive() if i.launched_at > since]
-            if any(log.waited_for_lease for log in successors) or time.time() - since > most_wait:
-                del self._overlapping[iid]
-                self._notify(self.instances[iid])
-
-    def _power_off_due(self) -> None:
-        now = time.time()
-        for iid, due in list(self._pending_kills.items()):
-            if now >= due:
-                self._power_off(self.instances[iid])
-
-    def _power_off(self, instance: Instance) -> None:
-        iid = instance.instance_id
-        instance.kill()
-        self.logs[iid].poll()
-        uploaded = self.latest_step()
-        for record in self.interruptions:
-            if record.instance == iid and record.killed_at is None:
-                record.killed_at, record.uploaded_step = instance.ended_at, uploaded
-        self._pending_kills.pop(iid, None)
-        self._terminate_in_group(iid)
-
-    def _terminate_in_group(self, iid: str) -> None:
-        try:
-            self.asg.terminate_instance_in_auto_scaling_group(InstanceId=iid, ShouldDecrementDesiredCapacity=False)
-        except Exception:  # already gone from the group (replaced early, or scaled in)
-            self.ec2.terminate_instances(InstanceIds=[iid])
-
-    def _let_agents_finish(self, timeout: float = 15.0) -> None:
-        """Desired capacity 0: moto drops the instances at once; give the agents running now their last
-        seconds (releasing the lease), and power off before systemd could restart one."""
-        agents = [pid for i in self.alive() if (pid := i.agent_pid()) is not None]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() and
-                                                  b" Z " not in _stat(pid) for pid in agents):
-            time.sleep(0.05)
-
-
-def _stat(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return b" Z "

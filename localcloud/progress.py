@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from localcloud.cloud import Player
+from localcloud.player import Player
 
 BAR_WIDTH = 28
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from localcloud.cloud import Player
+from localcloud.player import Player
 from stacks.instance_types import ON_DEMAND_USD_PER_HOUR
 
 DEFAULT_DISCOUNT = 0.70

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from localcloud.cloud import Deployment, LocalCloud, Player, RunOptions
+from localcloud.cloud import Deployment, LocalCloud
+from localcloud.player import Player, RunOptions
 from localcloud.interruptions import InterruptionPlan
 
 JOB = "example"
