@@ -186,6 +186,21 @@ def test_second_run_is_a_no_op(booted: Bootstrapped) -> None:
     assert (sandbox.root / "opt/spot-trainer/work/setup.log").read_text() == "setup-ran\n"
 
 
+@pytest.mark.slow
+def test_new_package_restarts_the_agent_once(booted: Bootstrapped, trainer_wheel: Path) -> None:
+    sandbox = booted.sandbox
+    old_pid = sandbox.wait_for_main_pid()
+    booted.s3.upload_file(str(trainer_wheel), booted.bucket, "assets/republished.whl")  # type: ignore[attr-defined]
+    header = realistic_header(booted.bucket, f"s3://{booted.bucket}/assets/republished.whl",
+                              f"s3://{booted.bucket}/cifar/code/code.zip")
+    result = sandbox.run(render_user_data("v1", header))
+    assert result.returncode == 0, result.stderr
+    new_pid = sandbox.wait_for_main_pid()
+    assert new_pid != old_pid and alive(new_pid) and not alive(old_pid)
+    assert sandbox.calls().count(f"restart {UNIT}") == 2
+    assert (sandbox.root / "opt/spot-trainer/lib/.installed-from").read_text().strip().endswith("republished.whl")
+
+
 def test_stop_ends_the_agent_and_everything_it_started(booted: Bootstrapped) -> None:
     sandbox = booted.sandbox
     pid = sandbox.wait_for_main_pid()
