@@ -177,7 +177,7 @@ PY
 trainer_package() {
   local source="$SPOT_TRAINER_PACKAGE" target="$SPOT_TRAINER_PACKAGE" tmp pip_args=()
   if [[ -d "$LIB_DIR/trainer" && "$(cat "$LIB_DIR/.installed-from" 2>/dev/null)" == "$source" ]]; then
-    log "already installed from $source"
+    log "$(cd "$LIB_DIR" && echo spot_trainer-*.dist-info) already installed from $source"
     return 0
   fi
   tmp="$(mktemp -d)"
