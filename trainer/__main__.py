@@ -90,6 +90,7 @@ def run_agent(options: argparse.Namespace) -> int:
 def build_agent(config):  # type: ignore[no-untyped-def]
     """Wire the agent to real clients (endpoints from AWS_ENDPOINT_URL and the IMDS override)."""
     import boto3
+    from botocore.config import Config
 
     from trainer.agent import Agent, Clients
     from trainer.cloudwatch import CloudWatchSink
@@ -103,9 +104,12 @@ def build_agent(config):  # type: ignore[no-untyped-def]
     s3 = s3_client(region=config.region)
     session = boto3.session.Session()
     aws = {"region_name": config.region, "config": client_config(max_attempts=4)}
+    # Telemetry gives up fast: an unreachable endpoint must not delay a shutdown under a notice.
+    quick = {"region_name": config.region, "config": Config(retries={"mode": "adaptive", "max_attempts": 2},
+                                                            connect_timeout=2, read_timeout=5)}
     cloud = CloudWatchSink(
-        logs=session.client("logs", **aws),
-        metrics=session.client("cloudwatch", **aws),
+        logs=session.client("logs", **quick),
+        metrics=session.client("cloudwatch", **quick),
         log_group=config.log_group or f"/spot-trainer/{config.job}",
         log_stream=instance_id,
         namespace=config.metrics_namespace,

@@ -16,6 +16,16 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWN_SCRIPT = REPO_ROOT / "tests" / "fixtures" / "own_script.py"
 
+# A training command with no Python at all, for tests about the agent rather than the trainer: one
+# step-N file per step, written then renamed, progress as the built-in trainer's JSON lines; on
+# SIGTERM it finishes the step it is in, saves it, prints "saved N" and exits 75.
+STEPPER = ('trap "stop=1" TERM; i=${RESUME_FROM##*step-}; i=${i:-0}; '
+           'while [ "$i" -lt 100000 ]; do i=$((i+1)); sleep 0.05; '
+           'echo "{\\"event\\": \\"step\\", \\"step\\": $i, \\"loss\\": 0.5, \\"samples_per_s\\": 64}"; '
+           'if [ $((i % 10)) -eq 0 ] || [ -n "${stop:-}" ]; then echo $i > "$CHECKPOINT_DIR/.t"; '
+           'mv "$CHECKPOINT_DIR/.t" "$CHECKPOINT_DIR/step-$i"; fi; '
+           'if [ -n "${stop:-}" ]; then echo "saved $i"; exit 75; fi; done')
+
 
 def agent_env(aws_env: dict[str, str], *, bucket: str, job: str, checkpoint_dir: Path, imds_url: str,
               instance_id: str, command: str, **settings: str) -> dict[str, str]:

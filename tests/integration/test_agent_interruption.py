@@ -7,7 +7,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from tests.integration.agent_runner import AgentProcess, agent_env
+from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 from trainer.fake_imds import FakeImds
 from trainer.remote import RemoteStore
 
@@ -82,8 +82,8 @@ def test_output_reaches_the_instance_log_stream_and_metrics(
     job = f"logs-{bucket[-8:]}"
     with FakeImds(instance_id="i-logs") as imds:
         agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "a",
-                                       imds_url=imds.url, instance_id="i-logs", command="builtin",
-                                       train_args=TRAIN_ARGS, metrics_namespace=f"Test/{job}")).start()
+                                       imds_url=imds.url, instance_id="i-logs", command=STEPPER,
+                                       metrics_namespace=f"Test/{job}")).start()
         run_until_notice(agent, imds, past_step=25)
     messages = [e["message"] for e in logs.get_log_events(  # type: ignore[attr-defined]
         logGroupName=f"/spot-trainer/{job}", logStreamName="i-logs", startFromHead=True)["events"]]

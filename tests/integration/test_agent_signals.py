@@ -9,25 +9,16 @@ from pathlib import Path
 
 import boto3
 
-from tests.integration.agent_runner import AgentProcess, agent_env, descendants
+from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env, descendants
 from trainer.fake_imds import FakeImds
 from trainer.remote import RemoteStore
-
-# A training command with no Python at all: one step-N file per step, written then renamed; on
-# SIGTERM it finishes the step it is in, saves it and exits 75 like the built-in trainer.
-STEPPER = ('trap "stop=1" TERM; i=${RESUME_FROM##*step-}; i=${i:-0}; '
-           'while [ "$i" -lt 100000 ]; do i=$((i+1)); echo "step $i"; sleep 0.05; '
-           'if [ $((i % 10)) -eq 0 ] || [ -n "${stop:-}" ]; then echo $i > "$CHECKPOINT_DIR/.t"; '
-           'mv "$CHECKPOINT_DIR/.t" "$CHECKPOINT_DIR/step-$i"; fi; '
-           'if [ -n "${stop:-}" ]; then echo "saved $i"; exit 75; fi; done')
-
 
 def started_agent(
     aws_env: dict[str, str], bucket: str, job: str, tmp_path: Path, imds: FakeImds
 ) -> AgentProcess:
     agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "c",
                                    imds_url=imds.url, instance_id=imds.instance_id, command=STEPPER)).start()
-    agent.wait_for(lambda: any(line == "step 25" for line in agent.lines), what="step 25")
+    agent.wait_for(lambda: any(e["step"] >= 25 for e in agent.events("step")), what="step 25")
     return agent
 
 
@@ -42,7 +33,7 @@ def test_sigterm_to_the_agent_saves_uploads_and_exits_cleanly(
         finally:
             agent.stop()
     saved = int(next(line for line in agent.lines if line.startswith("saved "))[6:])
-    assert saved == max(int(line[5:]) for line in agent.lines if line.startswith("step "))
+    assert saved == max(e["step"] for e in agent.events("step"))
     store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "stop")
     assert store.latest_step() == saved
     status = store.get_json("status.json")
@@ -81,7 +72,7 @@ def test_scale_in_through_the_lifecycle_state_stops_training_like_a_notice(
                                        imds_url=imds.url, instance_id="i-scalein", command=STEPPER,
                                        lifecycle_hook="drain-hook", asg_name="fleet")).start()
         try:
-            agent.wait_for(lambda: any(line == "step 12" for line in agent.lines), what="step 12")
+            agent.wait_for(lambda: any(e["step"] >= 12 for e in agent.events("step")), what="step 12")
             imds.set_target_lifecycle_state("Terminated")
             assert agent.wait() == 0, agent.text()
         finally:
