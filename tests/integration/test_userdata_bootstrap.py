@@ -25,7 +25,7 @@ from tests.support.userdata_sandbox import (
     job_header,
     process_cmdline,
     process_environ,
-    zip_directory,
+    zip_files,
 )
 from trainer.config import config_from_env, parse_env_file
 from trainer.fake_imds import FakeImds
@@ -94,7 +94,7 @@ def booted(tmp_path_factory, aws, s3, trainer_wheel, imds) -> Iterator[Bootstrap
     s3.create_bucket(Bucket=bucket)
     package_key = asset_key(trainer_wheel)
     s3.upload_file(str(trainer_wheel), bucket, package_key)
-    code = zip_directory({"train.py": TRAIN_PY}, tmp_path_factory.mktemp("code") / "code.zip")
+    code = zip_files({"train.py": TRAIN_PY}, tmp_path_factory.mktemp("code") / "code.zip")
     s3.upload_file(str(code), bucket, "cifar/code/code.zip")
     header = realistic_header(bucket, f"s3://{bucket}/{package_key}", f"s3://{bucket}/cifar/code/code.zip")
     script = render_user_data("v1", header)

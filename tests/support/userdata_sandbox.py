@@ -66,7 +66,7 @@ def asset_key(path: Path) -> str:
     return "assets/" + hashlib.sha256(path.read_bytes()).hexdigest() + path.suffix
 
 
-def zip_directory(source: Mapping[str, str], destination: Path) -> Path:
+def zip_files(source: Mapping[str, str], destination: Path) -> Path:
     with zipfile.ZipFile(destination, "w") as archive:
         for name, text in source.items():
             archive.writestr(name, text)
@@ -142,11 +142,6 @@ class UserDataSandbox:
         """systemctl invocations in order, without their timestamps."""
         path = self.run_dir / "calls.log"
         return [line.split(" ", 1)[1] for line in path.read_text().splitlines()] if path.exists() else []
-
-    def call_times(self, command: str) -> list[float]:
-        path = self.run_dir / "calls.log"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [float(line.split(" ", 1)[0]) for line in lines if line.split(" ", 2)[1] == command]
 
     def main_pid(self) -> int | None:
         path = self.run_dir / f"{UNIT}.pid"
