@@ -4,10 +4,11 @@ Against one local moto server and the same checkpoint in the same run, it times
   agent:  `python -m trainer agent` start → first training step after the resume (lease, restore with
           verification, trainer start-up, model build, state load, one step)
   plain:  boto3 download_file of every object of the checkpoint + torch.load, in this process
-  plain_fresh_process: the same in a new Python process (interpreter and torch import included),
-          the fairest floor for a process that has to start on a new instance
+  plain_fresh_process: the same as a new Python process, timed from outside (interpreter start
+          and the torch import included), the floor for anything that starts on a new instance
   trainer_alone: the built-in trainer resuming from the same checkpoint already on local disk,
-          so `agent_added_s` (agent − trainer_alone) is what the agent itself costs
+          so `agent_added_s` (agent − trainer_alone) is what the agent itself costs; it does the work of
+          `plain` (download, verify) plus its own start, lease and process launch
 and prints one JSON object. Usage: python benchmarks/p3_resume_start.py [--width 384] [--repeats 3]
 """
 
@@ -37,10 +38,8 @@ from trainer.s3client import s3_client  # noqa: E402
 BUCKET = "p3-resume-start"
 
 PLAIN = """
-import sys, time, boto3, torch
+import sys, boto3, torch
 from pathlib import Path
-from typing import IO
-started = time.perf_counter()
 s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1")
 bucket, prefix, dest = sys.argv[2], sys.argv[3], Path(sys.argv[4])
 for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]:
@@ -48,7 +47,6 @@ for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]:
     target.parent.mkdir(parents=True, exist_ok=True)
     s3.download_file(bucket, item["Key"], str(target))
 state = torch.load(dest / "state.pt", map_location="cpu", weights_only=True)
-print(time.perf_counter() - started)
 """
 
 
@@ -125,10 +123,11 @@ def time_trainer_alone(work: Path, checkpoint: Path, width: int, steps: int) -> 
 
 def time_plain(server: MotoServer, work: Path, prefix: str, trial: int, fresh_process: bool) -> float:
     dest = work / f"plain-{'proc' if fresh_process else 'inproc'}-{trial}"
-    if fresh_process:
-        out = subprocess.run([sys.executable, "-c", PLAIN, server.endpoint, BUCKET, prefix, str(dest)],
-                             env={**os.environ, **server.env()}, check=True, capture_output=True, text=True)
-        return float(out.stdout.strip())
+    if fresh_process:  # wall time of the whole process: interpreter, imports, download, load
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", PLAIN, server.endpoint, BUCKET, prefix, str(dest)],
+                       env={**os.environ, **server.env()}, check=True, capture_output=True, text=True)
+        return time.perf_counter() - started
     import boto3
     import torch
 
@@ -174,12 +173,12 @@ def main() -> int:
             "agent_start_to_first_resumed_step_s": round(first, 3),
             "agent_start_to_resumed_event_s": round(statistics.median(a["resumed_s"] for a in agent), 3),
             "plain_download_and_load_s": round(statistics.median(plain), 3),
-            "plain_fresh_process_download_and_load_s": round(statistics.median(fresh), 3),
+            "plain_fresh_process_total_s": round(statistics.median(fresh), 3),
             "agent_start_to_command_launch_s": round(launch, 3),
             "trainer_alone_local_resume_to_first_step_s": round(trainer_alone, 3),
             "agent_added_s": round(first - trainer_alone, 3),
-            "agent_added_over_plain_fresh_process":
-                round((first - trainer_alone) / statistics.median(fresh), 2),
+            "agent_added_over_plain_download_and_load":
+                round((first - trainer_alone) / statistics.median(plain), 2),
             "agent_trials_s": [round(a["first_step_s"], 3) for a in agent],
             "cpu_count": os.cpu_count(),
         }
