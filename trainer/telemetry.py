@@ -78,6 +78,8 @@ class RunTelemetry:
                    published=done.published)
         if done.published:
             self.update(checkpoint_step=done.step)
+            if self.reporter is not None and (self.reporter.status.step or 0) < done.step:
+                self.update(step=done.step)  # a command that prints no JSON progress: checkpoints tell
         if self.cloud is not None:
             self.cloud.metric("CheckpointUploadSeconds", done.seconds, "Seconds")
         self.log(f"checkpoint step {done.step} uploaded in {done.seconds:.2f}s ({done.bytes} bytes)")

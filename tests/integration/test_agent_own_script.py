@@ -62,6 +62,7 @@ def test_own_script_resumes_across_an_interruption_with_identical_weights(
     assert f"resumed from {tmp_path / 'b'}/step-{stopped_at} at step {stopped_at}" in second.lines
     status = store.get_json("status.json")
     assert (status["state"], status["interruptions"], status["attempt"]) == ("DONE", 1, 2)
+    assert status["step"] == status["checkpoint_step"] == STEPS, "progress known from checkpoints alone"
     assert desired_capacity(autoscaling, group) == 0, "a finished job stops paying"
 
     restored = store.restore(tmp_path / "final")
