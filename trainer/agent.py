@@ -192,6 +192,8 @@ class Agent:
             if failures >= max(1, self.config.restart_budget):
                 return self._failed(reason, failures)
             reporter.update(failures=failures)
+            # Back off a little (a device or a mount that is not ready yet); a stop request cuts it short.
+            self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures - 1)))
             local = newest_local_checkpoint(Path(self.config.checkpoint_dir))
             resume_from = local[1] if local else resume_from
 
