@@ -1,8 +1,8 @@
 """Command line: `python -m trainer agent | train | status`.
 
 Every failure a user can cause (a bad setting, a wrong bucket, no credentials) ends in one line on
-stderr naming what is wrong: exit 2 for bad configuration or usage, 1 when the job itself failed
-or AWS could not be reached.
+stderr naming what is wrong: exit 2 for bad configuration or usage, 3 when the job itself failed
+(FAILED: do not restart), 1 when AWS could not be reached or the lease was lost (restart and wait).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from trainer.status import JobStatus, StatusReporter
 from trainer.telemetry import RunTelemetry
 from trainer.uploader import CheckpointUploader, Uploaded, size_of
 
-EXIT_FAILED = 1
+EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 IMDS_BACKOFF_SECONDS = 30.0
 _STEP_ENTRY = re.compile(r"^step-(\d+)$")  # the checkpoint directory contract (trainer/checkpoints.py)
 
@@ -102,6 +102,7 @@ class Agent:
     # ---- entry point --------------------------------------------------------------------------
     def run(self) -> int:
         self.log(f"agent on {self.instance_id} for job {self.config.job} (s3://{self.config.bucket})")
+        self._forward_bootstrap_log()
         if not self._wait_for_lease():
             self.log("stopped while waiting for the job lease; nothing to do")
             return 0
@@ -131,6 +132,14 @@ class Agent:
             return self._train(uploader, resume_from)
         finally:
             uploader.close()
+
+    def _forward_bootstrap_log(self) -> None:
+        """User data logs to a file before any agent exists; its lines join this instance's stream."""
+        path = Path(self.config.bootstrap_log) if self.config.bootstrap_log else None
+        if self.clients.cloud is None or path is None or not path.is_file():
+            return
+        for line in path.read_text(errors="replace").splitlines():
+            self.clients.cloud.log(line)
 
     # ---- lease and restore --------------------------------------------------------------------
     def _wait_for_lease(self) -> bool:
@@ -179,7 +188,9 @@ class Agent:
             if outcome == "lost-lease":  # a fenced writer must not publish anything more
                 raise AgentError("the job lease was taken over by another agent; stopped training")
             newest = self._settle_uploads(uploader)
-            if outcome != "exited" and code != 0:
+            if outcome != "exited":
+                # Even an exit 0 after our stop signal is an interruption: a script that exits 0 on
+                # SIGTERM must not end the job. If it had really finished, the next run confirms DONE.
                 return self._interrupted(outcome, newest)
             if code == 0:
                 return self._done(newest)

@@ -38,6 +38,7 @@ class AgentConfig:
     metrics_namespace: str = "SpotTrainer"
     train_args: str = ""  # extra arguments for the built-in trainer
     lifecycle_hook: str = ""  # termination hook to complete once the emergency checkpoint is safe
+    bootstrap_log: str = ""  # user data's log file, forwarded to the log stream when the agent starts
     status_interval_seconds: float = 15.0  # how often status.json is refreshed while training
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -64,6 +65,7 @@ ENV_NAMES: dict[str, str] = {
     "SPOT_TRAIN_ARGS": "train_args",
     "SPOT_LIFECYCLE_HOOK": "lifecycle_hook",
     "SPOT_STATUS_INTERVAL": "status_interval_seconds",
+    "SPOT_BOOTSTRAP_LOG": "bootstrap_log",
 }
 REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")
 

@@ -13,6 +13,7 @@ import pytest
 
 from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
 from trainer.fake_imds import FakeImds
+from trainer.agent import EXIT_FAILED
 from trainer.remote import RemoteStore
 
 
@@ -47,7 +48,7 @@ def test_crash_looping_command_fails_after_the_budget_and_scales_to_zero(
                                        imds_url=imds.url, instance_id="i-crash", command=command,
                                        restart_budget="3", asg_name=group)).start()
         try:
-            assert agent.wait() == 1, agent.text()
+            assert agent.wait() == EXIT_FAILED, agent.text()
         finally:
             agent.stop()
     assert [line for line in agent.lines if line.endswith(" starting")] == [

@@ -80,16 +80,36 @@ def test_output_reaches_the_instance_log_stream_and_metrics(
 ) -> None:
     logs, cloudwatch = cloudwatch_clients
     job = f"logs-{bucket[-8:]}"
+    bootstrap_log = tmp_path / "bootstrap.log"
+    bootstrap_log.write_text("2026-01-01T00:00:00Z spot-trainer-userdata[agent-service]: COMPLETED in 1s\n")
     with FakeImds(instance_id="i-logs") as imds:
         agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "a",
                                        imds_url=imds.url, instance_id="i-logs", command=STEPPER,
-                                       metrics_namespace=f"Test/{job}")).start()
+                                       metrics_namespace=f"Test/{job}",
+                                       bootstrap_log=str(bootstrap_log))).start()
         run_until_notice(agent, imds, past_step=25)
     messages = [e["message"] for e in logs.get_log_events(  # type: ignore[attr-defined]
         logGroupName=f"/spot-trainer/{job}", logStreamName="i-logs", startFromHead=True)["events"]]
     assert any('"event": "step"' in message for message in messages)
+    assert any("spot-trainer-userdata[agent-service]: COMPLETED" in message for message in messages)
     assert any("spot interruption notice" in message for message in messages)
     metrics = cloudwatch.list_metrics(Namespace=f"Test/{job}")["Metrics"]  # type: ignore[attr-defined]
     names = {m["MetricName"] for m in metrics}
     assert {"Step", "Loss", "SamplesPerSecond", "CheckpointUploadSeconds"} <= names
     assert all(m["Dimensions"] == [{"Name": "Job", "Value": job}] for m in metrics)
+
+
+def test_a_command_that_exits_0_on_the_stop_signal_is_interrupted_not_done(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    job = f"exit0-{bucket[-8:]}"
+    polite = STEPPER.replace("exit 75", "exit 0")  # many scripts end "successfully" on SIGTERM
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
+    with FakeImds(instance_id="i-polite") as imds:
+        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "a",
+                                       imds_url=imds.url, instance_id="i-polite", command=polite)).start()
+        run_until_notice(agent, imds, past_step=12)
+    status = store.get_json("status.json")
+    assert status["state"] == "INTERRUPTED", status
+    assert "done" not in [e["kind"] for e in store.events()]
+    assert store.latest_step() == last_step(agent)

@@ -266,6 +266,8 @@ Environment=PATH=${PYTHON%/*}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 WorkingDirectory=$WORKDIR
 ExecStart=$PYTHON -m trainer agent --env-file $ENV_FILE
 Restart=on-failure
+# 2: bad settings, 3: the job FAILED after its restart budget; restarting would not help.
+RestartPreventExitStatus=2 3
 RestartSec=${SPOT_RESTART_SEC:-10}
 KillMode=mixed
 KillSignal=SIGTERM
