@@ -1,7 +1,7 @@
 """When and how the local spot cloud takes an instance away.
 
-Two ways to say when: a schedule (N interruptions spread evenly over the job's steps, so every run
-of the demo is interrupted at the same points of training) or a rate (a Poisson process, as spot
+Two ways to say when: a schedule (N interruptions spread evenly over the steps still to do, counted
+from where the instance in charge resumed, so each replacement trains a while before its turn) or a rate (a Poisson process, as spot
 reclaims arrive, with exponential gaps of mean 3600/rate seconds). Each interruption is either
 announced (spot/instance-action, plus a rebalance recommendation first when asked, then the
 notice window, then power off) or a hard kill (power off without notice).
@@ -22,7 +22,7 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class InterruptionPlan:
-    count: int = 0  # scheduled interruptions (announced first, then `hard_kills` without notice)
+    count: int = 0  # scheduled announced interruptions (after the `hard_kills` without notice)
     hard_kills: int = 0
     rate_per_hour: float | None = None  # Poisson arrivals instead of a schedule
     notice_seconds: float = 8.0  # AWS gives 120 s; scaled down for a local run
@@ -73,19 +73,23 @@ class Injector:
     total_steps: int | None
     _kinds: list[str] = field(default_factory=list)
     _fired: int = 0
+    _last_step: int = 0
     _next_at: float | None = None
     _random: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
-        self._kinds = [ANNOUNCED] * self.plan.count + [HARD] * self.plan.hard_kills
+        self._kinds = [HARD] * self.plan.hard_kills + [ANNOUNCED] * self.plan.count
         self._random = random.Random(self.plan.seed)
 
-    def step_threshold(self, index: int) -> float:
-        """Scheduled interruption `index` fires once training passes this step."""
+    def step_threshold(self, start: int) -> float:
+        """The next scheduled interruption fires once an instance that resumed at `start` passes this step:
+        the interruptions left share the steps left, counted from that start or the last interruption."""
         assert self.total_steps is not None
-        return self.total_steps * (index + 1) / (len(self._kinds) + 1)
+        remaining = len(self._kinds) - self._fired
+        base = max(start, self._last_step)
+        return base + (self.total_steps - base) / (remaining + 1)
 
-    def due(self, now: float, step: int | None) -> str | None:
+    def due(self, now: float, step: int | None, start: int = 0) -> str | None:
         """The kind of interruption to inject now, or None."""
         if self.plan.rate_per_hour is not None:
             if self._next_at is None:
@@ -97,9 +101,9 @@ class Injector:
             return HARD if self._random.random() < self.plan.hard_kill_fraction else ANNOUNCED
         if self._fired >= len(self._kinds) or step is None or self.total_steps is None:
             return None
-        if step < self.step_threshold(self._fired):
+        if step < self.step_threshold(start):
             return None
-        self._fired += 1
+        self._fired, self._last_step = self._fired + 1, step
         return self._kinds[self._fired - 1]
 
     def early_replacement(self, announced_so_far: int) -> bool:

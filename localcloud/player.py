@@ -152,7 +152,8 @@ class Player:
             target = booting[0] if booting else None
         if target is None:
             return
-        kind = injector.due(time.time(), self.logs[target.instance_id].max_step)
+        log = self.logs[target.instance_id]
+        kind = injector.due(time.time(), log.max_step, log.resumed_step or 0)
         if kind is None:
             return
         iid, now = target.instance_id, time.time()

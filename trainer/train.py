@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (AdamW)")
     parser.add_argument("--warmup-steps", type=int, default=None, help="default: 10%% of --steps")
     parser.add_argument("--log-every", type=positive_int, default=10)
+    parser.add_argument("--min-step-seconds", type=float, default=0.0, metavar="S",
+                        help="pace steps to at least S seconds each (demos, tests); results are unchanged")
     parser.add_argument("--width", type=positive_int, default=None, help="model width (resnet 16, lm 64)")
     parser.add_argument("--context", type=positive_int, default=64, help="lm: bytes per sample")
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
@@ -252,7 +254,9 @@ def run(args: argparse.Namespace, stop: StopFlag) -> int:
     while session.step < args.steps:
         if stop.signal_name is not None:
             return emergency_stop(session, store, saved_step, stop.signal_name)
+        step_started = time.perf_counter()
         loss = train_one_step(session, dataset, device, amp)
+        time.sleep(max(0.0, args.min_step_seconds - (time.perf_counter() - step_started)))
         window_steps += 1
         if session.step % args.log_every == 0:
             elapsed = time.perf_counter() - window_start

@@ -17,11 +17,14 @@ from localcloud.player import Player, RunOptions
 from localcloud.interruptions import InterruptionPlan
 
 JOB = "example"
-CHECKPOINT_EVERY = 6
-# Small enough for 2 CPU cores, long enough (about half a second a step) for interruptions to land mid-run.
-TRAIN_ARGS = (f"--model resnet --synthetic --steps 36 --batch-size 16 --width 8 "
-              f"--checkpoint-every-steps {CHECKPOINT_EVERY} --log-every 1")
-TOTAL_STEPS = 36
+CHECKPOINT_EVERY = 8
+TOTAL_STEPS = 104
+# Paced steps (0.3 s at least): a replacement boots while its predecessor still has a good third of
+# the job to go, and the agent uploads each checkpoint well within one interval, on an idle machine
+# as on a busy one. The first interruption lands mid-interval (step 104/5 ≈ 21).
+PACE = "--min-step-seconds 0.3"
+TRAIN_ARGS = (f"--model resnet --synthetic --steps {TOTAL_STEPS} --batch-size 16 --width 8 "
+              f"--checkpoint-every-steps {CHECKPOINT_EVERY} --log-every 1 {PACE}")
 
 
 @dataclass

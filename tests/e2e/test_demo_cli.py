@@ -30,10 +30,18 @@ def test_bad_flag_is_one_line_without_traceback(flags: list[str], message: str) 
     assert "Traceback" not in done.stderr
 
 
-def test_schedule_spreads_interruptions_over_the_steps_announced_first() -> None:
+def test_schedule_spreads_interruptions_over_the_steps_left_hard_kills_first() -> None:
     injector = Injector(InterruptionPlan(count=2, hard_kills=1), total_steps=40)
     fired = [(step, kind) for step in range(41) if (kind := injector.due(0.0, step))]
-    assert fired == [(10, ANNOUNCED), (20, ANNOUNCED), (30, HARD)]
+    assert fired == [(10, HARD), (20, ANNOUNCED), (30, ANNOUNCED)]
+
+
+def test_schedule_counts_from_where_the_replacement_resumed() -> None:
+    injector = Injector(InterruptionPlan(count=2), total_steps=90)
+    assert injector.due(0.0, 30) == ANNOUNCED  # 0 + 90/3
+    # The replacement resumed at 60 (its predecessor ran on during a long notice): 60 + 30/2.
+    assert injector.due(0.0, 74, start=60) is None
+    assert injector.due(0.0, 75, start=60) == ANNOUNCED
 
 
 def test_rate_draws_poisson_gaps_of_the_asked_mean() -> None:
