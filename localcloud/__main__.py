@@ -15,7 +15,9 @@ import shutil
 import signal
 import sys
 import time
+import tomllib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from localcloud.cloud import WORK_ROOT, CloudError, LocalCloud
@@ -80,13 +82,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+@dataclass(frozen=True)
+class JobFile:
+    name: str
+    command: str
+    train_args: str
+
+    @property
+    def stack_name(self) -> str:
+        return f"SpotTrainer-{self.name}"
+
+
+def read_job(job: str) -> JobFile:
+    """What the player needs from a job file. Its full validation runs in `cdk synth` (app.py); the
+    stack code is not imported here, as it would start a Node.js process in this one."""
+    from stacks.job_spec import JOBS_DIR, resolve_job_path
+
+    path = resolve_job_path(job)
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
+        raise PlanError(f"job {job!r}: no file {path} (jobs available: {known})")
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise PlanError(f"{path}: not valid TOML: {error}") from None
+    run = data.get("run") if isinstance(data.get("run"), dict) else {}
+    return JobFile(str(data.get("name", path.stem)), str(run.get("command", "builtin")),
+                   str(run.get("train_args", "")))
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
 def demo(options: argparse.Namespace) -> int:
-    from stacks.job_spec import JobSpecError, load_job
-
     plan = InterruptionPlan(
         count=3 if options.interruptions is None and options.rate is None else (options.interruptions or 0),
         hard_kills=options.hard_kill, rate_per_hour=options.rate, notice_seconds=options.notice_seconds,
@@ -96,11 +125,8 @@ def demo(options: argparse.Namespace) -> int:
     plan.check()
     if not 0 <= options.spot_discount < 1:
         raise PlanError(f"--spot-discount {options.spot_discount} must lie in [0, 1)")
-    try:
-        job = load_job(options.job)
-    except JobSpecError as error:
-        raise PlanError(str(error)) from None
-    train_args = job.run.train_args if options.train_args is None else options.train_args
+    job = read_job(options.job)
+    train_args = job.train_args if options.train_args is None else options.train_args
     if plan.rate_per_hour is None and plan.count + plan.hard_kills and total_steps(train_args) is None:
         raise PlanError("--interruptions needs the built-in trainer's --steps to place them; use --rate")
     progress = ProgressLine()
@@ -113,7 +139,7 @@ def demo(options: argparse.Namespace) -> int:
         parameters = {} if options.train_args is None else {"TrainArguments": train_args}
         deployment = cloud.deploy(options.job, app_dir, parameters)
         progress.message(f"deployed {deployment.stack}: bucket {deployment.bucket}, group {deployment.group}")
-        run = RunOptions(plan=plan, total_steps=total_steps(train_args) if job.run.command == "builtin" else None,
+        run = RunOptions(plan=plan, total_steps=total_steps(train_args) if job.command == "builtin" else None,
                          timeout_seconds=options.timeout, on_tick=progress)
         player = Player(cloud, deployment, run).run()
         status = _status(cloud, deployment.bucket, deployment.job)
