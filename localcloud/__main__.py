@@ -15,7 +15,6 @@ import shutil
 import signal
 import sys
 import time
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,16 +95,12 @@ class JobFile:
 def read_job(job: str) -> JobFile:
     """What the player needs from a job file. Its full validation runs in `cdk synth` (app.py); the
     stack code is not imported here, as it would start a Node.js process in this one."""
-    from stacks.job_spec import JOBS_DIR, resolve_job_path
+    from stacks.job_spec import JobSpecError, read_job_file
 
-    path = resolve_job_path(job)
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
-        raise PlanError(f"job {job!r}: no file {path} (jobs available: {known})")
     try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise PlanError(f"{path}: not valid TOML: {error}") from None
+        data, path = read_job_file(job)
+    except JobSpecError as error:
+        raise PlanError(str(error)) from None
     run = data.get("run") if isinstance(data.get("run"), dict) else {}
     return JobFile(str(data.get("name", path.stem)), str(run.get("command", "builtin")),
                    str(run.get("train_args", "")))

@@ -97,16 +97,20 @@ def resolve_job_path(job: str) -> Path:
     return JOBS_DIR / f"{job}.toml"
 
 
-def load_job(job: str) -> JobSpec:
+def read_job_file(job: str) -> tuple[dict[str, Any], Path]:
+    """The raw table of a job file, unchecked (the field checks import the CDK; this does not)."""
     path = resolve_job_path(job)
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
         raise JobSpecError(f"job {job!r}: no file {path} (jobs available: {known})")
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text()), path
     except tomllib.TOMLDecodeError as err:
         raise JobSpecError(f"{path}: not valid TOML: {err}") from None
-    return parse_job(data, path)
+
+
+def load_job(job: str) -> JobSpec:
+    return parse_job(*read_job_file(job))
 
 
 def parse_job(data: dict[str, Any], source: Path) -> JobSpec:
