@@ -124,11 +124,12 @@ class LocalCloud:
         stack = f"SpotTrainer-{job}"
         outputs = self.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
         by_key = {o["OutputKey"]: o["OutputValue"] for o in outputs}
-        return Deployment(job=job, stack=stack, bucket=by_key["CheckpointBucket"], group=by_key["AutoScalingGroup"],
-                          app_dir=app_dir)
+        return Deployment(job=job, stack=stack, bucket=by_key["CheckpointBucket"],
+                          group=by_key["AutoScalingGroup"], app_dir=app_dir)
 
     def destroy(self, deployment: Deployment) -> None:
-        self._cdk(["destroy", "--app", str(deployment.app_dir), "-c", f"job={deployment.job}", "--force"], "destroy")
+        args = ["destroy", "--app", str(deployment.app_dir), "-c", f"job={deployment.job}", "--force"]
+        self._cdk(args, "destroy")
 
     def _cdk(self, args: list[str], what: str) -> None:
         env = {**os.environ, **CDK_ENV, **(self.aws_env if self.moto else {})}
@@ -145,5 +146,6 @@ class LocalCloud:
                     process.wait()
         if returncode != 0:
             lines = [line for line in log_path.read_text().splitlines() if line.strip()]
-            reason = next((line for line in reversed(lines) if "❌" in line or "Error" in line), lines[-1] if lines else "?")
+            errors = [line for line in lines if "❌" in line or "Error" in line]
+            reason = (errors or lines or ["?"])[-1]
             raise CloudError(f"cdk {what} failed: {reason.strip()} (full output: {log_path})")

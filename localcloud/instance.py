@@ -79,8 +79,8 @@ class Instance:
     def launch(self, user_data: str) -> "Instance":
         """Boot: start the metadata service, then run the user data the way cloud-init does."""
         self.root.mkdir(parents=True, exist_ok=True)
-        self.imds = FakeImds(instance_id=self.instance_id, region=self.aws_env.get("AWS_DEFAULT_REGION", "us-east-1"),
-                             instance_type=self.instance_type).start()
+        region = self.aws_env.get("AWS_DEFAULT_REGION", "us-east-1")
+        self.imds = FakeImds(instance_id=self.instance_id, region=region, instance_type=self.instance_type).start()
         script = self.root.parent / f"{self.instance_id}-user-data.sh"
         script.write_text(user_data)
         with open(self.console, "ab") as console:

@@ -83,8 +83,9 @@ class Player:
             iid = member["InstanceId"]
             if iid in self.instances or member["LifecycleState"] != "InService":
                 continue
-            instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge",
-                                self.cloud.workdir / "instances" / iid, self.cloud.aws_env, dict(self.options.settings))
+            root = self.cloud.workdir / "instances" / iid
+            instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge", root, self.cloud.aws_env,
+                                dict(self.options.settings))
             self.instances[iid] = instance.launch(self._launch_template_user_data(member, group))
             self.logs[iid] = TrainingLog(instance.journal)
             self.cloud.log(f"instance {iid} ({instance.instance_type}) launched")
@@ -121,13 +122,15 @@ class Player:
 
     def _resumed_after(self, record: Interruption) -> int | None:
         for iid, log in self.logs.items():
-            if self.instances[iid].launched_at >= record.at and (log.resumed_step is not None or log.started_fresh):
+            began = log.resumed_step is not None or log.started_fresh
+            if self.instances[iid].launched_at >= record.at and began:
                 return log.resumed_step or 0
         return None
 
     def latest_step(self) -> int | None:
         try:
-            body = self.s3.get_object(Bucket=self.deployment.bucket, Key=f"{self.deployment.job}/latest.json")["Body"]
+            key = f"{self.deployment.job}/latest.json"
+            body = self.s3.get_object(Bucket=self.deployment.bucket, Key=key)["Body"]
             return int(json.loads(body.read())["step"])
         except Exception:  # not there yet
             return None

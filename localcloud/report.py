@@ -56,16 +56,18 @@ class Report:
         lines = [
             f"job {self.job}: {self.state}" + (f" ({self.reason})" if self.reason else ""),
             f"  steps                  {steps} (latest checkpoint in S3: {self.final_checkpoint_step})",
-            f"  interruptions          {self.interruptions} ({self.announced} announced, {self.hard_kills} without notice)",
+            f"  interruptions          {self.interruptions} ({self.announced} announced, "
+            f"{self.hard_kills} without notice)",
             f"  completed steps lost   {self.completed_steps_lost}",
-            f"  steps computed         {self.steps_computed} (redone: {max(0, self.steps_computed - (self.steps or 0))})",
-            f"  checkpoint overhead    {self.checkpoint_overhead:.2%} ({self.checkpoint_stall_seconds:.2f}s stalled "
-            f"in {self.training_seconds:.1f}s of training)",
+            f"  steps computed         {self.steps_computed} "
+            f"(redone: {max(0, self.steps_computed - (self.steps or 0))})",
+            f"  checkpoint overhead    {self.checkpoint_overhead:.2%} "
+            f"({self.checkpoint_stall_seconds:.2f}s stalled in {self.training_seconds:.1f}s of training)",
             f"  wall time              {self.wall_seconds:.1f}s on {self.instances} instances "
             f"({self.instance_seconds:.1f} instance-seconds, boot {self.boot_seconds:.1f}s)",
             f"  useful work            {self.useful_work_fraction:.1%} of instance time",
-            f"  cost ({self.instance_type})  spot ${self.spot_cost_usd:.5f} vs on-demand ${self.on_demand_cost_usd:.5f}"
-            f" at {self.spot_discount:.0%} discount: {self.savings:.1%} saved",
+            f"  cost ({self.instance_type})  spot ${self.spot_cost_usd:.5f} "
+            f"vs on-demand ${self.on_demand_cost_usd:.5f} at {self.spot_discount:.0%} discount: {self.savings:.1%} saved",
         ]
         return "\n".join(lines)
 
@@ -81,7 +83,8 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
     per_step = training / computed if computed else 0.0
     first = instances[0] if instances else None
     first_log = player.logs[first.instance_id] if first else None
-    boot = (first_log.first_step_at - first.launched_at) if first and first_log and first_log.first_step_at else 0.0
+    first_step_at = first_log.first_step_at if first_log else None
+    boot = first_step_at - first.launched_at if first and first_step_at else 0.0
     equivalent = boot + per_step * total
     instance_seconds = sum(i.uptime(player.ended_at) for i in instances)
     kind = first.instance_type if first else "c7i.xlarge"

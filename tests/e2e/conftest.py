@@ -50,7 +50,8 @@ class Scenario:
 
     def stack_exists(self) -> bool:
         stacks = self.cloud.client("cloudformation").list_stacks()["StackSummaries"]
-        return any(s["StackName"] == self.deployment.stack and s["StackStatus"] != "DELETE_COMPLETE" for s in stacks)
+        return any(s["StackName"] == self.deployment.stack and s["StackStatus"] != "DELETE_COMPLETE"
+                   for s in stacks)
 
 
 @pytest.fixture(scope="session")
