@@ -38,7 +38,7 @@ class Report:
     instances: int
     instance_type: str
     instance_seconds: float
-    boot_seconds: float  # first instance: launch → first step
+    boot_seconds: float  # launch → first step, of the first instance that trained
     on_demand_equivalent_seconds: float
     useful_work_fraction: float  # on-demand-equivalent time ÷ instance time
     spot_discount: float
@@ -82,9 +82,9 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
     total = player.options.total_steps or status.get("step") or player.current_step() or 0
     per_step = training / computed if computed else 0.0
     first = instances[0] if instances else None
-    first_log = player.logs[first.instance_id] if first else None
-    first_step_at = first_log.first_step_at if first_log else None
-    boot = first_step_at - first.launched_at if first and first_step_at else 0.0
+    # Boot time of an uninterrupted run: launch to first step of the first instance that trained.
+    trained = [(i, player.logs[i.instance_id].first_step_at) for i in instances]
+    boot = next((at - i.launched_at for i, at in trained if at is not None), 0.0)
     equivalent = boot + per_step * total
     instance_seconds = sum(i.uptime(player.ended_at) for i in instances)
     kind = first.instance_type if first else "c7i.xlarge"
