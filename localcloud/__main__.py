@@ -160,6 +160,8 @@ def destroy() -> int:
     """Leftovers of a demo that was itself killed: its instances' processes, then the files."""
     stopped = 0
     for root in sorted((WORK_ROOT / "runs").glob("*/instances/i-*")) if WORK_ROOT.exists() else []:
+        if not root.is_dir():
+            continue
         leftover = Instance(root.name, "", root, {})
         stopped += len(leftover.processes())
         leftover.kill()

@@ -4,6 +4,7 @@ beside the old instance), and two plain notices. One run; each test checks one p
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import torch
 
 from localcloud.cloud import LocalCloud
 from localcloud.interruptions import ANNOUNCED, HARD, InterruptionPlan
+from localcloud.report import build_report
 from tests.e2e.conftest import CHECKPOINT_EVERY, JOB, PACE, TOTAL_STEPS, TRAIN_ARGS, Scenario, play
 from trainer.checkpoints import latest_checkpoint, load_model_weights
 from trainer.remote import RemoteStore
@@ -87,6 +89,18 @@ def test_overlapping_instances_have_one_writer(run: Scenario) -> None:
     assert len(stretches) == len(set(stretches)), writers
     steps = [e["step"] for e in published]
     assert steps == sorted(set(steps))
+
+
+def test_report_accounts_for_every_interruption_and_instance_second(run: Scenario) -> None:
+    report = build_report(run.player, run.s3_json("status.json"), discount=0.7)
+    [hard] = [r for r in run.player.interruptions if r.kind == HARD]
+    assert (report.state, report.steps, report.interruptions, report.hard_kills) == ("DONE", TOTAL_STEPS, 4, 1)
+    assert report.completed_steps_lost == hard.lost_steps  # notices lose nothing; the power-off its tail
+    assert report.steps_computed == TOTAL_STEPS + report.completed_steps_lost
+    assert report.instances == 5 and 0 < report.on_demand_equivalent_seconds < report.instance_seconds
+    assert report.spot_cost_usd == pytest.approx(report.instance_seconds / 3600 * 0.3 * report.on_demand_usd_per_hour,
+                                                 rel=1e-3)
+    assert json.loads(report.to_json())["events"][0]["kind"] == HARD
 
 
 def test_destroy_removes_stack_and_keeps_checkpoints(run: Scenario) -> None:
