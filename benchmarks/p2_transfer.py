@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from localcloud.moto_server import MotoServer  # noqa: E402
 from trainer.remote import RemoteStore  # noqa: E402
 from trainer.s3client import (  # noqa: E402
-    DEFAULT_CONCURRENCY, MB, s3_client, transfer_config, transfer_config_for,
+    DEFAULT_CONCURRENCY, MB, s3_client, transfer_config, transfer_config_for, upload_config_for,
 )
 
 BUCKET = "p2-transfer"
@@ -160,9 +160,12 @@ def main() -> int:
         "checkpoint_mb": args.mb,
         "repeat": args.repeat,
         "ours_settings": {
-            "multipart_chunksize_mb": transfer_config_for(args.mb * MB).multipart_chunksize // MB,
-            "max_concurrency": DEFAULT_CONCURRENCY, "use_threads": True,
-            "rule": "parts of size/concurrency clamped to 64..256 MiB",
+            "upload": {"multipart_chunksize_mb": upload_config_for(args.mb * MB).multipart_chunksize // MB,
+                       "max_concurrency": upload_config_for(args.mb * MB).max_concurrency},
+            "download": {"multipart_chunksize_mb": transfer_config_for(args.mb * MB).multipart_chunksize // MB,
+                         "max_concurrency": DEFAULT_CONCURRENCY},
+            "rule": "uploads: 8 MiB parts (more when S3's part limit needs it); downloads: size/concurrency "
+                    "clamped to 64..256 MiB",
             "includes": "upload: block sha256, manifest, conditional latest.json; restore: sha256 verify",
         },
         "results": results,

@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from trainer.checksums import BLOCK_BYTES, digest_files
 from trainer.lease import Lease, is_conflict, is_missing
-from trainer.s3client import transfer_config_for
+from trainer.s3client import transfer_config_for, upload_config_for
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,9 @@ class RemoteStore:
     # ---- S3 plumbing --------------------------------------------------------------------------
     def _transfer_all(self, pairs: Any, total_bytes: int, *, download: bool = False) -> None:
         """Run every (source, destination) transfer concurrently; raise on the first failure."""
-        config = self.transfer or transfer_config_for(total_bytes)
+        # Downloads: few large ranged GETs; uploads: many small parts (see trainer/s3client.py).
+        # total_bytes bounds the largest file, so the part-count limit holds for uploads.
+        config = self.transfer or (transfer_config_for(total_bytes) if download else upload_config_for(total_bytes))
         with create_transfer_manager(self.s3, config) as manager:
             futures = []
             for source, dest in pairs:

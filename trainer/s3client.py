@@ -44,6 +44,19 @@ def transfer_config_for(total_bytes: int, *, concurrency: int = DEFAULT_CONCURRE
     return transfer_config(chunk_bytes=chunk, concurrency=concurrency)
 
 
+UPLOAD_CHUNK_BYTES = 8 * MB
+UPLOAD_CONCURRENCY = 10
+MAX_PARTS = 9_000  # S3 allows 10,000 parts per object; keep a margin
+
+
+def upload_config_for(largest_file_bytes: int) -> TransferConfig:
+    """Uploads are the opposite case: many small parts keep every thread and the server busy
+    (1 GiB to a local S3: 131 MB/s with 8 MiB parts, 76 MB/s with 128 MiB parts), as long as the
+    largest file stays within S3's part-count limit."""
+    chunk = max(UPLOAD_CHUNK_BYTES, -(-max(largest_file_bytes, 1) // MAX_PARTS))
+    return transfer_config(chunk_bytes=chunk, concurrency=UPLOAD_CONCURRENCY)
+
+
 def client_config(
     *,
     max_attempts: int = 8,
@@ -57,8 +70,9 @@ def client_config(
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
         max_pool_connections=pool_connections,
-        # Skip opportunistic CRC trailers: per-file SHA-256 in the manifest is the integrity check.
-        request_checksum_calculation="when_required",
+        # Uploads keep botocore's default CRC trailer: turning it off makes botocore fall back to a
+        # slower per-part checksum (1 GiB to a local S3: 124 MB/s with the default, 77 MB/s without).
+        # Downloads skip response CRCs: the manifest's block SHA-256 is the integrity check.
         response_checksum_validation="when_required",
     )
 
