@@ -10,7 +10,6 @@ lease back, so the next instance resumes without losing a completed step.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import signal
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer import status as states
+from trainer.checkpoint_names import list_checkpoints, parse_step
 from trainer.command import CommandProcess, parse_signal
 from trainer.config import AgentConfig, ConfigError
 from trainer.lease_keeper import LeaseKeeper
@@ -30,7 +30,6 @@ from trainer.uploader import CheckpointUploader, Uploaded, size_of
 
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 IMDS_BACKOFF_SECONDS = 30.0
-_STEP_ENTRY = re.compile(r"^step-(\d+)$")  # the checkpoint directory contract (trainer/checkpoints.py)
 
 
 class AgentError(RuntimeError):
@@ -66,12 +65,9 @@ def check_config(config: AgentConfig) -> None:
 
 
 def newest_local_checkpoint(directory: Path) -> tuple[int, Path] | None:
-    """Highest `step-N` entry in the checkpoint directory. Deliberately torch-free: the agent never
-    imports torch (it would cost seconds of start-up and memory on every instance)."""
-    if not directory.is_dir():
-        return None
-    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _STEP_ENTRY.match(p.name))]
-    return max(found, key=lambda item: item[0]) if found else None
+    """Highest `step-N` entry in the checkpoint directory, by the torch-free contract module."""
+    entries = list_checkpoints(directory)
+    return entries[-1] if entries else None
 
 
 @dataclass
@@ -168,7 +164,7 @@ class Agent:
         if restored is None:
             self.log("no checkpoint yet: starting fresh")
             return None
-        step = int(_STEP_ENTRY.match(restored.name).group(1))  # type: ignore[union-attr]
+        step = parse_step(restored.name) or 0
         self.telemetry.event("resume", step=step)
         self.telemetry.update(checkpoint_step=max(step, remote_step or 0))
         return restored

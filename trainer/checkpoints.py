@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import threading
@@ -27,11 +26,13 @@ from typing import Any
 
 import torch
 
+# Re-exported: the store and its callers speak of checkpoints by these names.
+from trainer.checkpoint_names import checkpoint_name, latest_checkpoint, list_checkpoints, parse_step  # noqa: F401
+
 STATE_FILE = "state.pt"
 MARKER_FILE = "COMMITTED"
 TEMP_PREFIX = ".tmp-step-"
 TRASH_PREFIX = ".trash-step-"
-_STEP_NAME = re.compile(r"^step-(\d+)$")
 
 # Serializes a state dict into a file path; tests pass one that fails mid-write.
 StateWriter = Callable[[dict[str, Any], Path], None]
@@ -39,30 +40,6 @@ StateWriter = Callable[[dict[str, Any], Path], None]
 
 class CheckpointError(RuntimeError):
     """A checkpoint could not be written or read; the message names the path and the cause."""
-
-
-def checkpoint_name(step: int) -> str:
-    return f"step-{step:08d}"
-
-
-def parse_step(name: str) -> int | None:
-    match = _STEP_NAME.match(name)
-    return int(match.group(1)) if match else None
-
-
-def list_checkpoints(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
-    """Every `step-N` entry (file or directory), oldest first. Temp entries (".…") are skipped."""
-    root = Path(directory)
-    if not root.is_dir():
-        return []
-    found = [(step, entry) for entry in root.iterdir() if (step := parse_step(entry.name)) is not None]
-    return sorted(found, key=lambda item: item[0])
-
-
-def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
-    """The highest `step-N` entry, whoever wrote it; None when there is none."""
-    entries = list_checkpoints(directory)
-    return entries[-1][1] if entries else None
 
 
 def read_marker(path: Path) -> dict[str, Any] | None:
