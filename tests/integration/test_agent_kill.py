@@ -20,8 +20,10 @@ from trainer.fake_imds import FakeImds
 from trainer.remote import RemoteStore
 
 STEPS = 60
+# Steps of at least 50 ms, so a kill aimed at a step lands within a few steps of it on any machine.
 TRAIN_ARGS = (f"--model lm --synthetic --steps {STEPS} --width 16 --context 16 --batch-size 8 "
-              "--checkpoint-every-steps 10 --log-every 1")
+              "--checkpoint-every-steps 10 --log-every 1 --min-step-seconds 0.05")
+LAST_KILL_STEP = STEPS - 10  # a kill (plus up to 0.3 s and polling) always lands before the end
 
 
 def start_uninterrupted(directory: Path) -> subprocess.Popen[bytes]:
@@ -31,10 +33,15 @@ def start_uninterrupted(directory: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def trained(agent: AgentProcess) -> int:
-    """Steps this agent's command has completed (0 until it reports; a finished run counts as many)."""
-    steps = [e["step"] for e in agent.events("step")]
-    return max(steps) - min(steps) + 1 if steps else (STEPS if agent.events("done") else 0)
+def steps_seen(agent: AgentProcess) -> list[int]:
+    """Steps this agent's command has reported completing, in order."""
+    return [event["step"] for event in agent.events("step")]
+
+
+def kill_step(agent: AgentProcess, rng: random.Random) -> int:
+    """A random step 3 to 25 past where this agent resumed, never past LAST_KILL_STEP."""
+    agent.wait_for(lambda: bool(steps_seen(agent)), timeout=180, what="the first step")
+    return min(steps_seen(agent)[0] + rng.randint(3, 25), LAST_KILL_STEP)
 
 
 def run_with_kills(
@@ -53,10 +60,11 @@ def run_with_kills(
                                            lease_ttl_seconds="2")).start()
             try:
                 if trial < kills:
-                    steps_to_run = rng.randint(3, 25)
-                    agent.wait_for(lambda: trained(agent) >= steps_to_run, timeout=180, what="training")
-                    time.sleep(rng.uniform(0.0, 0.5))  # mid-step, mid-save or mid-upload
+                    target = kill_step(agent, rng)
+                    agent.wait_for(lambda: max(steps_seen(agent)) >= target, timeout=180, what=f"step {target}")
+                    time.sleep(rng.uniform(0.0, 0.3))  # mid-step, mid-save or mid-upload
                     agent.kill_tree()
+                    assert not agent.events("done"), f"trial {trial} finished before its kill"
                 else:
                     assert agent.wait(timeout=240) == 0, agent.text()
             finally:
