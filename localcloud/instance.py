@@ -99,6 +99,12 @@ class Instance:
         self.imds.announce_interruption("terminate", in_seconds=notice_seconds)
         self.announced_at = time.time()
 
+    def scale_in(self) -> None:
+        """Chosen for scale-in: the group's termination hook holds it in Terminating:Wait, and
+        autoscaling/target-lifecycle-state says Terminated."""
+        if self.imds is not None and self.ended_at is None:
+            self.imds.set_target_lifecycle_state("Terminated")
+
     def kill(self, timeout: float = 10.0) -> None:
         """Power off: SIGKILL every process of this instance until none is left, then stop its IMDS."""
         if self.bootstrap is not None and self.bootstrap.poll() is None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -29,7 +30,7 @@ def free_port() -> int:
 
 @dataclass
 class MotoServer:
-    """A moto_server child process. `endpoint` uses `localhost`: moto parses bucket paths only then."""
+    """A moto_server child process (with localcloud.moto_app's additions). `endpoint` uses `localhost`: moto parses bucket paths only then."""
 
     port: int = 0
     log_path: Path | None = None
@@ -47,10 +48,11 @@ class MotoServer:
         self.port = self.port or free_port()
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "localcloud.moto_app", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **DUMMY_CREDENTIALS},
+            cwd=PROJECT_ROOT,  # for localcloud.moto_app
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -214,8 +214,11 @@ class Player:
             self.ec2.terminate_instances(InstanceIds=[iid])
 
     def _let_agents_finish(self, timeout: float = 15.0) -> None:
-        """Desired capacity 0: moto drops the instances at once; give the agents running now their last
-        seconds (releasing the lease), and power off before systemd could restart one."""
+        """Desired capacity 0: moto drops the instances at once, where AWS holds them in the termination
+        hook. Give the agents running now their last seconds (completing the hook, releasing the
+        lease), and power off before systemd could restart one."""
+        for instance in self.alive():
+            instance.scale_in()
         agents = [pid for i in self.alive() if (pid := i.agent_pid()) is not None]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() and

@@ -12,9 +12,25 @@ from constructs import Construct
 from stacks.console import JobParameters
 
 
+# Scale-in (a lower desired capacity, capacity rebalancing, the job's own scale to zero) waits in
+# Terminating:Wait until the agent has its emergency checkpoint in S3 and completes this action.
+DRAIN_HOOK = "spot-trainer-drain"
+UPLOAD_ALLOWANCE_SECONDS = 300  # after the grace period, for the final upload
+
+
 def group_name(job: str) -> str:
     """A fixed name: the role is scoped to it and user data carries it, without a dependency cycle."""
     return f"spot-trainer-{job}"
+
+
+def drain_hook(grace_seconds: int) -> autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty:
+    """CONTINUE by default: an agent that never answers delays termination, it never blocks it."""
+    return autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+        lifecycle_hook_name=DRAIN_HOOK,
+        lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+        heartbeat_timeout=min(7200, grace_seconds + UPLOAD_ALLOWANCE_SECONDS),
+        default_result="CONTINUE",
+    )
 
 
 class SpotFleet(Construct):
@@ -33,6 +49,7 @@ class SpotFleet(Construct):
         userdata_version: str,
         root_device: str,
         capacity_rebalance: bool,
+        grace_seconds: int,
     ) -> None:
         super().__init__(scope, construct_id)
         tags = [CfnTag(key="spot-trainer:job", value=job),
@@ -76,6 +93,7 @@ class SpotFleet(Construct):
             desired_capacity=params.nodes.value_as_string,
             vpc_zone_identifier=subnet_ids,
             capacity_rebalance=capacity_rebalance,
+            lifecycle_hook_specification_list=[drain_hook(grace_seconds)],
             mixed_instances_policy=autoscaling.CfnAutoScalingGroup.MixedInstancesPolicyProperty(
                 launch_template=autoscaling.CfnAutoScalingGroup.LaunchTemplateProperty(
                     launch_template_specification=autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(

@@ -14,7 +14,7 @@ from stacks.job_spec import JobSpec
 from stacks.log_group import JobLogGroup
 from stacks.nag_suppressions import acknowledge_findings
 from stacks.network import JobNetwork
-from stacks.spot_fleet import SpotFleet, group_name
+from stacks.spot_fleet import DRAIN_HOOK, SpotFleet, group_name
 from stacks.trainer_role import TrainerRole, s3_object_arn
 from stacks.user_data import render_user_data
 
@@ -45,7 +45,7 @@ class SpotTrainingStack(Stack):
             instance_profile=role.instance_profile,
             user_data=render_user_data(job.userdata_version, header),
             userdata_version=job.userdata_version, root_device=job.capacity.root_device,
-            capacity_rebalance=job.run.react_to_rebalance,
+            capacity_rebalance=job.run.react_to_rebalance, grace_seconds=job.run.grace_seconds,
         )
         fleet.node.add_dependency(logs)  # the first instance logs from its first second
         acknowledge_findings(
@@ -84,6 +84,7 @@ def user_data_header(
         "SPOT_BUCKET": bucket_name,
         "SPOT_REGION": Aws.REGION,
         "SPOT_ASG_NAME": group_name(job.name),
+        "SPOT_LIFECYCLE_HOOK": DRAIN_HOOK,
         "SPOT_LOG_GROUP": log_group,
         "SPOT_COMMAND": params.command.value_as_string,
         "SPOT_TRAIN_ARGS": params.train_args.value_as_string,

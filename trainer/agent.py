@@ -23,6 +23,7 @@ from trainer import status as states
 from trainer.checkpoint_names import list_checkpoints, parse_step
 from trainer.command import CommandProcess, parse_signal
 from trainer.config import AgentConfig, ConfigError
+from trainer.drain import SCALE_IN_WAIT_SECONDS, TERMINATED, DrainHook
 from trainer.lease_keeper import LeaseKeeper
 from trainer.status import JobStatus, StatusReporter
 from trainer.telemetry import RunTelemetry
@@ -275,7 +276,7 @@ class Agent:
         reporter.update(state=states.INTERRUPTED, interruptions=reporter.status.interruptions + 1,
                         reason=reason)
         self.telemetry.event("interruption", reason=reason, step=step)
-        self._complete_lifecycle_action()
+        self._drain_hook().release()
         self.log(f"interrupted ({reason}); checkpoint step {step} is safe in S3")
         return 0
 
@@ -284,12 +285,14 @@ class Agent:
         self.telemetry.event("done", step=step)
         self._scale_to_zero()
         self.log(f"training finished at checkpoint step {step}")
+        self._let_instance_go()
         return 0
 
     def _failed(self, reason: str, failures: int) -> int:
         self._require_reporter().update(state=states.FAILED, reason=reason, failures=failures)
         self._scale_to_zero()
         self.log(f"giving up after {failures} failures: {reason}")
+        self._let_instance_go()
         return EXIT_FAILED
 
     def _scale_to_zero(self) -> None:
@@ -303,21 +306,14 @@ class Agent:
         except Exception as error:
             self.log(f"could not scale {self.config.asg_name} to 0: {error}")
 
-    def _complete_lifecycle_action(self) -> None:
-        if not (self.config.lifecycle_hook and self.config.asg_name):
-            return
-        try:
-            if (self.clients.imds.target_lifecycle_state() or "") != "Terminated":
-                return
-            self.clients.autoscaling.complete_lifecycle_action(
-                LifecycleHookName=self.config.lifecycle_hook,
-                AutoScalingGroupName=self.config.asg_name,
-                LifecycleActionResult="CONTINUE",
-                InstanceId=self.instance_id,
-            )
-            self.log(f"completed lifecycle action {self.config.lifecycle_hook}")
-        except Exception as error:  # the hook's timeout completes it anyway
-            self.log(f"could not complete lifecycle action {self.config.lifecycle_hook}: {error}")
+    def _let_instance_go(self) -> None:
+        """After our own scale to zero, this instance is next to drain: complete its hook at once."""
+        if self.config.asg_name:
+            self._drain_hook().release(SCALE_IN_WAIT_SECONDS, self.config.poll_seconds, self.stop_requested)
+
+    def _drain_hook(self) -> DrainHook:
+        return DrainHook(self.config.lifecycle_hook, self.config.asg_name, self.instance_id,
+                         self.clients.imds, self.clients.autoscaling, self.log)
 
     # ---- signals from outside -----------------------------------------------------------------
     def _notice(self) -> str | None:
@@ -329,7 +325,7 @@ class Agent:
                 return "spot interruption notice"
             if self.config.react_to_rebalance and imds.rebalance_recommendation():
                 return "rebalance recommendation"
-            if (imds.target_lifecycle_state() or "") == "Terminated":
+            if (imds.target_lifecycle_state() or "") == TERMINATED:
                 return "scale-in (lifecycle Terminated)"
         except Exception as error:  # no IMDS (a laptop, a flaky moment): keep training, ask less often
             self._imds_retry_at = time.monotonic() + IMDS_BACKOFF_SECONDS

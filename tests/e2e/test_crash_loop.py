@@ -32,3 +32,5 @@ def test_crash_loop_ends_failed_with_reason_and_no_capacity(crashed: Scenario) -
     assert group["DesiredCapacity"] == 0 and group["Instances"] == []
     assert len(crashed.player.instances) == 1  # failing is not an interruption: nothing was replaced
     assert all(instance.processes() == [] for instance in crashed.player.instances.values())
+    (instance,) = crashed.player.instances.values()
+    assert "completed lifecycle action spot-trainer-drain" in instance.journal.read_text()

@@ -44,6 +44,12 @@ def test_job_finishes_and_leaves_nothing_running(run: Scenario) -> None:
     assert all(instance.processes() == [] for instance in run.player.instances.values())
 
 
+def test_the_last_instance_completes_the_stacks_drain_hook(run: Scenario) -> None:
+    journals = [instance.journal.read_text() for instance in run.player.instances.values()]
+    (finisher,) = [text for text in journals if "training finished" in text]
+    assert "spot-trainer: completed lifecycle action spot-trainer-drain" in finisher
+
+
 def test_final_weights_equal_an_uninterrupted_run(run: Scenario, tmp_path: Path) -> None:
     reference = tmp_path / "reference"
     env = {**os.environ, "CHECKPOINT_DIR": str(reference), "RESUME_FROM": ""}

@@ -6,34 +6,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-
 import boto3
 import pytest
 
 from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
+from tests.integration.fleet import create_group, desired_capacity
 from trainer.fake_imds import FakeImds
 from trainer.agent import EXIT_FAILED
 from trainer.remote import RemoteStore
-
-
-def create_group(aws_env: dict[str, str], name: str) -> Any:
-    """A launch template and a one-instance Auto Scaling group in moto, as the stack would create."""
-    endpoint = aws_env["AWS_ENDPOINT_URL"]
-    ec2 = boto3.client("ec2", endpoint_url=endpoint)
-    autoscaling = boto3.client("autoscaling", endpoint_url=endpoint)
-    subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
-    ec2.create_launch_template(LaunchTemplateName=name,
-                               LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "t3.micro"})
-    autoscaling.create_auto_scaling_group(
-        AutoScalingGroupName=name, LaunchTemplate={"LaunchTemplateName": name, "Version": "$Latest"},
-        MinSize=0, MaxSize=1, DesiredCapacity=1, VPCZoneIdentifier=subnet)
-    return autoscaling
-
-
-def desired_capacity(autoscaling: Any, group: str) -> int:
-    groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])
-    return int(groups["AutoScalingGroups"][0]["DesiredCapacity"])
 
 
 def test_crash_looping_command_fails_after_the_budget_and_scales_to_zero(

@@ -10,6 +10,7 @@ from pathlib import Path
 import boto3
 
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env, descendants
+from tests.integration.fleet import create_group, desired_capacity
 from trainer.fake_imds import FakeImds
 from trainer.remote import RemoteStore
 
@@ -67,10 +68,12 @@ def test_an_agent_whose_lease_was_taken_stops_training_and_publishes_nothing(
 def test_scale_in_through_the_lifecycle_state_stops_training_like_a_notice(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
+    group = f"fleet-{bucket[-8:]}"
+    create_group(aws_env, group, drain_hook="drain-hook")
     with FakeImds(instance_id="i-scalein") as imds:
         agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="scalein", checkpoint_dir=tmp_path / "c",
                                        imds_url=imds.url, instance_id="i-scalein", command=STEPPER,
-                                       lifecycle_hook="drain-hook", asg_name="fleet")).start()
+                                       lifecycle_hook="drain-hook", asg_name=group)).start()
         try:
             agent.wait_for(lambda: any(e["step"] >= 12 for e in agent.events("step")), what="step 12")
             imds.set_target_lifecycle_state("Terminated")
@@ -82,5 +85,44 @@ def test_scale_in_through_the_lifecycle_state_stops_training_like_a_notice(
     assert store.latest_step() == saved
     status = store.get_json("status.json")
     assert (status["state"], status["reason"]) == ("INTERRUPTED", "scale-in (lifecycle Terminated)")
-    # The hook is completed (here moto's group does not exist, which must not fail the shutdown).
-    assert any("lifecycle action drain-hook" in line for line in agent.lines), agent.text()
+    # Only once the checkpoint is in S3 is the instance let go.
+    released = agent.lines.index("spot-trainer: completed lifecycle action drain-hook")
+    assert released > next(i for i, line in enumerate(agent.lines) if f"checkpoint step {saved} uploaded" in line)
+
+
+def test_a_missing_hook_is_logged_and_does_not_fail_the_shutdown(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    with FakeImds(instance_id="i-nohook") as imds:
+        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="nohook", checkpoint_dir=tmp_path / "c",
+                                       imds_url=imds.url, instance_id="i-nohook", command=STEPPER,
+                                       lifecycle_hook="drain-hook", asg_name="no-such-group")).start()
+        try:
+            agent.wait_for(lambda: any(e["step"] >= 5 for e in agent.events("step")), what="step 5")
+            imds.set_target_lifecycle_state("Terminated")
+            assert agent.wait() == 0, agent.text()
+        finally:
+            agent.stop()
+    assert any(line.startswith("spot-trainer: could not complete lifecycle action drain-hook: ")
+               and "No Lifecycle Hook found" in line for line in agent.lines), agent.text()
+
+
+def test_after_scaling_to_zero_the_agent_releases_its_instance_from_the_hook(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    group = f"fleet-{bucket[-8:]}"
+    autoscaling = create_group(aws_env, group, drain_hook="drain-hook")
+    with FakeImds(instance_id="i-last") as imds:
+        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="last", checkpoint_dir=tmp_path / "c",
+                                       imds_url=imds.url, instance_id="i-last", command="exit 0",
+                                       lifecycle_hook="drain-hook", asg_name=group)).start()
+        try:
+            agent.wait_for(lambda: any("set desired capacity" in line for line in agent.lines), what="scale to 0")
+            time.sleep(0.5)
+            assert agent.process.poll() is None, "the agent waits for the group to pick its instance"  # type: ignore[union-attr]
+            imds.set_target_lifecycle_state("Terminated")  # AWS: the group moves it to Terminating:Wait
+            assert agent.wait() == 0, agent.text()
+        finally:
+            agent.stop()
+    assert desired_capacity(autoscaling, group) == 0
+    assert agent.lines[-1] == "spot-trainer: completed lifecycle action drain-hook", agent.text()

@@ -51,6 +51,10 @@ def test_deploy_creates_bucket_group_role_and_log_group(deployed: dict) -> None:
     assert policy["InstancesDistribution"]["SpotMaxPrice"] == "0.42"  # --parameters override
     assert [o["InstanceType"] for o in policy["LaunchTemplate"]["Overrides"]] == [
         "c7i.xlarge", "c6i.xlarge", "m6i.xlarge"]
+    (hook,) = clients["autoscaling"].describe_lifecycle_hooks(AutoScalingGroupName="spot-trainer-example")[
+        "LifecycleHooks"]
+    assert (hook["LifecycleHookName"], hook["HeartbeatTimeout"], hook["DefaultResult"]) == (
+        "spot-trainer-drain", 360, "CONTINUE")
     groups = clients["logs"].describe_log_groups(logGroupNamePrefix="/spot-trainer/example")["logGroups"]
     # int(): moto passes the parameter through as a string where AWS stores a number.
     assert [(g["logGroupName"], int(g["retentionInDays"])) for g in groups] == [("/spot-trainer/example", 14)]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Match
 
+from stacks.user_data import export_line
 from tests.unit.stack_support import JOBS, Synthesized, synth, user_data_text
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -77,6 +78,17 @@ def test_group_is_all_spot_price_capacity_optimized_across_types(synthesized: di
     assert [o["InstanceType"]["Fn::Select"][0] for o in overrides] == [0, 1, 2, 3]
     assert cifar.raw["Parameters"]["InstanceTypes"]["Default"] == "g5.xlarge,g6.xlarge,g4dn.xlarge,g5.2xlarge"
     assert cifar.raw["Parameters"]["SpotMaxPrice"]["Default"] == "0.6"
+
+
+def test_scale_in_waits_for_the_agent_through_a_termination_hook(synthesized: dict[str, Synthesized]) -> None:
+    example = synthesized["example"]
+    (hook,) = example.one("AWS::AutoScaling::AutoScalingGroup")["LifecycleHookSpecificationList"]
+    assert hook["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
+    assert hook["DefaultResult"] == "CONTINUE", "an agent that never answers must not keep the instance"
+    assert hook["HeartbeatTimeout"] == 60 + 300  # the job's grace period, then time for the upload
+    # The agent is told the same name, and its role may complete actions on its own group only.
+    assert export_line("SPOT_LIFECYCLE_HOOK", hook["LifecycleHookName"]) in user_data_text(example)
+    assert "autoscaling:CompleteLifecycleAction" in _role_statements(example)["OwnGroup"]["Action"]
 
 
 def _role_statements(synth: Synthesized) -> dict[str, dict]:

@@ -1,0 +1,54 @@
+"""moto's server with the lifecycle-hook parts of Auto Scaling that moto lacks and the stack uses.
+
+moto creates a group from a template without its LifecycleHookSpecificationList and has no
+CompleteLifecycleAction. Here the hooks are created as AWS creates them, and completing an action
+checks what AWS checks (the hook exists on that group, the instance was in it), so a wrong hook
+name in the stack or the agent fails locally as it would in AWS. Run: python -m localcloud.moto_app
+with moto_server's arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moto import server
+from moto.autoscaling.exceptions import ValidationError
+from moto.autoscaling.models import FakeAutoScalingGroup, autoscaling_backends
+from moto.autoscaling.responses import AutoScalingResponse
+from moto.core.responses import EmptyResult
+
+_create_group = FakeAutoScalingGroup.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
+
+
+def _create_group_with_hooks(cls: type, resource_name: str, cloudformation_json: dict[str, Any],
+                             account_id: str, region_name: str, **kwargs: Any) -> FakeAutoScalingGroup:
+    group = _create_group(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+    backend = autoscaling_backends[account_id][region_name]
+    for spec in cloudformation_json["Properties"].get("LifecycleHookSpecificationList", []):
+        backend.create_lifecycle_hook(
+            name=spec["LifecycleHookName"], as_name=group.name, transition=spec["LifecycleTransition"],
+            timeout=int(spec["HeartbeatTimeout"]) if "HeartbeatTimeout" in spec else None,
+            result=spec.get("DefaultResult"),
+        )
+    return group
+
+
+def complete_lifecycle_action(self: AutoScalingResponse) -> EmptyResult:
+    group_name = self._get_param("AutoScalingGroupName")
+    hook_name = self._get_param("LifecycleHookName")
+    instance_id = self._get_param("InstanceId")
+    if not self.autoscaling_backend.describe_lifecycle_hooks(group_name, [hook_name]):
+        raise ValidationError(f"No Lifecycle Hook found with name {hook_name} for group {group_name}")
+    if not instance_id or not instance_id.startswith("i-"):
+        raise ValidationError(f"No active Lifecycle Action found with instance ID {instance_id}")
+    return EmptyResult()
+
+
+def install() -> None:
+    FakeAutoScalingGroup.create_from_cloudformation_json = classmethod(_create_group_with_hooks)  # type: ignore[method-assign,assignment]
+    AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    install()
+    server.main()
