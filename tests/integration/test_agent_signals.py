@@ -65,14 +65,11 @@ def test_an_agent_whose_lease_was_taken_stops_training_and_publishes_nothing(
     assert store.get_json("lease.json")["owner"] == "i-thief"
 
 
-def test_scale_in_through_the_lifecycle_state_stops_training_like_a_notice(
-    aws_env: dict[str, str], bucket: str, tmp_path: Path
-) -> None:
-    group = f"fleet-{bucket[-8:]}"
-    create_group(aws_env, group, drain_hook="drain-hook")
-    with FakeImds(instance_id="i-scalein") as imds:
-        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="scalein", checkpoint_dir=tmp_path / "c",
-                                       imds_url=imds.url, instance_id="i-scalein", command=STEPPER,
+def scaled_in_while_training(aws_env: dict[str, str], bucket: str, job: str, group: str, tmp_path: Path) -> AgentProcess:
+    """An agent of `job` in `group` (hook "drain-hook") chosen for scale-in at step 12; it has exited."""
+    with FakeImds(instance_id=f"i-{job}") as imds:
+        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "c",
+                                       imds_url=imds.url, instance_id=f"i-{job}", command=STEPPER,
                                        lifecycle_hook="drain-hook", asg_name=group)).start()
         try:
             agent.wait_for(lambda: any(e["step"] >= 12 for e in agent.events("step")), what="step 12")
@@ -80,6 +77,15 @@ def test_scale_in_through_the_lifecycle_state_stops_training_like_a_notice(
             assert agent.wait() == 0, agent.text()
         finally:
             agent.stop()
+    return agent
+
+
+def test_scale_in_through_the_lifecycle_state_stops_training_like_a_notice(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    group = f"fleet-{bucket[-8:]}"
+    create_group(aws_env, group, drain_hook="drain-hook")
+    agent = scaled_in_while_training(aws_env, bucket, "scalein", group, tmp_path)
     saved = int(next(line for line in agent.lines if line.startswith("saved "))[6:])
     store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "scalein")
     assert store.latest_step() == saved
@@ -93,16 +99,7 @@ def test_scale_in_through_the_lifecycle_state_stops_training_like_a_notice(
 def test_a_missing_hook_is_logged_and_does_not_fail_the_shutdown(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
-    with FakeImds(instance_id="i-nohook") as imds:
-        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job="nohook", checkpoint_dir=tmp_path / "c",
-                                       imds_url=imds.url, instance_id="i-nohook", command=STEPPER,
-                                       lifecycle_hook="drain-hook", asg_name="no-such-group")).start()
-        try:
-            agent.wait_for(lambda: any(e["step"] >= 5 for e in agent.events("step")), what="step 5")
-            imds.set_target_lifecycle_state("Terminated")
-            assert agent.wait() == 0, agent.text()
-        finally:
-            agent.stop()
+    agent = scaled_in_while_training(aws_env, bucket, "nohook", "no-such-group", tmp_path)
     assert any(line.startswith("spot-trainer: could not complete lifecycle action drain-hook: ")
                and "No Lifecycle Hook found" in line for line in agent.lines), agent.text()
 
