@@ -1,15 +1,21 @@
-"""The checkpoint bucket: versioned, encrypted, SSL-only, private, kept when the stack goes."""
+"""The checkpoint bucket: versioned, encrypted, SSL-only, private, kept when the stack goes, or a
+bucket the user already has (for example the one a destroyed stack of this job kept)."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Aws, CfnCondition, CfnResource, Duration, Fn, RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 
 class CheckpointBucket(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, noncurrent_days: int | float) -> None:
+    """`name` and `arn` resolve to the created bucket, or to `existing_name` when that is not empty
+    (then nothing is created: the bucket's own settings stay the owner's)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, noncurrent_days: int | float,
+                 existing_name: str) -> None:
         super().__init__(scope, construct_id)
+        self.create = CfnCondition(self, "CreateBucket", expression=Fn.condition_equals(existing_name, ""))
         self.bucket = s3.Bucket(
             self,
             "Bucket",
@@ -30,3 +36,12 @@ class CheckpointBucket(Construct):
                 ),
             ],
         )
+        for resource in (self.bucket.node.default_child, self.bucket.policy and self.bucket.policy.node.default_child):
+            if isinstance(resource, CfnResource):
+                resource.cfn_options.condition = self.create
+        self.name = Fn.condition_if(self.create.logical_id, self.bucket.bucket_name, existing_name).to_string()
+        self.arn = f"arn:{Aws.PARTITION}:s3:::{self.name}"
+
+    @property
+    def cfn_bucket(self) -> CfnResource:
+        return self.bucket.node.default_child  # type: ignore[return-value]

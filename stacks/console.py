@@ -12,6 +12,7 @@ from stacks.job_spec import AMI_ID, LOG_RETENTION_DAYS, JobSpec
 
 PRICE_PATTERN = r"^$|^[0-9]*\.?[0-9]+$"
 CIDR_PATTERN = r"^$|^([0-9]{1,3}\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])$"
+BUCKET_PATTERN = r"^$|^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 DEFAULT_WORKDIR = "/opt/spot-trainer/work"
 
 
@@ -31,6 +32,7 @@ class JobParameters:
     vpc_id: CfnParameter | None
     subnets: CfnParameter | None
     volume_size: CfnParameter
+    existing_bucket: CfnParameter
     keep_checkpoints: CfnParameter
     noncurrent_days: CfnParameter
     log_retention: CfnParameter
@@ -83,6 +85,10 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         groups.append(("Network", [vpc_id, subnets]))
     groups += [
         ("Storage", [
+            _param(stack, "ExistingBucket", "Existing checkpoint bucket", type="String", default=storage.bucket,
+                   allowed_pattern=BUCKET_PATTERN,
+                   description="Empty = create a versioned bucket; else a bucket you own, e.g. the one a "
+                               "destroyed stack of this job kept: training resumes from its checkpoints"),
             _param(stack, "VolumeSize", "Root volume size (GiB)", type="Number", default=cap.volume_size,
                    min_value=8, max_value=16384, description="Encrypted gp3 root volume"),
             _param(stack, "KeepCheckpoints", "Checkpoints kept", type="Number",
@@ -121,7 +127,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         setup=found["SetupCommand"], trainer_package=found["TrainerPackage"],
         instance_types=found["InstanceTypes"], nodes=found["Nodes"], max_price=found["SpotMaxPrice"],
         image=found["ImageId"], vpc_id=vpc_id[2] if vpc_id else None, subnets=subnets[2] if subnets else None,
-        volume_size=found["VolumeSize"], keep_checkpoints=found["KeepCheckpoints"],
+        volume_size=found["VolumeSize"], existing_bucket=found["ExistingBucket"], keep_checkpoints=found["KeepCheckpoints"],
         noncurrent_days=found["CheckpointVersionRetentionDays"], log_retention=found["LogRetentionDays"],
         ssh_cidr=found["SshCidr"], key_pair=found["KeyPair"],
     )

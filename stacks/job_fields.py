@@ -8,6 +8,7 @@ from typing import Any
 
 from stacks.job_spec import (
     AMI_ID,
+    BUCKET_NAME,
     JOB_NAME,
     LOG_RETENTION_DAYS,
     SIGNALS,
@@ -124,6 +125,9 @@ def _check_access(access: AccessSpec) -> None:
 
 
 def _check_storage(storage: StorageSpec) -> None:
+    if storage.bucket and not BUCKET_NAME.match(storage.bucket):
+        raise _fail("storage.bucket", f"{storage.bucket!r} is not an S3 bucket name "
+                    "(3-63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit)")
     if storage.keep_checkpoints < 1:
         raise _fail("storage.keep_checkpoints", f"expected 1 or more, got {storage.keep_checkpoints}")
     if storage.noncurrent_days < 1:

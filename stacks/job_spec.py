@@ -15,6 +15,7 @@ JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 SSM_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 DEFAULT_AMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 DEFAULT_TRAINER_PACKAGE = "spot-trainer==0.1.0"
@@ -64,6 +65,7 @@ class AccessSpec:
 
 @dataclass(frozen=True)
 class StorageSpec:
+    bucket: str = ""  # an existing bucket to keep checkpoints in; empty = the stack creates one
     keep_checkpoints: int = 3
     noncurrent_days: int = 30
     log_retention_days: int = 30

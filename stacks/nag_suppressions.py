@@ -6,6 +6,8 @@ strings the role really uses; a new wildcard therefore shows up as a fresh, unac
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
 
 
@@ -13,7 +15,12 @@ def _ref(stack: Stack, resource: CfnResource) -> str:
     return stack.get_logical_id(resource)
 
 
-def acknowledge_findings(stack: Stack, *, job: str, bucket: CfnResource, log_group: CfnResource,
+def _resolved(stack: Stack, token: str) -> str:
+    """A token as cdk-nag writes it in a finding: the resolved intrinsic in compact JSON."""
+    return json.dumps(stack.resolve(token), separators=(",", ":"))
+
+
+def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group: CfnResource,
                          group_name: str, created_vpc: bool, has_asset: bool) -> None:
     iam5 = "AwsSolutions::AwsSolutions-IAM5"
     acks = {
@@ -21,7 +28,7 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket: CfnResource, log_gro
         "CloudTrail data events cover audit needs without a second logging bucket per job.",
         "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]":
         "Session Manager access instead of SSH; AWS maintains this policy's exact action list.",
-        f"{iam5}[Resource::<{_ref(stack, bucket)}.Arn>/{job}/*]":
+        f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{_resolved(stack, bucket_name)}/{job}/*]":
         "Checkpoint object names are created at run time; access is confined to this job's prefix.",
         f"{iam5}[Resource::<{_ref(stack, log_group)}.Arn>:log-stream:*]":
         "One log stream per instance, named at run time, inside this job's own log group only.",
@@ -36,6 +43,9 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket: CfnResource, log_gro
         "AwsSolutions::AwsSolutions-AS3": "Job progress and the end of the job are reported by the agent "
         "(status.json, events, CloudWatch Logs), not by scaling notifications.",
     }
+    acks["CloudFormation-Validate::W1001"] = ("Only the bucket and its policy are conditional (no existing "
+                                              "bucket given), and every reference to the bucket sits in an "
+                                              "Fn::If on that same condition.")
     if created_vpc:
         acks["AwsSolutions::AwsSolutions-VPC7"] = ("The created VPC carries only training instances with no "
                                                    "inbound traffic; flow logs would cost more than they show.")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 
@@ -20,7 +19,7 @@ class TrainerRole(Construct):
         construct_id: str,
         *,
         job: str,
-        bucket: s3.IBucket,
+        bucket_arn: str,
         log_group_arn: str,
         group_name: str,
         metrics_namespace: str,
@@ -42,12 +41,12 @@ class TrainerRole(Construct):
             iam.PolicyStatement(
                 sid="JobCheckpoints",
                 actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                resources=[bucket.arn_for_objects(f"{job}/*")],
+                resources=[f"{bucket_arn}/{job}/*"],
             ),
             iam.PolicyStatement(
                 sid="ListJobPrefix",
                 actions=["s3:ListBucket"],
-                resources=[bucket.bucket_arn],
+                resources=[bucket_arn],
                 conditions={"StringLike": {"s3:prefix": [f"{job}/*", job]}},
             ),
             iam.PolicyStatement(

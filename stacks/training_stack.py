@@ -29,16 +29,17 @@ class SpotTrainingStack(Stack):
         kwargs.setdefault("description", f"Spot Trainer job {job.name}" + (f": {job.description}" if job.description else ""))
         super().__init__(scope, construct_id, **kwargs)
         params = add_job_parameters(self, job)
-        bucket = CheckpointBucket(self, "Checkpoints", noncurrent_days=params.noncurrent_days.value_as_number).bucket
+        bucket = CheckpointBucket(self, "Checkpoints", noncurrent_days=params.noncurrent_days.value_as_number,
+                                  existing_name=params.existing_bucket.value_as_string)
         logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params.log_retention)
         code_uri = self._code_asset_uri(job)
         role = TrainerRole(
-            self, "TrainerRole", job=job.name, bucket=bucket, log_group_arn=logs.arn,
+            self, "TrainerRole", job=job.name, bucket_arn=bucket.arn, log_group_arn=logs.arn,
             group_name=group_name(job.name), metrics_namespace=METRICS_NAMESPACE,
             readable_objects=self._artifact_arns(job),
         )
         network = JobNetwork(self, "Network", params=params)
-        header = user_data_header(job, params, bucket_name=bucket.bucket_name, log_group=logs.name, code_uri=code_uri)
+        header = user_data_header(job, params, bucket_name=bucket.name, log_group=logs.name, code_uri=code_uri)
         fleet = SpotFleet(
             self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),
             subnet_ids=network.subnet_ids, security_group_id=network.security_group.attr_group_id,
@@ -49,10 +50,10 @@ class SpotTrainingStack(Stack):
         )
         fleet.node.add_dependency(logs)  # the first instance logs from its first second
         acknowledge_findings(
-            self, job=job.name, bucket=bucket.node.default_child, log_group=logs.log_group,  # type: ignore[arg-type]
+            self, job=job.name, bucket_name=bucket.name, log_group=logs.log_group,  # type: ignore[arg-type]
             group_name=fleet.group_name, created_vpc=job.network.create, has_asset=self._code_asset is not None,
         )
-        CfnOutput(self, "CheckpointBucket", value=bucket.bucket_name, description="Checkpoints live here")
+        CfnOutput(self, "CheckpointBucket", value=bucket.name, description="Checkpoints live here")
         CfnOutput(self, "AutoScalingGroup", value=fleet.group_name)
         CfnOutput(self, "LogGroup", value=logs.name)
 

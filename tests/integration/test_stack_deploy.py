@@ -27,7 +27,7 @@ def deployed(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) 
     cdk("deploy", "--app", str(out), "--require-approval", "never", "--parameters", f"VpcId={vpc}",
         "--parameters", f"Subnets={','.join(subnets)}", "--parameters", "SpotMaxPrice=0.42",
         "--parameters", "TrainingCommand=python train.py --lr 'a b'", server=moto_server)
-    yield {"clients": clients, "out": out, "subnets": subnets}
+    yield {"clients": clients, "out": out, "subnets": subnets, "vpc": vpc}
 
 
 def _physical_id(clients: dict, kind: str) -> str:
@@ -88,3 +88,27 @@ def test_destroy_removes_everything_but_the_checkpoints(deployed: dict, moto_ser
     assert not clients["logs"].describe_log_groups(logGroupNamePrefix="/spot-trainer/example")["logGroups"]
     body = clients["s3"].get_object(Bucket=bucket, Key="example/latest.json")["Body"].read()
     assert body == b'{"step": 7}'
+
+
+def test_redeploy_on_the_kept_bucket_resumes_from_its_checkpoints(deployed: dict, moto_server: MotoServer) -> None:
+    """After destroy, the same job deployed with ExistingBucket uses the kept bucket, creating none."""
+    clients = deployed["clients"]
+    kept = [b["Name"] for b in clients["s3"].list_buckets()["Buckets"]
+            if clients["s3"].list_objects_v2(Bucket=b["Name"], Prefix="example/latest.json")["KeyCount"]]
+    assert len(kept) == 1, "the destroyed stack's bucket is still there"
+    buckets_before = len(clients["s3"].list_buckets()["Buckets"])
+    cdk("deploy", "--app", str(deployed["out"]), "--require-approval", "never",
+        "--parameters", f"ExistingBucket={kept[0]}", "--parameters", f"Subnets={','.join(deployed['subnets'])}",
+        "--parameters", f"VpcId={deployed['vpc']}", server=moto_server)
+    try:
+        assert len(clients["s3"].list_buckets()["Buckets"]) == buckets_before
+        kinds = {r.get("ResourceType") for r in clients["cloudformation"].describe_stack_resources(
+            StackName=STACK)["StackResources"]}
+        assert not kinds & {"AWS::S3::Bucket", "AWS::S3::BucketPolicy"}
+        (version,) = clients["ec2"].describe_launch_template_versions(
+            LaunchTemplateId=_physical_id(clients, "AWS::EC2::LaunchTemplate"))["LaunchTemplateVersions"]
+        script = base64.b64decode(version["LaunchTemplateData"]["UserData"]).decode()
+        assert f"SPOT_BUCKET=$(cat <<'SPOT_TRAINER_VALUE'\n{kept[0]}\n" in script
+    finally:
+        cdk("destroy", "--app", str(deployed["out"]), "--force", server=moto_server)
+    assert clients["s3"].get_object(Bucket=kept[0], Key="example/latest.json")["Body"].read() == b'{"step": 7}'

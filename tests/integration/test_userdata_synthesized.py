@@ -23,7 +23,7 @@ from trainer.fake_imds import FakeImds
 COMMAND = "python -c 'import signal, time; signal.signal(signal.SIGTERM, lambda *a: exit(75)); time.sleep(600)'"
 
 
-def evaluate(node: Any, values: dict[str, str]) -> Any:
+def evaluate(node: Any, values: dict[str, str], conditions: dict[str, Any]) -> Any:
     """CloudFormation's meaning of the intrinsics CDK puts into user data."""
     if isinstance(node, str):
         return node
@@ -32,14 +32,29 @@ def evaluate(node: Any, values: dict[str, str]) -> Any:
         return values[argument]
     if name == "Fn::Join":
         separator, parts = argument
-        return separator.join(evaluate(part, values) for part in parts)
+        return separator.join(evaluate(part, values, conditions) for part in parts)
     if name == "Fn::Split":
         separator, source = argument
-        return evaluate(source, values).split(separator)
+        return evaluate(source, values, conditions).split(separator)
     if name == "Fn::Select":
         index, source = argument
-        return evaluate(source, values)[int(index)]
+        return evaluate(source, values, conditions)[int(index)]
+    if name == "Fn::If":
+        condition, if_true, if_false = argument
+        chosen = if_true if holds(conditions[condition], values, conditions) else if_false
+        return evaluate(chosen, values, conditions)
     raise AssertionError(f"user data uses {name}, which this test does not resolve")
+
+
+def holds(node: Any, values: dict[str, str], conditions: dict[str, Any]) -> bool:
+    (name, argument), = node.items()
+    if name == "Fn::Equals":
+        return bool(evaluate(argument[0], values, conditions) == evaluate(argument[1], values, conditions))
+    if name == "Fn::Not":
+        return not holds(argument[0], values, conditions)
+    if name == "Condition":
+        return holds(conditions[argument], values, conditions)
+    raise AssertionError(f"condition uses {name}, which this test does not resolve")
 
 
 def zipped(directory: Path) -> bytes:
@@ -70,7 +85,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, moto_server: MotoServer) 
             values[name] = "assets/||byo-code.zip"
     s3.put_object(Bucket=bucket, Key="assets/byo-code.zip", Body=zipped(REPO_ROOT / "jobs" / "byo"))
     (launch_template,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
-    script = evaluate(launch_template["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"], values)
+    script = evaluate(launch_template["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"], values,
+                      template.get("Conditions", {}))
     wheels = build_trainer_wheel(tmp_path_factory.mktemp("wheels")).parent
     with FakeImds(instance_id="i-0b0b0b0b0b0b0b0b0") as imds:
         sandbox = UserDataSandbox(

@@ -28,6 +28,9 @@ class Synthesized:
         (found,) = self.resources(kind).values()
         return found["Properties"]
 
+    def condition_of(self, logical_id: str) -> str:
+        return str(self.raw["Resources"][logical_id]["Condition"])
+
     def validation_report(self) -> dict[str, Any]:
         return json.loads((self.outdir / "validation-report.json").read_text())
 

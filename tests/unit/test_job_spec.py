@@ -68,6 +68,7 @@ BAD_CASES = [
     (with_change("run", "workdir", "no-such-dir"), "run.workdir: 'no-such-dir' is not a directory"),
     (with_change(None, "userdata_version", "v9"), "userdata_version: 'v9' not found"),
     (with_change("run", "grace_seconds", 1), "run.grace_seconds: expected 10..7200"),
+    (with_change("storage", "bucket", "My_Bucket"), "storage.bucket: 'My_Bucket' is not an S3 bucket name"),
 ]
 
 

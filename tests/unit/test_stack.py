@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Match
 
+from stacks.job_spec import JOBS_DIR
 from stacks.user_data import export_line
 from tests.unit.stack_support import JOBS, Synthesized, synth, user_data_text
 
@@ -98,8 +99,9 @@ def _role_statements(synth: Synthesized) -> dict[str, dict]:
 def test_role_is_scoped_to_the_job_prefix_log_group_and_own_group(example: Synthesized) -> None:
     statements = _role_statements(example)
     bucket_id = next(iter(example.resources("AWS::S3::Bucket")))
+    bucket_name = {"Fn::If": [example.condition_of(bucket_id), {"Ref": bucket_id}, {"Ref": "ExistingBucket"}]}
     assert statements["JobCheckpoints"]["Resource"] == {
-        "Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/example/*"]]}
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", bucket_name, "/example/*"]]}
     assert statements["ListJobPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["example/*", "example"]}}
     assert "autoScalingGroupName/spot-trainer-example" in json.dumps(statements["OwnGroup"]["Resource"])
     assert statements["JobMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "SpotTrainer"}}
@@ -113,6 +115,24 @@ def test_job_code_asset_is_readable_object_by_object(synthesized: dict[str, Synt
     assert artifacts["Action"] == "s3:GetObject"
     assert "/*" not in json.dumps(artifacts["Resource"])
     assert "SPOT_CODE_URI=$(cat" in user_data_text(byo)
+
+
+def test_an_existing_bucket_replaces_the_created_one(tmp_path: Path) -> None:
+    job = tmp_path / "resume.toml"
+    job.write_text((JOBS_DIR / "example.toml").read_text().replace(
+        "[storage]\n", '[storage]\nbucket = "kept-checkpoints"\n'))
+    synthesized = synth(str(job), tmp_path / "out")
+    assert synthesized.raw["Parameters"]["ExistingBucket"]["Default"] == "kept-checkpoints"
+    # Bucket and SSL-only policy exist only when no bucket is named; everything else takes the name.
+    conditional = {synthesized.condition_of(logical_id) for kind in ("AWS::S3::Bucket", "AWS::S3::BucketPolicy")
+                   for logical_id in synthesized.resources(kind)}
+    (create,) = conditional
+    assert synthesized.raw["Conditions"][create] == {"Fn::Equals": [{"Ref": "ExistingBucket"}, ""]}
+    chosen = json.dumps({"Fn::If": [create, {"Ref": next(iter(synthesized.resources("AWS::S3::Bucket")))},
+                                     {"Ref": "ExistingBucket"}]})
+    assert chosen in json.dumps(synthesized.raw["Outputs"]["CheckpointBucket"])
+    assert chosen in json.dumps(synthesized.one("AWS::EC2::LaunchTemplate")["LaunchTemplateData"]["UserData"])
+    assert chosen in json.dumps(_role_statements(synthesized)["JobCheckpoints"])
 
 
 def test_log_group_has_job_name_and_retention_parameter(example: Synthesized) -> None:
