@@ -66,7 +66,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                    default=",".join(cap.instance_types),
                    description=f"Exactly {len(cap.instance_types)} spot instance types, most preferred first"),
             _param(stack, "Nodes", "Number of instances", type="Number", default=cap.nodes, min_value=0,
-                   description="Instances training at once (0 pauses the job)"),
+                   description="Instances kept running: one trains, the others stand by to take over at once "
+                               "(no multi-node training); 0 pauses the job"),
             _param(stack, "SpotMaxPrice", "Spot max price (USD/hour)", type="String", default=cap.max_price,
                    allowed_pattern=PRICE_PATTERN,
                    description="Highest hourly price per instance; empty = the on-demand price"),
