@@ -4,7 +4,7 @@ Starts moto server on 127.0.0.1, writes a checkpoint of random bytes, and times 
 our RemoteStore (upload = objects + manifest + publish, download = restore with sha256 verification),
 `aws s3 cp` (aws CLI v1), `s5cmd cp`, and boto3's default `upload_file`/`download_file`. Prints JSON.
 
-    python benchmarks/p2_transfer.py [--mb 1024] [--repeat 1] [--sweep]
+    python benchmarks/p2_transfer.py [--mb 1024] [--repeat 3] [--sweep]
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,24 +111,32 @@ class Tools:
         return up, down
 
 
-def measure(name: str, action: Callable[[], tuple[float, float]], tools: Tools, mb: int, repeat: int) -> dict:
-    """Best of `repeat` runs (the least disturbed by the rest of the machine)."""
-    ups, downs = [], []
-    for _ in range(repeat):
-        up, down = action()
-        ups.append(up)
-        downs.append(down)
-        empty_bucket(tools.s3)
-    result = {"upload_s": round(min(ups), 2), "download_s": round(min(downs), 2),
-              "upload_MBps": round(mb / min(ups), 1), "download_MBps": round(mb / min(downs), 1)}
-    print(f"{name}: {result}", file=sys.stderr)
-    return result
+def summary(mb: int, ups: list[float], downs: list[float]) -> dict:
+    """Median and best of the rounds: the median is the figure compared, the best shows the spread."""
+    up, down = statistics.median(ups), statistics.median(downs)
+    return {"upload_s": round(up, 2), "download_s": round(down, 2),
+            "upload_MBps": round(mb / up, 1), "download_MBps": round(mb / down, 1),
+            "best_upload_MBps": round(mb / min(ups), 1), "best_download_MBps": round(mb / min(downs), 1)}
+
+
+def measure_rounds(actions: dict[str, Callable[[], tuple[float, float]]], tools: Tools, mb: int,
+                   rounds: int) -> dict[str, dict]:
+    """Every tool once per round, rounds interleaved, so a slow moment of the machine or a growing
+    server hits all tools alike instead of whichever happened to run then."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in actions}
+    for round_number in range(rounds):
+        for name, action in actions.items():
+            times[name].append(action())
+            empty_bucket(tools.s3)
+            print(f"round {round_number + 1} {name}: up {times[name][-1][0]:.2f}s down {times[name][-1][1]:.2f}s",
+                  file=sys.stderr)
+    return {name: summary(mb, [u for u, _ in pairs], [d for _, d in pairs]) for name, pairs in times.items()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=1024, help="checkpoint size in MB (default 1024)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per tool, best kept (default 1)")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds, median kept (default 3)")
     parser.add_argument("--sweep", action="store_true", help="also time other chunk/concurrency settings")
     args = parser.parse_args()
     if args.mb < 1 or args.repeat < 1:
@@ -139,17 +148,10 @@ def main() -> int:
         with MotoServer(log_path=work / "moto.log") as server:
             tools = Tools(server, source, work)
             tools.s3.create_bucket(Bucket=BUCKET)
-            results = {
-                "boto3_default": measure("boto3_default", tools.boto3_default, tools, args.mb, args.repeat),
-                "aws_cli": measure("aws_cli", tools.aws_cli, tools, args.mb, args.repeat),
-                "s5cmd": measure("s5cmd", tools.s5cmd, tools, args.mb, args.repeat),
-                "ours": measure("ours", tools.ours, tools, args.mb, args.repeat),
-            }
-            sweep = {
-                f"chunk_{c}MB_concurrency_{n}":
-                    measure(f"sweep {c}/{n}", lambda c=c, n=n: tools.ours(c, n), tools, args.mb, args.repeat)
-                for c, n in (SWEEP if args.sweep else [])
-            }
+            results = measure_rounds({"boto3_default": tools.boto3_default, "aws_cli": tools.aws_cli,
+                                      "s5cmd": tools.s5cmd, "ours": tools.ours}, tools, args.mb, args.repeat)
+            sweep = measure_rounds({f"chunk_{c}MB_concurrency_{n}": (lambda c=c, n=n: tools.ours(c, n))
+                                    for c, n in (SWEEP if args.sweep else [])}, tools, args.mb, args.repeat)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     others = [results[name] for name in ("boto3_default", "aws_cli", "s5cmd")]
@@ -158,7 +160,8 @@ def main() -> int:
     report = {
         "benchmark": "p2_transfer",
         "checkpoint_mb": args.mb,
-        "repeat": args.repeat,
+        "rounds": args.repeat,
+        "figure": "median of interleaved rounds (best_* = fastest round)",
         "ours_settings": {
             "upload": {"multipart_chunksize_mb": upload_config_for(args.mb * MB).multipart_chunksize // MB,
                        "max_concurrency": upload_config_for(args.mb * MB).max_concurrency},
