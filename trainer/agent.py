@@ -102,6 +102,7 @@ class Agent:
         self._forward_bootstrap_log()
         if not self._wait_for_lease():
             self.log("stopped while waiting for the job lease; nothing to do")
+            self._drain_hook().release()  # a standby chosen for scale-in has nothing to save
             return 0
         self._keeper = LeaseKeeper(self.clients.lease, self.config.lease_ttl_seconds, self.log).start()
         try:

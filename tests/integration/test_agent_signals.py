@@ -123,3 +123,27 @@ def test_after_scaling_to_zero_the_agent_releases_its_instance_from_the_hook(
             agent.stop()
     assert desired_capacity(autoscaling, group) == 0
     assert agent.lines[-1] == "spot-trainer: completed lifecycle action drain-hook", agent.text()
+
+
+def test_a_standby_chosen_for_scale_in_leaves_at_once(aws_env: dict[str, str], bucket: str, tmp_path: Path) -> None:
+    """nodes > 1: the instance waiting for the lease holds no checkpoint, so it lets its hook go at once."""
+    group = f"fleet-{bucket[-8:]}"
+    create_group(aws_env, group, drain_hook="drain-hook")
+    with FakeImds(instance_id="i-trainer") as trainer_imds, FakeImds(instance_id="i-standby") as standby_imds:
+        trainer, standby = (
+            AgentProcess(agent_env(aws_env, bucket=bucket, job="standby", checkpoint_dir=tmp_path / name,
+                                   imds_url=imds.url, instance_id=imds.instance_id, command=STEPPER,
+                                   lifecycle_hook="drain-hook", asg_name=group))
+            for name, imds in (("trainer", trainer_imds), ("standby", standby_imds)))
+        try:
+            trainer.start().wait_for(lambda: bool(trainer.events("step")), what="the trainer's first step")
+            standby.start().wait_for(lambda: any("another agent holds the job lease" in line for line in standby.lines),
+                                     what="the standby waiting")
+            standby_imds.set_target_lifecycle_state("Terminated")
+            assert standby.wait() == 0, standby.text()
+            assert trainer.process.poll() is None, "the trainer goes on"  # type: ignore[union-attr]
+        finally:
+            standby.stop()
+            trainer.stop()
+    assert standby.lines[-1] == "spot-trainer: completed lifecycle action drain-hook", standby.text()
+    assert standby.events("step") == []
