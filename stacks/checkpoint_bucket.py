@@ -41,7 +41,3 @@ class CheckpointBucket(Construct):
                 resource.cfn_options.condition = self.create
         self.name = Fn.condition_if(self.create.logical_id, self.bucket.bucket_name, existing_name).to_string()
         self.arn = f"arn:{Aws.PARTITION}:s3:::{self.name}"
-
-    @property
-    def cfn_bucket(self) -> CfnResource:
-        return self.bucket.node.default_child  # type: ignore[return-value]
