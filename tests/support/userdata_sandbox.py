@@ -150,7 +150,7 @@ class UserDataSandbox:
     def wait_for_main_pid(self, timeout: float = 10) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            pid = self.main_pid()
+            pid = running_main_pid(self.run_dir, UNIT)
             if pid is not None:
                 return pid
             time.sleep(0.05)
@@ -167,6 +167,17 @@ class UserDataSandbox:
 
 def process_cmdline(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().rstrip("\0").split("\0")
+
+
+def running_main_pid(run_dir: Path, unit: str) -> int | None:
+    """The unit's main process once it runs the unit's program. Right after the fork that pid is still
+    the stand-in's shell (then `env`), with another command line and environment."""
+    try:
+        pid = int((run_dir / f"{unit}.pid").read_text())
+        program = (run_dir / f"{unit}.exec").read_text().split("\n", 1)[0]
+        return pid if process_cmdline(pid)[0] == program else None
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def process_environ(pid: int) -> dict[str, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.userdata_sandbox import STAND_INS, alive, process_environ
+from tests.support.userdata_sandbox import STAND_INS, alive, process_environ, running_main_pid
 
 SYSTEMCTL = STAND_INS / "systemctl"
 
@@ -59,6 +59,7 @@ def test_start_runs_the_unit_with_a_clean_environment(host: Host, tmp_path: Path
     host.unit("a.service", f"EnvironmentFile={tmp_path}/agent.env\nEnvironment=PATH=/usr/bin:/bin\n"
                            f"WorkingDirectory={tmp_path}\nExecStart=/bin/sleep 30\n")
     assert host.systemctl("start", "a.service").returncode == 0
+    wait_until(lambda: running_main_pid(host.root / "run/systemctl", "a.service") is not None)
     pid = host.pid("a.service")
     environ = process_environ(pid)
     assert environ["SPOT_COMMAND"] == """python train.py --cost '$5' --q "x\""""
