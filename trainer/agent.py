@@ -23,7 +23,7 @@ from trainer import status as states
 from trainer.checkpoint_names import list_checkpoints, parse_step
 from trainer.command import CommandProcess, parse_signal
 from trainer.config import AgentConfig, ConfigError
-from trainer.drain import SCALE_IN_WAIT_SECONDS, TERMINATED, DrainHook
+from trainer.own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
 from trainer.lease_keeper import LeaseKeeper
 from trainer.status import JobStatus, StatusReporter
 from trainer.telemetry import RunTelemetry
@@ -102,7 +102,7 @@ class Agent:
         self._forward_bootstrap_log()
         if not self._wait_for_lease():
             self.log("stopped while waiting for the job lease; nothing to do")
-            self._drain_hook().release()  # a standby chosen for scale-in has nothing to save
+            self._own_group().release()  # a standby chosen for scale-in has nothing to save
             return 0
         self._keeper = LeaseKeeper(self.clients.lease, self.config.lease_ttl_seconds, self.log).start()
         try:
@@ -277,44 +277,32 @@ class Agent:
         reporter.update(state=states.INTERRUPTED, interruptions=reporter.status.interruptions + 1,
                         reason=reason)
         self.telemetry.event("interruption", reason=reason, step=step)
-        self._drain_hook().release()
+        self._own_group().release()
         self.log(f"interrupted ({reason}); checkpoint step {step} is safe in S3")
         return 0
 
     def _done(self, step: int | None) -> int:
         self._require_reporter().update(state=states.DONE)
         self.telemetry.event("done", step=step)
-        self._scale_to_zero()
-        self.log(f"training finished at checkpoint step {step}")
-        self._let_instance_go()
+        self._end_job(f"training finished at checkpoint step {step}")
         return 0
 
     def _failed(self, reason: str, failures: int) -> int:
         self._require_reporter().update(state=states.FAILED, reason=reason, failures=failures)
-        self._scale_to_zero()
-        self.log(f"giving up after {failures} failures: {reason}")
-        self._let_instance_go()
+        self._end_job(f"giving up after {failures} failures: {reason}")
         return EXIT_FAILED
 
-    def _scale_to_zero(self) -> None:
-        if not self.config.asg_name:
-            return
-        try:
-            self.clients.autoscaling.set_desired_capacity(
-                AutoScalingGroupName=self.config.asg_name, DesiredCapacity=0, HonorCooldown=False
-            )
-            self.log(f"set desired capacity of {self.config.asg_name} to 0")
-        except Exception as error:
-            self.log(f"could not scale {self.config.asg_name} to 0: {error}")
+    def _end_job(self, message: str) -> None:
+        """Done or failed for good: scale the group to zero, then let this instance go as well (it is
+        next to drain: its hook is completed as soon as the group picks it)."""
+        group = self._own_group()
+        group.scale_to_zero()
+        self.log(message)
+        group.release(SCALE_IN_WAIT_SECONDS, self.config.poll_seconds, self.stop_requested)
 
-    def _let_instance_go(self) -> None:
-        """After our own scale to zero, this instance is next to drain: complete its hook at once."""
-        if self.config.asg_name:
-            self._drain_hook().release(SCALE_IN_WAIT_SECONDS, self.config.poll_seconds, self.stop_requested)
-
-    def _drain_hook(self) -> DrainHook:
-        return DrainHook(self.config.lifecycle_hook, self.config.asg_name, self.instance_id,
-                         self.clients.imds, self.clients.autoscaling, self.log)
+    def _own_group(self) -> OwnGroup:
+        return OwnGroup(self.config.asg_name, self.config.lifecycle_hook, self.instance_id,
+                        self.clients.imds, self.clients.autoscaling, self.log)
 
     # ---- signals from outside -----------------------------------------------------------------
     def _notice(self) -> str | None:

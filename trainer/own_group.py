@@ -1,5 +1,6 @@
-"""The termination lifecycle hook: a scaled-in instance waits in Terminating:Wait until its agent has
-the last checkpoint in S3, then the agent lets it go by completing the lifecycle action."""
+"""The agent's own Auto Scaling group: scaling it to zero when the job ends, and the termination
+lifecycle hook. A scaled-in instance waits in Terminating:Wait until its agent has the last
+checkpoint in S3, then the agent lets it go by completing the lifecycle action."""
 
 from __future__ import annotations
 
@@ -14,24 +15,32 @@ SCALE_IN_WAIT_SECONDS = 60.0  # after our own scale to zero, for the group to pi
 
 
 @dataclass
-class DrainHook:
+class OwnGroup:
+    group_name: str  # empty: not in a group (a laptop, a test); every call is then a no-op
     hook_name: str
-    group_name: str
     instance_id: str
     imds: Any  # trainer.imds.ImdsClient
     autoscaling: Any  # boto3 "autoscaling" client
     log: Callable[[str], None]
 
-    @property
-    def enabled(self) -> bool:
-        return bool(self.hook_name and self.group_name)
+    def scale_to_zero(self) -> None:
+        """The job is over (done or failed for good): no instance should keep running."""
+        if not self.group_name:
+            return
+        try:
+            self.autoscaling.set_desired_capacity(
+                AutoScalingGroupName=self.group_name, DesiredCapacity=0, HonorCooldown=False
+            )
+            self.log(f"set desired capacity of {self.group_name} to 0")
+        except Exception as error:
+            self.log(f"could not scale {self.group_name} to 0: {error}")
 
     def release(self, wait_seconds: float = 0.0, poll_seconds: float = 1.0,
                 stop: threading.Event | None = None) -> bool:
         """Complete the lifecycle action once this instance is being terminated, waiting up to
         `wait_seconds` for that. False when there was nothing to complete or it failed (the hook's
         timeout then completes it: termination is delayed, never blocked)."""
-        if not self.enabled:
+        if not (self.hook_name and self.group_name):
             return False
         deadline = time.monotonic() + wait_seconds
         try:
