@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench synth clean
+.PHONY: demo test lint bench synth clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff (lint + import order), mypy strict on the product (trainer/, stacks/, app.py), shellcheck on every
+# bash script that runs on an instance or stands in for one there.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/shellcheck --severity=info userdata/*/*.sh localcloud/bin/*
 
 bench: $(STAMP)
 	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done

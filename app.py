@@ -8,7 +8,8 @@ import sys
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.job_spec import JobSpecError, load_job
+from stacks.job_file import load_job
+from stacks.job_spec import JobSpecError
 from stacks.training_stack import SpotTrainingStack
 
 
@@ -18,7 +19,7 @@ def build_app(app: cdk.App) -> SpotTrainingStack:
         raise JobSpecError('no job given: pass -c job=NAME (cdk.json sets "job" by default)')
     job = load_job(str(job_name))
     stack = SpotTrainingStack(app, job.stack_name, job=job)
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))  # type: ignore[attr-defined]
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stack
 
 

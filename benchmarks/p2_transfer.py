@@ -18,17 +18,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from localcloud.moto_server import MotoServer  # noqa: E402
-from trainer.remote import RemoteStore  # noqa: E402
-from trainer.s3client import (  # noqa: E402
-    DEFAULT_CONCURRENCY, MB, s3_client, transfer_config, transfer_config_for, upload_config_for,
+from trainer.storage.remote import RemoteStore  # noqa: E402
+from trainer.storage.s3client import (  # noqa: E402
+    DEFAULT_CONCURRENCY,
+    MB,
+    s3_client,
+    transfer_config,
+    transfer_config_for,
+    upload_config_for,
 )
 
 BUCKET = "p2-transfer"

@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
-import shutil
 import tempfile
 import threading
 import time
@@ -30,10 +30,10 @@ from typing import IO
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
-from trainer.fake_imds import FakeImds  # noqa: E402
-from trainer.remote import RemoteStore  # noqa: E402
-from trainer.s3client import s3_client  # noqa: E402
+from trainer.storage.remote import RemoteStore  # noqa: E402
+from trainer.storage.s3client import s3_client  # noqa: E402
 
 BUCKET = "p3-resume-start"
 

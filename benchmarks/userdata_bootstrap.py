@@ -20,6 +20,7 @@ import boto3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
+from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
 from stacks.user_data import render_user_data  # noqa: E402
 from tests.support.userdata_sandbox import (  # noqa: E402
@@ -29,7 +30,6 @@ from tests.support.userdata_sandbox import (  # noqa: E402
     build_trainer_wheel,
     job_header,
 )
-from trainer.fake_imds import FakeImds  # noqa: E402
 
 STEPS = ("instance-metadata", "python-env", "trainer-package", "job-code", "agent-config", "agent-service")
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localcloud.cloud import WORK_ROOT, CloudError, LocalCloud
-from localcloud.player import Player, RunOptions
 from localcloud.instance import Instance
 from localcloud.interruptions import InterruptionPlan, PlanError
+from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
 from localcloud.report import DEFAULT_DISCOUNT, build_report
 
@@ -95,7 +95,8 @@ class JobFile:
 def read_job(job: str) -> JobFile:
     """What the player needs from a job file. Its full validation runs in `cdk synth` (app.py); the
     stack code is not imported here, as it would start a Node.js process in this one."""
-    from stacks.job_spec import JobSpecError, read_job_file
+    from stacks.job_file import read_job_file
+    from stacks.job_spec import JobSpecError
 
     try:
         data, path = read_job_file(job)

@@ -31,8 +31,9 @@ class CloudError(RuntimeError):
 
 def trainer_wheel(cache: Path = WORK_ROOT / "wheels") -> Path:
     """`pip wheel` of this checkout, rebuilt only when the package's sources change."""
-    sources = sorted((REPO_ROOT / "trainer").glob("*.py")) + [REPO_ROOT / "pyproject.toml"]
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
+    sources = sorted((REPO_ROOT / "trainer").rglob("*.py")) + [REPO_ROOT / "pyproject.toml"]
+    named = (str(p.relative_to(REPO_ROOT)).encode() + p.read_bytes() for p in sources)
+    digest = hashlib.sha256(b"".join(named)).hexdigest()[:16]
     directory = cache / digest
     built = list(directory.glob("spot_trainer-*.whl"))
     if built:
@@ -63,7 +64,7 @@ class LocalCloud:
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
     moto: MotoServer | None = None
 
-    def start(self) -> "LocalCloud":
+    def start(self) -> LocalCloud:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.moto = MotoServer(log_path=self.workdir / "moto.log").start()
         return self
@@ -72,7 +73,7 @@ class LocalCloud:
         if self.moto is not None:
             self.moto.stop()
 
-    def __enter__(self) -> "LocalCloud":
+    def __enter__(self) -> LocalCloud:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

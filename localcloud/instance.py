@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.fake_imds import FakeImds
+from localcloud.fake_imds import FakeImds
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STAND_INS = REPO_ROOT / "localcloud" / "bin"
@@ -76,7 +76,7 @@ class Instance:
             **self.settings,
         }
 
-    def launch(self, user_data: str) -> "Instance":
+    def launch(self, user_data: str) -> Instance:
         """Boot: start the metadata service, then run the user data the way cloud-init does."""
         self.root.mkdir(parents=True, exist_ok=True)
         region = self.aws_env.get("AWS_DEFAULT_REGION", "us-east-1")

@@ -1,10 +1,10 @@
 """When and how the local spot cloud takes an instance away.
 
 Two ways to say when: a schedule (N interruptions spread evenly over the steps still to do,
-counted from where the instance in charge resumed, so each replacement trains a while first) or a rate (a Poisson process, as spot
-reclaims arrive, with exponential gaps of mean 3600/rate seconds). Each interruption is either
-announced (spot/instance-action, plus a rebalance recommendation first when asked, then the
-notice window, then power off) or a hard kill (power off without notice).
+counted from where the instance in charge resumed, so each replacement trains a while first) or a
+rate (a Poisson process, as spot reclaims arrive, with exponential gaps of mean 3600/rate seconds).
+Each interruption is either announced (spot/instance-action, plus a rebalance recommendation first
+when asked, then the notice window, then power off) or a hard kill (power off without notice).
 """
 
 from __future__ import annotations

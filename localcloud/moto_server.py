@@ -30,7 +30,9 @@ def free_port() -> int:
 
 @dataclass
 class MotoServer:
-    """A moto_server child process (with localcloud.moto_app's additions). `endpoint` uses `localhost`: moto parses bucket paths only then."""
+    """A moto_server child process (with localcloud.moto_app's additions).
+
+    `endpoint` uses `localhost`: moto parses bucket paths only then."""
 
     port: int = 0
     log_path: Path | None = None
@@ -44,7 +46,7 @@ class MotoServer:
         """Environment for a client (boto3, aws CLI, cdk) that should talk to this server."""
         return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL": self.endpoint}
 
-    def start(self, timeout: float = 30.0) -> "MotoServer":
+    def start(self, timeout: float = 30.0) -> MotoServer:
         self.port = self.port or free_port()
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
@@ -80,7 +82,7 @@ class MotoServer:
                 self.process.kill()
                 self.process.wait()
 
-    def __enter__(self) -> "MotoServer":
+    def __enter__(self) -> MotoServer:
         return self.start()
 
     def __exit__(

@@ -27,7 +27,7 @@ class RunOptions:
     total_steps: int | None = None
     timeout_seconds: float = 900.0
     settings: dict[str, str] = field(default_factory=dict)  # extra agent settings for every instance
-    on_tick: Callable[["Player"], None] | None = None
+    on_tick: Callable[[Player], None] | None = None
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Player:
     _overlapping: dict[str, float] = field(default_factory=dict)  # rebalanced, notice not yet sent
     _user_data: dict[str, str] = field(default_factory=dict)
 
-    def run(self) -> "Player":
+    def run(self) -> Player:
         self.asg, self.ec2, self.s3 = (self.cloud.client(n) for n in ("autoscaling", "ec2", "s3"))
         injector = Injector(self.options.plan, self.options.total_steps)
         self.started_at = time.time()

@@ -67,7 +67,8 @@ class Report:
             f"({self.instance_seconds:.1f} instance-seconds, boot {self.boot_seconds:.1f}s)",
             f"  useful work            {self.useful_work_fraction:.1%} of instance time",
             f"  cost ({self.instance_type})  spot ${self.spot_cost_usd:.5f} "
-            f"vs on-demand ${self.on_demand_cost_usd:.5f} at {self.spot_discount:.0%} discount: {self.savings:.1%} saved",
+            f"vs on-demand ${self.on_demand_cost_usd:.5f} at {self.spot_discount:.0%} discount: "
+            f"{self.savings:.1%} saved",
         ]
         return "\n".join(lines)
 

@@ -41,7 +41,7 @@ class JobParameters:
 
 
 def _param(stack: Stack, name: str, label: str, **props: object) -> tuple[str, str, CfnParameter]:
-    return name, label, CfnParameter(stack, name, **props)  # type: ignore[arg-type]
+    return name, label, CfnParameter(stack, name, **props)
 
 
 def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
@@ -128,7 +128,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         setup=found["SetupCommand"], trainer_package=found["TrainerPackage"],
         instance_types=found["InstanceTypes"], nodes=found["Nodes"], max_price=found["SpotMaxPrice"],
         image=found["ImageId"], vpc_id=vpc_id[2] if vpc_id else None, subnets=subnets[2] if subnets else None,
-        volume_size=found["VolumeSize"], existing_bucket=found["ExistingBucket"], keep_checkpoints=found["KeepCheckpoints"],
+        volume_size=found["VolumeSize"], existing_bucket=found["ExistingBucket"],
+        keep_checkpoints=found["KeepCheckpoints"],
         noncurrent_days=found["CheckpointVersionRetentionDays"], log_retention=found["LogRetentionDays"],
         ssh_cidr=found["SshCidr"], key_pair=found["KeyPair"],
     )

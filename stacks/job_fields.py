@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from pathlib import Path
 from typing import Any
 
+from stacks.instance_types import instance_type_problem
 from stacks.job_spec import (
     AMI_ID,
     BUCKET_NAME,
@@ -20,8 +22,6 @@ from stacks.job_spec import (
     NetworkSpec,
     RunSpec,
     StorageSpec,
-    check_cidr,
-    check_instance_types,
 )
 from stacks.user_data import available_versions
 
@@ -160,3 +160,19 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
         userdata_version=version,
         **sections,
     )
+
+
+def check_cidr(value: str) -> str | None:
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        return f"{value!r} is not a CIDR block like 203.0.113.0/24"
+    return None
+
+
+def check_instance_types(types: list[str]) -> str | None:
+    if not types:
+        return "needs at least one instance type"
+    if len(set(types)) != len(types):
+        return "lists an instance type twice"
+    return next((p for p in map(instance_type_problem, types) if p), None)

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from stacks.instance_types import instance_type_problem
 
 JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
@@ -90,51 +85,3 @@ class JobSpec:
     @property
     def workdir_path(self) -> Path | None:
         return (self.source.parent / self.run.workdir).resolve() if self.run.workdir else None
-
-
-def resolve_job_path(job: str) -> Path:
-    """`-c job=NAME` → jobs/NAME.toml; anything with a slash or .toml suffix is a path."""
-    if "/" in job or job.endswith(".toml"):
-        return Path(job)
-    return JOBS_DIR / f"{job}.toml"
-
-
-def read_job_file(job: str) -> tuple[dict[str, Any], Path]:
-    """The raw table of a job file, unchecked (the field checks import the CDK; this does not)."""
-    path = resolve_job_path(job)
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
-        raise JobSpecError(f"job {job!r}: no file {path} (jobs available: {known})")
-    try:
-        return tomllib.loads(path.read_text()), path
-    except tomllib.TOMLDecodeError as err:
-        raise JobSpecError(f"{path}: not valid TOML: {err}") from None
-
-
-def load_job(job: str) -> JobSpec:
-    return parse_job(*read_job_file(job))
-
-
-def parse_job(data: dict[str, Any], source: Path) -> JobSpec:
-    from stacks.job_fields import build_job  # the field-by-field checks live in their own file
-
-    try:
-        return build_job(data, source)
-    except JobSpecError as err:
-        raise JobSpecError(f"{source}: {err}") from None
-
-
-def check_cidr(value: str) -> str | None:
-    try:
-        ipaddress.ip_network(value, strict=True)
-    except ValueError:
-        return f"{value!r} is not a CIDR block like 203.0.113.0/24"
-    return None
-
-
-def check_instance_types(types: list[str]) -> str | None:
-    if not types:
-        return "needs at least one instance type"
-    if len(set(types)) != len(types):
-        return "lists an instance type twice"
-    return next((p for p in map(instance_type_problem, types) if p), None)

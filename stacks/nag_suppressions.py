@@ -12,7 +12,7 @@ from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
 
 
 def _ref(stack: Stack, resource: CfnResource) -> str:
-    return stack.get_logical_id(resource)
+    return str(stack.get_logical_id(resource))
 
 
 def _resolved(stack: Stack, token: str) -> str:
@@ -35,7 +35,8 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group:
         f"{iam5}[Resource::*]": "PutMetricData (scoped by a namespace condition) and "
         "DescribeAutoScalingInstances support no resource-level permissions.",
         f"{iam5}[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
-        f"autoScalingGroupName/{group_name}]": "The group's ARN holds a generated id; the name pins it to this job's group.",
+        f"autoScalingGroupName/{group_name}]":
+            "The group's ARN holds a generated id; the name pins it to this job's group.",
         "AwsSolutions::AwsSolutions-EC23": "The SSH rule exists only when SshCidr is given, and the job file "
         "refuses 0.0.0.0/0; the check cannot read a parameter.",
         "AwsSolutions::AwsSolutions-EC26": "The launch template sets Encrypted=true on the root volume; the check "

@@ -11,7 +11,6 @@ from constructs import Construct
 
 from stacks.console import JobParameters
 
-
 # Scale-in (a lower desired capacity, capacity rebalancing, the job's own scale to zero) waits in
 # Terminating:Wait until the agent has its emergency checkpoint in S3 and completes this action.
 DRAIN_HOOK = "spot-trainer-drain"

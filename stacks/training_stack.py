@@ -26,7 +26,8 @@ class SpotTrainingStack(Stack):
         # The legacy synthesizer writes a standalone template: no BootstrapVersion rule, and no
         # bootstrap needed unless the job ships local code as an asset.
         kwargs.setdefault("synthesizer", LegacyStackSynthesizer())
-        kwargs.setdefault("description", f"Spot Trainer job {job.name}" + (f": {job.description}" if job.description else ""))
+        description = f"Spot Trainer job {job.name}" + (f": {job.description}" if job.description else "")
+        kwargs.setdefault("description", description)
         super().__init__(scope, construct_id, **kwargs)
         params = add_job_parameters(self, job)
         bucket = CheckpointBucket(self, "Checkpoints", noncurrent_days=params.noncurrent_days.value_as_number,
@@ -50,7 +51,7 @@ class SpotTrainingStack(Stack):
         )
         fleet.node.add_dependency(logs)  # the first instance logs from its first second
         acknowledge_findings(
-            self, job=job.name, bucket_name=bucket.name, log_group=logs.log_group,  # type: ignore[arg-type]
+            self, job=job.name, bucket_name=bucket.name, log_group=logs.log_group,
             group_name=fleet.group_name, created_vpc=job.network.create, has_asset=self._code_asset is not None,
         )
         CfnOutput(self, "CheckpointBucket", value=bucket.name, description="Checkpoints live here")
@@ -65,7 +66,7 @@ class SpotTrainingStack(Stack):
         # The legacy synthesizer declares an artifact-hash parameter that nothing references.
         metadata = dict(self.template_options.metadata or {})
         self.template_options.metadata = {**metadata, "cfn-lint": {"config": {"ignore_checks": ["W2001"]}}}
-        return self._code_asset.s3_object_url
+        return str(self._code_asset.s3_object_url)
 
     def _artifact_arns(self, job: JobSpec) -> list[str]:
         arns = [s3_object_arn(job.run.trainer_package)] if job.run.trainer_package.startswith("s3://") else []

@@ -33,12 +33,12 @@ def aws_env(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> dict[st
 
 
 @pytest.fixture
-def s3(aws_env: dict[str, str]) -> "boto3.client":
+def s3(aws_env: dict[str, str]) -> boto3.client:
     return boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
 
 
 @pytest.fixture
-def bucket(s3: "boto3.client", request: pytest.FixtureRequest) -> str:
+def bucket(s3: boto3.client, request: pytest.FixtureRequest) -> str:
     """A fresh bucket per test, named after the test so failures are easy to trace."""
     name = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:50]
     name = name.strip("-") + "-" + uuid.uuid4().hex[:8]

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from localcloud.cloud import Deployment, LocalCloud
-from localcloud.player import Player, RunOptions
 from localcloud.interruptions import InterruptionPlan
+from localcloud.player import Player, RunOptions
 
 JOB = "example"
 CHECKPOINT_EVERY = 8

@@ -47,6 +47,6 @@ def test_schedule_counts_from_where_the_replacement_resumed() -> None:
 def test_rate_draws_poisson_gaps_of_the_asked_mean() -> None:
     injector = Injector(InterruptionPlan(rate_per_hour=36.0, seed=7), total_steps=None)  # mean gap 100 s
     times = [t for t in range(0, 200_000, 5) if injector.due(float(t), None)]
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert 90 <= sum(gaps) / len(gaps) <= 110
     assert min(gaps) < 20 < 300 < max(gaps)  # exponential: short and long gaps both occur

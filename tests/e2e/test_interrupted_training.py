@@ -18,8 +18,8 @@ from localcloud.cloud import LocalCloud
 from localcloud.interruptions import ANNOUNCED, HARD, InterruptionPlan
 from localcloud.report import build_report
 from tests.e2e.conftest import CHECKPOINT_EVERY, JOB, PACE, TOTAL_STEPS, TRAIN_ARGS, Scenario, play
-from trainer.checkpoints import latest_checkpoint, load_model_weights
-from trainer.remote import RemoteStore
+from trainer.storage.local import latest_checkpoint, load_model_weights
+from trainer.storage.remote import RemoteStore
 
 PLAN = InterruptionPlan(count=3, hard_kills=1, notice_seconds=6, early_replacement=1)
 

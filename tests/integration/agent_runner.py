@@ -53,7 +53,7 @@ class AgentProcess:
     process: subprocess.Popen[str] | None = None
     _readers: list[threading.Thread] = field(default_factory=list)
 
-    def start(self) -> "AgentProcess":
+    def start(self) -> AgentProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "trainer", "agent"], env=self.env, cwd=REPO_ROOT, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -102,7 +102,7 @@ class AgentProcess:
 
     def first_time(self, predicate: Callable[[str], bool]) -> float | None:
         """When the first line matching `predicate` arrived."""
-        return next((at for at, line in zip(list(self.times), list(self.lines)) if predicate(line)), None)
+        return next((at for at, line in zip(list(self.times), list(self.lines), strict=False) if predicate(line)), None)
 
     def text(self) -> str:
         return "\n".join(self.lines[-60:])

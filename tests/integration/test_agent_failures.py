@@ -6,14 +6,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
 import boto3
 import pytest
 
+from localcloud.fake_imds import FakeImds
 from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
 from tests.integration.fleet import create_group, desired_capacity
-from trainer.fake_imds import FakeImds
-from trainer.agent import EXIT_FAILED
-from trainer.remote import RemoteStore
+from trainer.agent.supervisor import EXIT_FAILED
+from trainer.storage.remote import RemoteStore
 
 
 def test_crash_looping_command_fails_after_the_budget_and_scales_to_zero(

@@ -7,9 +7,9 @@ from pathlib import Path
 import boto3
 import pytest
 
+from localcloud.fake_imds import FakeImds
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
-from trainer.fake_imds import FakeImds
-from trainer.remote import RemoteStore
+from trainer.storage.remote import RemoteStore
 
 TRAIN_ARGS = ("--model lm --synthetic --steps 5000 --width 16 --context 16 --batch-size 8 "
               "--checkpoint-every-steps 10 --log-every 1")

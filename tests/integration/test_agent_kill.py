@@ -14,10 +14,10 @@ import boto3
 import pytest
 import torch
 
+from localcloud.fake_imds import FakeImds
 from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
-from trainer.checkpoints import load_model_weights
-from trainer.fake_imds import FakeImds
-from trainer.remote import RemoteStore
+from trainer.storage.local import load_model_weights
+from trainer.storage.remote import RemoteStore
 
 STEPS = 60
 # Steps of at least 50 ms, so a kill aimed at a step lands within a few steps of it on any machine.
@@ -61,7 +61,8 @@ def run_with_kills(
             try:
                 if trial < kills:
                     target = kill_step(agent, rng)
-                    agent.wait_for(lambda: max(steps_seen(agent)) >= target, timeout=180, what=f"step {target}")
+                    agent.wait_for(lambda agent=agent, target=target: max(steps_seen(agent)) >= target,
+                                   timeout=180, what=f"step {target}")
                     time.sleep(rng.uniform(0.0, 0.3))  # mid-step, mid-save or mid-upload
                     agent.kill_tree()
                     assert not agent.events("done"), f"trial {trial} finished before its kill"

@@ -10,10 +10,10 @@ from pathlib import Path
 import boto3
 import torch
 
+from localcloud.fake_imds import FakeImds
 from tests.integration.agent_runner import OWN_SCRIPT, AgentProcess, agent_env
 from tests.integration.test_agent_failures import create_group, desired_capacity
-from trainer.fake_imds import FakeImds
-from trainer.remote import RemoteStore
+from trainer.storage.remote import RemoteStore
 
 STEPS = 40
 SCRIPT = f"{sys.executable} {OWN_SCRIPT} --steps {STEPS} --every 10 --sleep 0.05"

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import boto3
 
+from localcloud.fake_imds import FakeImds
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env, descendants
 from tests.integration.fleet import create_group, desired_capacity
-from trainer.fake_imds import FakeImds
-from trainer.remote import RemoteStore
+from trainer.storage.remote import RemoteStore
+
 
 def started_agent(
     aws_env: dict[str, str], bucket: str, job: str, tmp_path: Path, imds: FakeImds
@@ -65,7 +66,9 @@ def test_an_agent_whose_lease_was_taken_stops_training_and_publishes_nothing(
     assert store.get_json("lease.json")["owner"] == "i-thief"
 
 
-def scaled_in_while_training(aws_env: dict[str, str], bucket: str, job: str, group: str, tmp_path: Path) -> AgentProcess:
+def scaled_in_while_training(
+    aws_env: dict[str, str], bucket: str, job: str, group: str, tmp_path: Path
+) -> AgentProcess:
     """An agent of `job` in `group` (hook "drain-hook") chosen for scale-in at step 12; it has exited."""
     with FakeImds(instance_id=f"i-{job}") as imds:
         agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "c",

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import boto3
 
+from localcloud.fake_imds import FakeImds
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 from tests.integration.test_agent_interruption import last_step
-from trainer.fake_imds import FakeImds
-from trainer.remote import RemoteStore
+from trainer.storage.remote import RemoteStore
 
 
 def watch_latest(store: RemoteStore, seen: list[int], stop: threading.Event) -> None:

@@ -1,6 +1,6 @@
 """Exact resume: the trainer, killed for real at random points and restarted, ends bit-identical.
 
-Each trial runs `python -m trainer.train` as a subprocess, SIGKILLs it at random steps (often right
+Each trial runs `python -m trainer.builtin.loop` as a subprocess, SIGKILLs it at random steps (often right
 after a checkpoint starts, so some kills land mid-write), restarts it until it exits 0 and compares
 every tensor of the final model with an uninterrupted run. SPOT_KILL_TRIALS sets the number of
 trials per model (default 1 trial of 2 kills; the slow variant runs 8 trials of 4 kills);
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.checkpoints import checkpoint_name, committed_checkpoints, load_model_weights
+from trainer.storage.local import checkpoint_name, committed_checkpoints, load_model_weights
 
 STEPS = 40
 EVERY = 5
@@ -34,7 +34,7 @@ MODEL_ARGS = {
 
 def trainer_command(model: str, checkpoint_dir: Path) -> list[str]:
     return [
-        sys.executable, "-m", "trainer.train", "--model", model, "--steps", str(STEPS), "--synthetic",
+        sys.executable, "-m", "trainer.builtin.loop", "--model", model, "--steps", str(STEPS), "--synthetic",
         "--checkpoint-every-steps", str(EVERY), "--checkpoint-dir", str(checkpoint_dir),
         "--log-every", "1", "--keep", "2", "--seed", "3", *MODEL_ARGS[model],
     ]
@@ -54,7 +54,7 @@ class Run:
     events: list[dict] = field(default_factory=list)
 
     @classmethod
-    def start(cls, model: str, checkpoint_dir: Path, stderr_path: Path) -> "Run":
+    def start(cls, model: str, checkpoint_dir: Path, stderr_path: Path) -> Run:
         with stderr_path.open("a") as stderr:
             process = subprocess.Popen(trainer_command(model, checkpoint_dir), stdout=subprocess.PIPE,
                                        stderr=stderr, text=True, env=trainer_env())
@@ -110,13 +110,15 @@ def kill_and_resume_trial(model: str, directory: Path, rng: random.Random, kills
         if expected_resume is None:
             assert resumed is not None and resumed["event"] == "step", f"{label}: fresh start expected"
         else:
-            assert resumed == {"event": "resumed", "step": expected_resume, "from": str(directory / checkpoint_name(expected_resume))}, label
+            expected = {"event": "resumed", "step": expected_resume,
+                        "from": str(directory / checkpoint_name(expected_resume))}
+            assert resumed == expected, label
         start = expected_resume or 0
         if attempt == kills or start >= STEPS - 1:
             assert run.finish() == 0, f"{label}: {stderr_path.read_text()}"
             return attempt
         target = rng.choice([s for s in range(start + 1, STEPS) if s % EVERY == 0] + [rng.randrange(start + 1, STEPS)])
-        run.read_until(lambda event: event["event"] == "step" and event["step"] >= target)
+        run.read_until(lambda event, target=target: event["event"] == "step" and event["step"] >= target)
         time.sleep(rng.uniform(0, 0.02))  # lands in the snapshot, the write or the next step
         run.process.send_signal(signal.SIGKILL)
         run.process.wait(30)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.integration.remote_helpers import make_checkpoint, small_part_store
-from trainer.lease import Lease, LeaseError
-from trainer.remote import RemoteStore
+from trainer.storage.lease import Lease, LeaseError
+from trainer.storage.remote import RemoteStore
 
 
 def race(*actions: Any) -> list[Any]:

@@ -10,7 +10,6 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -106,7 +105,7 @@ class FaultProxy:
 
         return Handler
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 

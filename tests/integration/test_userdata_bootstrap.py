@@ -14,6 +14,7 @@ from pathlib import Path
 import boto3
 import pytest
 
+from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
 from stacks.user_data import render_user_data
 from tests.support.userdata_sandbox import (
@@ -27,8 +28,7 @@ from tests.support.userdata_sandbox import (
     process_environ,
     zip_files,
 )
-from trainer.config import config_from_env, parse_env_file
-from trainer.fake_imds import FakeImds
+from trainer.agent.config import config_from_env, parse_env_file
 
 INSTANCE_ID = "i-0aa11bb22cc33dd44"
 # The job's own code: records how the agent started it, then trains until told to stop (the contract:
@@ -119,7 +119,7 @@ def test_bootstrap_succeeds_and_logs_version_and_job_first(booted: Bootstrapped)
 
 def test_trainer_installed_beside_base_env_without_touching_torch(booted: Bootstrapped) -> None:
     lib = booted.sandbox.root / "opt/spot-trainer/lib"
-    assert (lib / "trainer" / "agent.py").is_file()
+    assert (lib / "trainer" / "agent" / "supervisor.py").is_file()
     assert list(lib.glob("spot_trainer-*.dist-info"))
     assert not list(lib.glob("torch*")), "torch must come from the base env, never be reinstalled"
 

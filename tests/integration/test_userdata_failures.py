@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer, free_port
 from stacks.user_data import render_user_data
 from tests.support.userdata_sandbox import UserDataSandbox, job_header
-from trainer.fake_imds import FakeImds
 
 INSTANCE_ID = "i-0fa11ed0000000001"
 
@@ -108,7 +108,9 @@ def test_unreachable_imds_fails_at_instance_metadata(tmp_path: Path, s3, bucket:
 
 
 @pytest.mark.slow
-def test_without_a_pytorch_env_a_venv_is_made_and_its_torch_install_is_retried(sandbox: UserDataSandbox, s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
+def test_without_a_pytorch_env_a_venv_is_made_and_its_torch_install_is_retried(  # type: ignore[no-untyped-def]
+    sandbox: UserDataSandbox, s3, bucket: str
+) -> None:
     # No Deep Learning AMI env and no reachable index: the fallback venv cannot get torch.
     sandbox.overrides.update(
         SPOT_BASE_PYTHON="", SPOT_PYTHON_CANDIDATES="/nonexistent/python3", PIP_NO_INDEX="1", SPOT_FAKE_GPU_COUNT="1"

@@ -13,11 +13,11 @@ from typing import Any
 import boto3
 import pytest
 
+from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
 from tests.support.userdata_sandbox import REPO_ROOT, UserDataSandbox, alive, build_trainer_wheel, process_cmdline
 from tests.unit.stack_support import synth
-from trainer.config import config_from_env, parse_env_file
-from trainer.fake_imds import FakeImds
+from trainer.agent.config import config_from_env, parse_env_file
 
 # A console user's choice of command; the byo script itself trains for real and is not needed here.
 COMMAND = "python -c 'import signal, time; signal.signal(signal.SIGTERM, lambda *a: exit(75)); time.sleep(600)'"

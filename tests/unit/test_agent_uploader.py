@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from trainer.uploader import CheckpointUploader, Uploaded
+from trainer.storage.uploader import CheckpointUploader, Uploaded
 
 
 def make_checkpoint(root: Path, step: int) -> Path:

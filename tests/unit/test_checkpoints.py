@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from trainer.checkpoints import (
+from trainer.storage.local import (
     MARKER_FILE,
     STATE_FILE,
     AsyncCheckpointer,

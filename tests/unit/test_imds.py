@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from trainer.fake_imds import FakeImds
-from trainer.imds import ImdsClient, ImdsError
+from localcloud.fake_imds import FakeImds
+from trainer.agent.imds import ImdsClient, ImdsError
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_unreachable_service_fails_with_one_clear_error_after_retries() -> None:
 
 def test_standalone_server_takes_notices_from_another_process() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "trainer.fake_imds", "--instance-id", "i-0standalone00000"],
+        [sys.executable, "-m", "localcloud.fake_imds", "--instance-id", "i-0standalone00000"],
         stdout=subprocess.PIPE, text=True,
     )
     try:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stacks.job_spec import JOBS_DIR, JobSpecError, load_job, parse_job
+from stacks.job_file import load_job, parse_job
+from stacks.job_spec import JOBS_DIR, JobSpecError
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = tomllib.loads((JOBS_DIR / "example.toml").read_text())
@@ -48,8 +49,10 @@ BAD_CASES = [
     (with_change("run", "commnd", "x"), "run.commnd: unknown key"),
     (with_change(None, "name", "Bad_Name"), "name: 'Bad_Name' must be 2-32 lowercase"),
     (with_change("run", "command", "  "), "run.command: missing"),
-    (with_change("capacity", "instance_types", ["g5.xlarge", "banana"]), "capacity.instance_types: 'banana' is not an instance type"),
-    (with_change("capacity", "instance_types", ["zz9.xlarge"]), "capacity.instance_types: 'zz9.xlarge' has unknown instance family"),
+    (with_change("capacity", "instance_types", ["g5.xlarge", "banana"]),
+     "capacity.instance_types: 'banana' is not an instance type"),
+    (with_change("capacity", "instance_types", ["zz9.xlarge"]),
+     "capacity.instance_types: 'zz9.xlarge' has unknown instance family"),
     (with_change("capacity", "instance_types", []), "capacity.instance_types: needs at least one"),
     (with_change("capacity", "instance_types", "g5.xlarge"), "capacity.instance_types: expected a list of strings"),
     (with_change("capacity", "max_price", -1), "capacity.max_price: expected a positive price"),
@@ -72,7 +75,10 @@ BAD_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("data", "message"), BAD_CASES, ids=[m.split(":")[0] + f"-{i}" for i, (_, m) in enumerate(BAD_CASES)])
+BAD_CASE_IDS = [m.split(":")[0] + f"-{i}" for i, (_, m) in enumerate(BAD_CASES)]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD_CASES, ids=BAD_CASE_IDS)
 def test_bad_field_is_one_line_naming_it(data: dict, message: str) -> None:
     with pytest.raises(JobSpecError) as caught:
         parse_job(data, JOBS_DIR / "example.toml")

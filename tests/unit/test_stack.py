@@ -180,7 +180,9 @@ def test_template_is_standalone_and_user_data_fits(synthesized: dict[str, Synthe
 
 
 @pytest.mark.parametrize("job", JOBS)
-def test_cdk_nag_has_no_unacknowledged_finding_and_each_has_a_reason(synthesized: dict[str, Synthesized], job: str) -> None:
+def test_cdk_nag_has_no_unacknowledged_finding_and_each_has_a_reason(
+    synthesized: dict[str, Synthesized], job: str
+) -> None:
     report = synthesized[job].validation_report()
     (nag,) = [r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions"]
     assert nag["conclusion"] == "success", nag["violations"]

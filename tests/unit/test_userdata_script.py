@@ -13,7 +13,7 @@ from aws_cdk import Fn
 
 from stacks.user_data import MAX_USER_DATA_BYTES, available_versions, render_user_data, script_path
 from tests.support.userdata_sandbox import STAND_INS, UserDataSandbox, job_header
-from trainer.config import ENV_NAMES, parse_env_file
+from trainer.agent.config import ENV_NAMES, parse_env_file
 
 V1 = script_path("v1")
 
@@ -71,7 +71,8 @@ def env_line(name: str, value: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(
     "value",
-    ['python train.py --note "it\'s quoted"', "cost '$5' and ${HOME} and `date`", r"C:\path\ends\ ", "a=b # not a comment", ""],
+    ['python train.py --note "it\'s quoted"', "cost '$5' and ${HOME} and `date`", r"C:\path\ends\ ",
+     "a=b # not a comment", ""],
 )
 def test_env_file_lines_read_back_as_written(tmp_path: Path, value: str) -> None:
     written = env_line("SPOT_COMMAND", value)

@@ -55,7 +55,9 @@ def wait_until(condition, timeout: float = 10) -> None:  # type: ignore[no-untyp
 
 
 def test_start_runs_the_unit_with_a_clean_environment(host: Host, tmp_path: Path) -> None:
-    (tmp_path / "agent.env").write_text('# settings\nSPOT_COMMAND="python train.py --cost \'$5\' --q \\"x\\""\nB=two words\n')
+    (tmp_path / "agent.env").write_text(
+        '# settings\nSPOT_COMMAND="python train.py --cost \'$5\' --q \\"x\\""\nB=two words\n'
+    )
     host.unit("a.service", f"EnvironmentFile={tmp_path}/agent.env\nEnvironment=PATH=/usr/bin:/bin\n"
                            f"WorkingDirectory={tmp_path}\nExecStart=/bin/sleep 30\n")
     assert host.systemctl("start", "a.service").returncode == 0

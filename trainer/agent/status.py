@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 STATUS_NAME = "status.json"
@@ -27,7 +27,7 @@ FAILED = "FAILED"
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -46,7 +46,7 @@ class JobStatus:
     updated_at: str = field(default_factory=utc_now)
 
     @classmethod
-    def carried_over(cls, previous: Mapping[str, Any] | None, job: str, instance: str) -> "JobStatus":
+    def carried_over(cls, previous: Mapping[str, Any] | None, job: str, instance: str) -> JobStatus:
         """A new agent's record: counters and progress carried over from its predecessor's."""
         previous = previous or {}
         return cls(

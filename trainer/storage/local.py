@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 # Re-exported: the store and its callers speak of checkpoints by these names.
-from trainer.checkpoint_names import checkpoint_name, latest_checkpoint, list_checkpoints, parse_step  # noqa: F401
+from trainer.storage.names import checkpoint_name, latest_checkpoint, list_checkpoints, parse_step  # noqa: F401
 
 STATE_FILE = "state.pt"
 MARKER_FILE = "COMMITTED"
@@ -45,7 +45,7 @@ class CheckpointError(RuntimeError):
 def read_marker(path: Path) -> dict[str, Any] | None:
     """The commit marker if it is well formed and every file it lists has the recorded size."""
     try:
-        marker = json.loads((path / MARKER_FILE).read_text())
+        marker: dict[str, Any] = json.loads((path / MARKER_FILE).read_text())
         files = marker["files"]
         if marker["step"] != parse_step(path.name) or not files:
             return None
@@ -67,14 +67,16 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     if read_marker(path) is None:
         raise CheckpointError(f"{path} is not a committed checkpoint (missing or invalid {MARKER_FILE})")
     try:
-        return torch.load(path / STATE_FILE, map_location="cpu", weights_only=True)
+        state: dict[str, Any] = torch.load(path / STATE_FILE, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many types for damaged archives
         raise CheckpointError(f"{path / STATE_FILE} cannot be read: {error}".splitlines()[0]) from None
+    return state
 
 
 def load_model_weights(checkpoint_path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """The model's state dict stored in a checkpoint (for bit-identity comparisons)."""
-    return load_checkpoint(checkpoint_path)["model"]
+    weights: dict[str, torch.Tensor] = load_checkpoint(checkpoint_path)["model"]
+    return weights
 
 
 def load_latest_valid(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]] | None:

@@ -17,17 +17,21 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from trainer import status as states
-from trainer.checkpoint_names import list_checkpoints, parse_step
-from trainer.command import CommandProcess, parse_signal
-from trainer.config import AgentConfig, ConfigError
-from trainer.own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
-from trainer.lease_keeper import LeaseKeeper
-from trainer.status import JobStatus, StatusReporter
-from trainer.telemetry import RunTelemetry
-from trainer.uploader import CheckpointUploader, Uploaded, size_of
+from trainer.agent import status as states
+from trainer.agent.aws_clients import AutoScalingClient
+from trainer.agent.cloudwatch import CloudWatchSink
+from trainer.agent.command import CommandProcess, parse_signal
+from trainer.agent.config import AgentConfig, ConfigError
+from trainer.agent.imds import ImdsClient
+from trainer.agent.lease_keeper import LeaseKeeper
+from trainer.agent.own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
+from trainer.agent.status import JobStatus, StatusReporter
+from trainer.agent.telemetry import RunTelemetry
+from trainer.storage.lease import Lease
+from trainer.storage.names import list_checkpoints, parse_step
+from trainer.storage.remote import RemoteStore
+from trainer.storage.uploader import CheckpointUploader, Uploaded, size_of
 
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 IMDS_BACKOFF_SECONDS = 30.0
@@ -75,11 +79,11 @@ def newest_local_checkpoint(directory: Path) -> tuple[int, Path] | None:
 class Clients:
     """Everything the agent talks to; tests pass clients pointed at moto and a fake IMDS."""
 
-    store: Any  # trainer.remote.RemoteStore
-    lease: Any  # trainer.lease.Lease
-    imds: Any  # trainer.imds.ImdsClient
-    autoscaling: Any  # boto3 "autoscaling" client
-    cloud: Any  # trainer.cloudwatch.CloudWatchSink, or None
+    store: RemoteStore
+    lease: Lease
+    imds: ImdsClient
+    autoscaling: AutoScalingClient
+    cloud: CloudWatchSink | None
 
 
 @dataclass

@@ -10,13 +10,14 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+
+from trainer.storage.lease import Lease
 
 
 class LeaseKeeper:
     def __init__(
         self,
-        lease: Any,  # trainer.lease.Lease
+        lease: Lease,
         ttl_seconds: float,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
@@ -26,7 +27,7 @@ class LeaseKeeper:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-renewal", daemon=True)
 
-    def start(self) -> "LeaseKeeper":
+    def start(self) -> LeaseKeeper:
         self._thread.start()
         return self
 

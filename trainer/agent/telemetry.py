@@ -13,9 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trainer import status as states
-from trainer.status import StatusReporter
-from trainer.uploader import Uploaded
+from trainer.agent import status as states
+from trainer.agent.cloudwatch import CloudWatchSink
+from trainer.agent.status import StatusReporter
+from trainer.storage.remote import RemoteStore
+from trainer.storage.uploader import Uploaded
 
 METRIC_INTERVAL_SECONDS = 1.0
 PROGRESS_METRICS = (("Step", "step", "Count"), ("Loss", "loss", "None"),
@@ -24,8 +26,8 @@ PROGRESS_METRICS = (("Step", "step", "Count"), ("Loss", "loss", "None"),
 
 @dataclass
 class RunTelemetry:
-    store: Any  # trainer.remote.RemoteStore (events, status.json)
-    cloud: Any  # trainer.cloudwatch.CloudWatchSink, or None
+    store: RemoteStore  # events, status.json
+    cloud: CloudWatchSink | None
     reporter: StatusReporter | None = None  # set once the lease is held
     _last_metric: float = 0.0
 

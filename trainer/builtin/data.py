@@ -105,7 +105,8 @@ def image_dataset(directory: Path) -> Dataset:
     if images.ndim != 4 or images.shape[1:] != IMAGE_SHAPE:
         raise DataError(f"{directory / 'images.npy'}: shape {images.shape}, expected (N, 32, 32, 3) or (N, 3, 32, 32)")
     if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
-        raise DataError(f"{directory / 'labels.npy'}: expected {len(images)} integer labels, got {labels.dtype} {labels.shape}")
+        raise DataError(f"{directory / 'labels.npy'}: expected {len(images)} integer labels, "
+                        f"got {labels.dtype} {labels.shape}")
     pixels = torch.from_numpy(np.ascontiguousarray(images)).float()
     if images.dtype == np.uint8:
         pixels = (pixels / 255.0 - 0.5) / 0.25

@@ -16,7 +16,9 @@ import torch
 def capture_rng() -> dict[str, Any]:
     """Every generator the training loop draws from: python, numpy, torch CPU and all CUDA devices."""
     py_version, py_internal, py_gauss = random.getstate()
-    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state(legacy=True)  # type: ignore[misc]
+    np_state = np.random.get_state(legacy=True)
+    assert isinstance(np_state, tuple), "legacy=True returns the MT19937 tuple"
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np_state
     state: dict[str, Any] = {
         "python": {
             "version": py_version,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 
 BLOCK_BYTES = 32 * 1024 * 1024
@@ -34,7 +34,7 @@ def _block_digest(path: Path, offset: int, length: int) -> str:
     return digest.hexdigest()
 
 
-def file_blocks(path: Path, pool: Executor, block_bytes: int = BLOCK_BYTES) -> list:
+def file_blocks(path: Path, pool: Executor, block_bytes: int = BLOCK_BYTES) -> list[Future[str]]:
     """Futures of the SHA-256 of each block of `path`, in order (an empty file has one empty block)."""
     size = path.stat().st_size
     offsets = range(0, max(size, 1), block_bytes)

@@ -20,16 +20,16 @@ import shutil
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from botocore.exceptions import BotoCoreError, ClientError
 
-from trainer.checksums import BLOCK_BYTES, digest_files
-from trainer.lease import Lease, is_conflict, is_missing
-from trainer.s3client import transfer_config_for, upload_config_for
+from trainer.storage.checksums import BLOCK_BYTES, digest_files
+from trainer.storage.lease import Lease, is_conflict, is_missing
+from trainer.storage.s3client import transfer_config_for, upload_config_for
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def checkpoint_files(local: Path) -> dict[str, Path]:
 
 
 def utc_stamp(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 class RemoteStore:
@@ -102,7 +102,7 @@ class RemoteStore:
         except OSError as error:
             raise RemoteStoreError(f"checkpoint {local} changed while uploading: {error}") from error
         self._confirm_sizes(prefix, sizes)
-        manifest = {
+        manifest: dict[str, Any] = {
             "step": step,
             "kind": "file" if local.is_file() else "directory",
             "name": local.name,
@@ -112,7 +112,7 @@ class RemoteStore:
             "instance": self.instance,
         }
         self._put(prefix + MANIFEST, manifest)
-        size = sum(f["size"] for f in manifest["files"].values())
+        size = sum(sizes[name] for name in files)
         log.info("uploaded step %d (%d files, %.1f MB) in %.1fs", step, len(files), size / 1e6,
                  time.monotonic() - started)
         published = self.publish(step, lease=lease)
@@ -145,7 +145,7 @@ class RemoteStore:
         return False
 
     @staticmethod
-    def publish_refusal(step: int, current: dict | None, lease: Lease | None) -> str:
+    def publish_refusal(step: int, current: dict[str, Any] | None, lease: Lease | None) -> str:
         """Why `step` must not become latest ('' when it may)."""
         if current is not None and int(current["step"]) >= step:
             return f"latest.json already holds step {current['step']}"
@@ -211,7 +211,7 @@ class RemoteStore:
         log.info("restored step %d into %s", step, final)
         return final
 
-    def _download_all(self, prefix: str, manifest: dict, staging: Path) -> dict[str, Path]:
+    def _download_all(self, prefix: str, manifest: dict[str, Any], staging: Path) -> dict[str, Path]:
         if manifest["kind"] == "file":
             (name,) = manifest["files"]
             targets = {name: staging}
@@ -228,7 +228,7 @@ class RemoteStore:
         return targets
 
     @staticmethod
-    def _verify(manifest: dict, targets: dict[str, Path]) -> str:
+    def _verify(manifest: dict[str, Any], targets: dict[str, Path]) -> str:
         """'' if every file has the manifest's size and block SHA-256s, else what is wrong."""
         for name, expected in manifest["files"].items():
             size = targets[name].stat().st_size
@@ -237,7 +237,7 @@ class RemoteStore:
         block_bytes = int(manifest["block_bytes"])
         found = digest_files(targets, block_bytes)
         for name, expected in manifest["files"].items():
-            for index, (got, want) in enumerate(zip(found[name], expected["sha256_blocks"])):
+            for index, (got, want) in enumerate(zip(found[name], expected["sha256_blocks"], strict=False)):
                 if got != want:
                     start = index * block_bytes
                     return f"{name}: sha256 mismatch in bytes {start}..{start + block_bytes}"
@@ -286,10 +286,10 @@ class RemoteStore:
                 self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
 
     # ---- small JSON objects and events ----------------------------------------------------------
-    def put_json(self, name: str, obj: dict) -> None:
+    def put_json(self, name: str, obj: dict[str, Any]) -> None:
         self._put(name, obj, absolute=False)
 
-    def get_json(self, name: str, *, absolute: bool = False) -> dict | None:
+    def get_json(self, name: str, *, absolute: bool = False) -> dict[str, Any] | None:
         return self._get_with_etag(name, absolute=absolute)[0]
 
     def append_event(self, kind: str, **fields: Any) -> None:
@@ -297,7 +297,7 @@ class RemoteStore:
         event = {"kind": kind, "time": utc_stamp(now), "epoch": now, "instance": self.instance, **fields}
         self._put(f"events/{utc_stamp(now)}-{self.instance}-{kind}.json", event, absolute=False)
 
-    def events(self) -> list[dict]:
+    def events(self) -> list[dict[str, Any]]:
         """Every event of the job in time order."""
         paginator = self.s3.get_paginator("list_objects_v2")
         keys = [item["Key"] for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key("events/"))
@@ -333,7 +333,7 @@ class RemoteStore:
         if wrong:
             raise RemoteStoreError(f"s3://{self.bucket}/{prefix}{wrong[0]}: not stored with its full size")
 
-    def _put(self, name: str, obj: dict, *, absolute: bool = True, **condition: str) -> None:
+    def _put(self, name: str, obj: dict[str, Any], *, absolute: bool = True, **condition: str) -> None:
         key = name if absolute else self.key(name)
         try:
             self.s3.put_object(Bucket=self.bucket, Key=key, Body=json.dumps(obj, indent=1).encode(),
@@ -341,7 +341,7 @@ class RemoteStore:
         except (ClientError, BotoCoreError) as error:
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
 
-    def _get_with_etag(self, name: str, *, absolute: bool = False) -> tuple[dict | None, str | None]:
+    def _get_with_etag(self, name: str, *, absolute: bool = False) -> tuple[dict[str, Any] | None, str | None]:
         key = name if absolute else self.key(name)
         try:
             response = self.s3.get_object(Bucket=self.bucket, Key=key)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainer.agent.aws_clients import LogsClient, MetricsClient
+
 MAX_BATCH_EVENTS = 1000  # well under PutLogEvents' 10,000 events / 1 MiB per call
 MAX_EVENT_CHARS = 16_000  # keeps one event far below the 256 KiB limit
 
@@ -22,8 +24,8 @@ MAX_EVENT_CHARS = 16_000  # keeps one event far below the 256 KiB limit
 class CloudWatchSink:
     """Buffers log lines and metric points; `flush` (or the background thread) sends them."""
 
-    logs: Any  # boto3 "logs" client, or None to skip logs
-    metrics: Any  # boto3 "cloudwatch" client, or None to skip metrics
+    logs: LogsClient | None  # None skips logs
+    metrics: MetricsClient | None  # None skips metrics
     log_group: str
     log_stream: str
     namespace: str
@@ -56,7 +58,7 @@ class CloudWatchSink:
                 }
             )
 
-    def start(self) -> "CloudWatchSink":
+    def start(self) -> CloudWatchSink:
         self._thread = threading.Thread(target=self._run, name="cloudwatch", daemon=True)
         self._thread.start()
         return self
@@ -76,38 +78,39 @@ class CloudWatchSink:
         with self._lock:
             lines, self._lines = self._lines, []
             points, self._points = self._points, []
-        if lines and self.logs is not None:
-            self._best_effort("logs", lambda: self._send_lines(lines))
-        if points and self.metrics is not None:
-            self._best_effort("metrics", lambda: self._send_points(points))
+        logs, metrics = self.logs, self.metrics
+        if lines and logs is not None:
+            self._best_effort("logs", lambda: self._send_lines(logs, lines))
+        if points and metrics is not None:
+            self._best_effort("metrics", lambda: self._send_points(metrics, points))
 
-    def _send_lines(self, lines: list[dict[str, Any]]) -> None:
+    def _send_lines(self, logs: LogsClient, lines: list[dict[str, Any]]) -> None:
         if not self._stream_ready:
-            self._ensure_stream()
+            self._ensure_stream(logs)
         for start in range(0, len(lines), MAX_BATCH_EVENTS):
-            self.logs.put_log_events(
+            logs.put_log_events(
                 logGroupName=self.log_group,
                 logStreamName=self.log_stream,
                 logEvents=lines[start : start + MAX_BATCH_EVENTS],
             )
 
-    def _ensure_stream(self) -> None:
-        exists = self.logs.exceptions.ResourceAlreadyExistsException
+    def _ensure_stream(self, logs: LogsClient) -> None:
+        exists = logs.exceptions.ResourceAlreadyExistsException
         try:  # the stack creates the group; locally or by hand it may not exist yet
-            self.logs.create_log_group(logGroupName=self.log_group)
+            logs.create_log_group(logGroupName=self.log_group)
         except exists:
             pass
         except Exception:
             pass  # no permission to create groups is fine when the group exists
         try:
-            self.logs.create_log_stream(logGroupName=self.log_group, logStreamName=self.log_stream)
+            logs.create_log_stream(logGroupName=self.log_group, logStreamName=self.log_stream)
         except exists:
             pass
         self._stream_ready = True
 
-    def _send_points(self, points: list[dict[str, Any]]) -> None:
+    def _send_points(self, metrics: MetricsClient, points: list[dict[str, Any]]) -> None:
         for start in range(0, len(points), 500):  # PutMetricData accepts up to 1000 per call
-            self.metrics.put_metric_data(Namespace=self.namespace, MetricData=points[start : start + 500])
+            metrics.put_metric_data(Namespace=self.namespace, MetricData=points[start : start + 500])
 
     def _best_effort(self, what: str, send: Callable[[], None]) -> None:
         try:

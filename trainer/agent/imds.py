@@ -13,6 +13,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
 TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
@@ -44,11 +45,11 @@ class ImdsClient:
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     # ---- what the agent asks ------------------------------------------------------------------
-    def instance_action(self) -> dict | None:
+    def instance_action(self) -> dict[str, Any] | None:
         """The spot interruption notice ({"action": "terminate"|"stop"|"hibernate", "time": ...})."""
         return self._get_json("/latest/meta-data/spot/instance-action")
 
-    def rebalance_recommendation(self) -> dict | None:
+    def rebalance_recommendation(self) -> dict[str, Any] | None:
         """The rebalance recommendation ({"noticeTime": ...}), or None when there is none."""
         return self._get_json("/latest/meta-data/events/recommendations/rebalance")
 
@@ -75,14 +76,17 @@ class ImdsClient:
                 raise ImdsError(f"IMDS {path}: HTTP {status}")
         raise ImdsError(f"IMDS {path}: token rejected twice (HTTP 401)")
 
-    def _get_json(self, path: str) -> dict | None:
+    def _get_json(self, path: str) -> dict[str, Any] | None:
         text = self.get(path)
         if text is None:
             return None
         try:
-            return json.loads(text)
+            value = json.loads(text)
         except ValueError:
             raise ImdsError(f"IMDS {path}: not JSON: {text[:80]!r}") from None
+        if not isinstance(value, dict):
+            raise ImdsError(f"IMDS {path}: expected a JSON object, got {text[:80]!r}")
+        return value
 
     def _require(self, path: str) -> str:
         value = self.get(path)

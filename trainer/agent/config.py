@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Mapping
 
 
 class ConfigError(ValueError):

@@ -24,16 +24,16 @@ from typing import Any
 
 import torch
 
-from trainer.checkpoints import (
+from trainer.builtin.data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
+from trainer.builtin.models import MODEL_NAMES, build_model, compute_loss
+from trainer.builtin.state import capture_rng, restore_rng, seed_everything
+from trainer.storage.local import (
     AsyncCheckpointer,
     CheckpointError,
     load_checkpoint,
     load_latest_valid,
     remove_stale_temps,
 )
-from trainer.data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
-from trainer.models import MODEL_NAMES, build_model, compute_loss
-from trainer.train_state import capture_rng, restore_rng, seed_everything
 
 EX_TEMPFAIL = 75
 DEFAULT_WIDTH = {"resnet": 16, "lm": 64}
@@ -210,7 +210,7 @@ def train_one_step(session: Session, dataset: Any, device: torch.device, amp: to
     with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
         loss = compute_loss(session.model, inputs, targets)
     session.optimizer.zero_grad(set_to_none=True)
-    session.scaler.scale(loss).backward()
+    session.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     session.scaler.step(session.optimizer)
     session.scaler.update()
     session.scheduler.step()
@@ -275,8 +275,8 @@ def run(args: argparse.Namespace, stop: StopFlag) -> int:
 
 def checkpoint_due(args: argparse.Namespace, step: int, last_save: float) -> bool:
     if args.checkpoint_every_steps is not None:
-        return step % args.checkpoint_every_steps == 0
-    return time.monotonic() - last_save >= args.checkpoint_every_seconds
+        return bool(step % args.checkpoint_every_steps == 0)
+    return bool(time.monotonic() - last_save >= args.checkpoint_every_seconds)
 
 
 def emergency_stop(session: Session, store: AsyncCheckpointer, saved_step: int | None, signal_name: str) -> int:

@@ -49,7 +49,8 @@ class ResNet(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         features = self.stages(self.stem(images))
-        return self.head(F.adaptive_avg_pool2d(features, 1).flatten(1))
+        result: torch.Tensor = self.head(F.adaptive_avg_pool2d(features, 1).flatten(1))
+        return result
 
 
 class CausalSelfAttention(nn.Module):
@@ -67,7 +68,8 @@ class CausalSelfAttention(nn.Module):
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
             is_causal=True, dropout_p=self.dropout if self.training else 0.0,
         )
-        return self.proj(out.transpose(1, 2).reshape(batch, length, width))
+        result: torch.Tensor = self.proj(out.transpose(1, 2).reshape(batch, length, width))
+        return result
 
 
 class TransformerBlock(nn.Module):
@@ -81,7 +83,8 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.dropout(self.attention(self.norm1(x)))
-        return x + self.dropout(self.mlp(self.norm2(x)))
+        result: torch.Tensor = x + self.dropout(self.mlp(self.norm2(x)))
+        return result
 
 
 class ByteLM(nn.Module):
@@ -101,7 +104,8 @@ class ByteLM(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.dropout(self.embed(tokens) + self.position[: tokens.shape[1]])
-        return self.norm(self.blocks(x)) @ self.embed.weight.T
+        result: torch.Tensor = self.norm(self.blocks(x)) @ self.embed.weight.T
+        return result
 
 
 def build_model(name: str, width: int, context: int) -> nn.Module:

@@ -6,7 +6,7 @@ Notices are injected in-process (`announce_interruption`, ...) or, from another 
 `POST /_control/interrupt?in_seconds=N&action=terminate`, `/_control/rebalance`,
 `/_control/lifecycle?state=Terminated` and `/_control/clear`.
 
-    python -m trainer.fake_imds --port 8111 --instance-id i-0abc --region eu-west-1
+    python -m localcloud.fake_imds --port 8111 --instance-id i-0abc --region eu-west-1
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import parse_qs, urlsplit
@@ -29,7 +29,7 @@ TOKEN_HEADER = "X-aws-ec2-metadata-token"
 
 def iso_in(seconds: float) -> str:
     """IMDS timestamp format: 2026-11-01T12:00:00Z."""
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class FakeImds:
@@ -57,7 +57,7 @@ class FakeImds:
         return f"http://127.0.0.1:{self.port}"
 
     # ---- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> "FakeImds":
+    def start(self) -> FakeImds:
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler_class())
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
@@ -71,7 +71,7 @@ class FakeImds:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "FakeImds":
+    def __enter__(self) -> FakeImds:
         return self.start()
 
     def __exit__(
@@ -210,7 +210,7 @@ class FakeImds:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.fake_imds", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m localcloud.fake_imds", description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free one)")
     parser.add_argument("--instance-id", default="i-0123456789abcdef0")
     parser.add_argument("--region", default="us-east-1")

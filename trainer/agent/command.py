@@ -44,7 +44,7 @@ class CommandProcess:
     last_stderr_line: str = ""
     _readers: list[threading.Thread] = field(default_factory=list)
 
-    def start(self) -> "CommandProcess":
+    def start(self) -> CommandProcess:
         self.process = subprocess.Popen(
             list(self.argv),
             env=dict(self.env),

@@ -8,7 +8,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+
+from trainer.agent.aws_clients import AutoScalingClient
+from trainer.agent.imds import ImdsClient
 
 TERMINATED = "Terminated"  # IMDS autoscaling/target-lifecycle-state once scale-in has chosen us
 SCALE_IN_WAIT_SECONDS = 60.0  # after our own scale to zero, for the group to pick this instance
@@ -19,8 +21,8 @@ class OwnGroup:
     group_name: str  # empty: not in a group (a laptop, a test); every call is then a no-op
     hook_name: str
     instance_id: str
-    imds: Any  # trainer.imds.ImdsClient
-    autoscaling: Any  # boto3 "autoscaling" client
+    imds: ImdsClient
+    autoscaling: AutoScalingClient
     log: Callable[[str], None]
 
     def scale_to_zero(self) -> None:

@@ -1,0 +1,41 @@
+"""Job files on disk: `-c job=NAME` or a path → the raw TOML table → a checked JobSpec."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from stacks.job_spec import JOBS_DIR, JobSpec, JobSpecError
+
+
+def resolve_job_path(job: str) -> Path:
+    """`-c job=NAME` → jobs/NAME.toml; anything with a slash or .toml suffix is a path."""
+    if "/" in job or job.endswith(".toml"):
+        return Path(job)
+    return JOBS_DIR / f"{job}.toml"
+
+
+def read_job_file(job: str) -> tuple[dict[str, Any], Path]:
+    """The raw table of a job file, unchecked (the field checks import the CDK; this does not)."""
+    path = resolve_job_path(job)
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
+        raise JobSpecError(f"job {job!r}: no file {path} (jobs available: {known})")
+    try:
+        return tomllib.loads(path.read_text()), path
+    except tomllib.TOMLDecodeError as err:
+        raise JobSpecError(f"{path}: not valid TOML: {err}") from None
+
+
+def load_job(job: str) -> JobSpec:
+    return parse_job(*read_job_file(job))
+
+
+def parse_job(data: dict[str, Any], source: Path) -> JobSpec:
+    from stacks.job_fields import build_job  # imports the CDK: read_job_file callers must not pay for it
+
+    try:
+        return build_job(data, source)
+    except JobSpecError as err:
+        raise JobSpecError(f"{source}: {err}") from None

@@ -1,0 +1,129 @@
+"""The rooms of the runtime import one way, and nothing in the product imports in a circle.
+
+Read from the source with `ast` (imports inside functions count too), so a lazy import cannot
+hide a wrong dependency; one check imports the agent for real and looks for torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("trainer", "stacks")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module `path` imports, absolute names (a `from a import b` names a.b when b is a module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def product_modules() -> dict[str, set[str]]:
+    files = [p for package in PRODUCT for p in (ROOT / package).rglob("*.py")] + [ROOT / "app.py"]
+    return {module_name(p): imports_of(p) for p in files}
+
+
+MODULES = product_modules()
+
+
+def under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def offenders(package: str, forbidden: tuple[str, ...], *, allow: tuple[str, ...] = ()) -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in MODULES.items()
+        if under(module, package) and module not in allow
+        for target in targets
+        if any(under(target, f) for f in forbidden)
+    )
+
+
+def test_the_rooms_exist_with_their_contract_written_down() -> None:
+    for room in ("agent", "storage", "builtin"):
+        init = ROOT / "trainer" / room / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and "import" in doc, f"trainer/{room}/__init__.py must say what it owns and may import"
+
+
+def test_the_training_program_knows_nothing_of_the_agent() -> None:
+    assert offenders("trainer.builtin", ("trainer.agent",)) == []
+    assert offenders("trainer.integrations", ("trainer.agent",)) == []
+
+
+def test_storage_knows_nothing_of_the_agent_the_program_or_torch_but_the_local_serializer() -> None:
+    assert offenders("trainer.storage", ("trainer.agent", "trainer.builtin")) == []
+    assert offenders("trainer.storage", ("torch", "numpy"), allow=("trainer.storage.local",)) == []
+
+
+def test_the_agent_never_imports_the_training_program_or_torch() -> None:
+    assert offenders("trainer.agent", ("trainer.builtin", "trainer.storage.local", "torch", "numpy")) == []
+
+
+def test_the_product_never_imports_the_stand_ins_or_the_tests() -> None:
+    for package in PRODUCT:
+        assert offenders(package, ("localcloud", "tests")) == []
+    assert not list((ROOT / "trainer").rglob("fake_*.py")), "stand-ins live in localcloud/, not in the pip package"
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle among the product's own modules, or None."""
+    edges = {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_no_import_cycle_in_the_product() -> None:
+    # A package's __init__ is not an edge target of its own submodules' imports (Python loads it first).
+    graph = {m: {t for t in targets if not under(m, t)} for m, targets in MODULES.items()}
+    assert find_cycle(graph) is None, " → ".join(find_cycle(graph) or [])
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("entry", ["trainer.agent.cli", "trainer.__main__"])
+def test_starting_the_agent_does_not_load_torch(entry: str) -> None:
+    agent_and_storage = sorted(m for m in MODULES if (under(m, "trainer.agent") or under(m, "trainer.storage"))
+                               and m != "trainer.storage.local")
+    code = f"import sys, importlib; [importlib.import_module(m) for m in {[entry, *agent_and_storage]!r}]; " \
+           "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", f"importing the agent loaded {result.stdout.strip()}"

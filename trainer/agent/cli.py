@@ -1,0 +1,108 @@
+"""The agent's and the status command's entry points, wired to real AWS clients.
+
+Every failure a user can cause (a bad setting, a wrong bucket, no credentials) ends in one line on
+stderr naming what is wrong: exit 2 for bad configuration or usage, 3 when the job itself failed
+(FAILED: do not restart), 1 when AWS could not be reached or the lease was lost (restart and wait).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from trainer.agent.cloudwatch import CloudWatchSink
+from trainer.agent.config import AgentConfig, ConfigError, config_from_env, parse_env_file
+from trainer.agent.imds import ImdsClient
+from trainer.agent.status import STATUS_NAME, describe_job
+from trainer.agent.supervisor import Agent, AgentError, Clients, check_config, install_stop_handlers
+from trainer.storage.lease import Lease
+from trainer.storage.remote import RemoteStore, RemoteStoreError
+from trainer.storage.s3client import client_config, s3_client
+
+EXIT_BAD_CONFIG = 2
+
+
+def fail(message: str, code: int) -> int:
+    print(f"spot-trainer: {message}", file=sys.stderr, flush=True)
+    return code
+
+
+def run_agent(options: argparse.Namespace) -> int:
+    try:
+        env = dict(os.environ)
+        if options.env_file is not None:
+            env.update(parse_env_file(options.env_file))
+        config = config_from_env(env)
+        check_config(config)
+    except ConfigError as error:
+        return fail(f"bad configuration: {error}", EXIT_BAD_CONFIG)
+    except OSError as error:
+        return fail(f"cannot read {options.env_file}: {error.strerror or error}", EXIT_BAD_CONFIG)
+    try:
+        agent = build_agent(config)
+        install_stop_handlers(agent)
+        try:
+            return agent.run()
+        finally:
+            if agent.clients.cloud is not None:
+                agent.clients.cloud.close()
+    except AgentError as error:
+        return fail(str(error), 1)
+    except (ClientError, BotoCoreError, RuntimeError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return fail(f"cannot work with s3://{config.bucket}/{config.job}: {first}", 1)
+
+
+def build_agent(config: AgentConfig) -> Agent:
+    """Wire the agent to real clients (endpoints from AWS_ENDPOINT_URL and the IMDS override)."""
+    imds = ImdsClient()
+    instance_id = config.instance_id or _instance_id_from(imds)
+    s3 = s3_client(region=config.region)
+    session = boto3.session.Session()
+    aws = {"region_name": config.region, "config": client_config(max_attempts=4)}
+    # Telemetry gives up fast: an unreachable endpoint must not delay a shutdown under a notice.
+    quick = {"region_name": config.region, "config": Config(retries={"mode": "adaptive", "max_attempts": 2},
+                                                            connect_timeout=2, read_timeout=5)}
+    cloud = CloudWatchSink(
+        logs=session.client("logs", **quick),
+        metrics=session.client("cloudwatch", **quick),
+        log_group=config.log_group or f"/spot-trainer/{config.job}",
+        log_stream=instance_id,
+        namespace=config.metrics_namespace,
+        job=config.job,
+    ).start()
+    clients = Clients(
+        store=RemoteStore(s3, config.bucket, config.job, keep=config.keep_checkpoints, instance=instance_id),
+        lease=Lease(s3, config.bucket, config.job, owner=instance_id, ttl_seconds=config.lease_ttl_seconds),
+        imds=imds,
+        autoscaling=session.client("autoscaling", **aws),
+        cloud=cloud,
+    )
+    return Agent(config=config, clients=clients, instance_id=instance_id)
+
+
+def _instance_id_from(imds: ImdsClient) -> str:
+    try:
+        return imds.instance_id()
+    except Exception:  # not on EC2: the host name identifies this agent
+        return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def run_status(options: argparse.Namespace) -> int:
+    store = RemoteStore(s3_client(region=options.region, max_attempts=3), options.bucket, options.job)
+    try:
+        status = store.get_json(STATUS_NAME)
+        if options.json:
+            print(json.dumps(status or {}, indent=1))
+            return 0 if status else 1
+        print(describe_job(status, store.get_json("latest.json"), store.events()))
+    except (RemoteStoreError, ClientError, BotoCoreError) as error:
+        return fail(f"cannot read job {options.job!r} in bucket {options.bucket!r}: {error}", 1)
+    return 0
