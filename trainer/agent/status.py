@@ -43,6 +43,7 @@ class JobStatus:
     interruptions: int = 0
     failures: int = 0
     reason: str = ""
+    warning: str = ""  # something the user must fix, e.g. a command that saves nothing recognisable
     updated_at: str = field(default_factory=utc_now)
 
     @classmethod
@@ -110,6 +111,8 @@ def describe_job(
     ]
     if status.get("reason"):
         lines.append(f"reason         {status['reason']}")
+    if status.get("warning"):
+        lines.append(f"warning        {status['warning']}")
     if kinds:
         counts = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
         lines.append(f"events         {counts}")

@@ -26,10 +26,11 @@ from trainer.agent.config import AgentConfig, ConfigError
 from trainer.agent.imds import ImdsClient
 from trainer.agent.lease_keeper import LeaseKeeper
 from trainer.agent.own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
+from trainer.agent.save_watch import SaveWatch
 from trainer.agent.status import JobStatus, StatusReporter
 from trainer.agent.telemetry import RunTelemetry
+from trainer.storage import layouts
 from trainer.storage.lease import Lease
-from trainer.storage.names import list_checkpoints, parse_step
 from trainer.storage.remote import RemoteStore
 from trainer.storage.uploader import CheckpointUploader, Uploaded, size_of
 
@@ -55,6 +56,7 @@ def check_config(config: AgentConfig) -> None:
          config.lease_ttl_seconds > 2 * config.poll_seconds),
         ("SPOT_KEEP_CHECKPOINTS", config.keep_checkpoints, config.keep_checkpoints >= 1),
         ("SPOT_STATUS_INTERVAL", config.status_interval_seconds, config.status_interval_seconds > 0),
+        ("SPOT_CHECKPOINT_WARN_SECONDS", config.checkpoint_warn_seconds, config.checkpoint_warn_seconds > 0),
     ]
     for name, value, ok in checks:
         if not ok:
@@ -69,10 +71,10 @@ def check_config(config: AgentConfig) -> None:
             raise ConfigError(f"SPOT_COMMAND cannot be parsed as a shell command: {error}") from None
 
 
-def newest_local_checkpoint(directory: Path) -> tuple[int, Path] | None:
-    """Highest `step-N` entry in the checkpoint directory, by the torch-free contract module."""
-    entries = list_checkpoints(directory)
-    return entries[-1] if entries else None
+def newest_local_checkpoint(directory: Path, *, writer_done: bool = False) -> tuple[int, Path] | None:
+    """The newest complete checkpoint in the directory, in any layout the agent knows."""
+    newest = layouts.newest_complete(directory, writer_done=writer_done)
+    return (newest.step, newest.path) if newest else None
 
 
 @dataclass
@@ -158,7 +160,7 @@ class Agent:
     def _restore(self) -> Path | None:
         directory = Path(self.config.checkpoint_dir)
         directory.mkdir(parents=True, exist_ok=True)
-        local = newest_local_checkpoint(directory)
+        local = newest_local_checkpoint(directory, writer_done=True)
         remote_step = self.clients.store.latest_step()
         if local is not None and (remote_step is None or local[0] >= remote_step):
             restored: Path | None = local[1]  # this disk survived (agent restart): it is at least as new
@@ -170,7 +172,8 @@ class Agent:
         if restored is None:
             self.log("no checkpoint yet: starting fresh")
             return None
-        step = parse_step(restored.name) or 0
+        layouts.prepare_for_resume(restored)
+        step = layouts.step_of(restored) or 0
         self.telemetry.event("resume", step=step)
         self.telemetry.update(checkpoint_step=max(step, remote_step or 0))
         return restored
@@ -182,8 +185,9 @@ class Agent:
             reporter = self._require_reporter()
             reporter.update(state=states.TRAINING, attempt=reporter.status.attempt + 1, reason="")
             command = self._start_command(resume_from)
+            watch = self._save_watch().start(resumed=resume_from is not None)
             try:
-                outcome, code = self._supervise(command, uploader)
+                outcome, code = self._supervise(command, uploader, watch)
             except BaseException:  # the agent itself broke: let the command save and stop, then report
                 self._stop_command(command)
                 raise
@@ -207,7 +211,7 @@ class Agent:
             reporter.update(failures=failures)
             # Back off a little (a device or a mount that is not ready yet); a stop request cuts it short.
             self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures - 1)))
-            local = newest_local_checkpoint(Path(self.config.checkpoint_dir))
+            local = newest_local_checkpoint(Path(self.config.checkpoint_dir), writer_done=True)
             resume_from = local[1] if local else resume_from
 
     def _start_command(self, resume_from: Path | None) -> CommandProcess:
@@ -233,14 +237,16 @@ class Agent:
         cwd = config.workdir if config.command != "builtin" else None
         return CommandProcess(argv, env, cwd=cwd, sink=self.telemetry.command_output).start()
 
-    def _supervise(self, command: CommandProcess, uploader: CheckpointUploader) -> tuple[str, int]:
+    def _supervise(self, command: CommandProcess, uploader: CheckpointUploader,
+                   watch: SaveWatch) -> tuple[str, int]:
         """Run until the command exits or must stop: ("exited" | notice reason | "lost-lease", code)."""
         directory = Path(self.config.checkpoint_dir)
         while True:
             code = command.wait(timeout=self.config.poll_seconds)
-            newest = newest_local_checkpoint(directory)
+            newest = newest_local_checkpoint(directory, writer_done=code is not None)
             if newest is not None:
                 uploader.offer(*newest)
+            watch.check(newest, exited=code == 0)
             if code is not None:
                 return "exited", code
             reason = self._notice() or ("agent asked to stop" if self.stop_requested.is_set() else None)
@@ -260,7 +266,7 @@ class Agent:
 
     def _settle_uploads(self, uploader: CheckpointUploader) -> int | None:
         """Offer the newest checkpoint, wait for it to be safe in S3; the step now in S3."""
-        newest = newest_local_checkpoint(Path(self.config.checkpoint_dir))
+        newest = newest_local_checkpoint(Path(self.config.checkpoint_dir), writer_done=True)
         if newest is not None:
             uploader.offer(*newest)
         uploader.drain()
@@ -303,6 +309,14 @@ class Agent:
         group.scale_to_zero()
         self.log(message)
         group.release(SCALE_IN_WAIT_SECONDS, self.config.poll_seconds, self.stop_requested)
+
+    def _save_watch(self) -> SaveWatch:
+        def warn(message: str) -> None:
+            self.log(f"WARNING: {message}")
+            self.telemetry.event("warning", message=message)
+            self.telemetry.update(warning=message)
+
+        return SaveWatch(Path(self.config.checkpoint_dir), self.config.checkpoint_warn_seconds, warn)
 
     def _own_group(self) -> OwnGroup:
         return OwnGroup(self.config.asg_name, self.config.lifecycle_hook, self.instance_id,

@@ -27,10 +27,16 @@ from typing import Any
 import torch
 
 # Re-exported: the store and its callers speak of checkpoints by these names.
-from trainer.storage.names import checkpoint_name, latest_checkpoint, list_checkpoints, parse_step  # noqa: F401
+from trainer.storage.names import (  # noqa: F401
+    MARKER_FILE,
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+    parse_step,
+    read_marker,
+)
 
 STATE_FILE = "state.pt"
-MARKER_FILE = "COMMITTED"
 TEMP_PREFIX = ".tmp-step-"
 TRASH_PREFIX = ".trash-step-"
 
@@ -40,20 +46,6 @@ StateWriter = Callable[[dict[str, Any], Path], None]
 
 class CheckpointError(RuntimeError):
     """A checkpoint could not be written or read; the message names the path and the cause."""
-
-
-def read_marker(path: Path) -> dict[str, Any] | None:
-    """The commit marker if it is well formed and every file it lists has the recorded size."""
-    try:
-        marker: dict[str, Any] = json.loads((path / MARKER_FILE).read_text())
-        files = marker["files"]
-        if marker["step"] != parse_step(path.name) or not files:
-            return None
-        if any((path / name).stat().st_size != size for name, size in files.items()):
-            return None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return marker
 
 
 def committed_checkpoints(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:

@@ -6,11 +6,14 @@ The agent reads directories with this alone, so it never pays for importing torc
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 _STEP_NAME = re.compile(r"^step-(\d+)$")
+MARKER_FILE = "COMMITTED"  # JSON {"step", "files": {name: size}}, written last into a step-N directory
 
 
 def checkpoint_name(step: int) -> str:
@@ -35,3 +38,17 @@ def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
     """The highest `step-N` entry, whoever wrote it; None when there is none."""
     entries = list_checkpoints(directory)
     return entries[-1][1] if entries else None
+
+
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """The commit marker if it is well formed and every file it lists has the recorded size."""
+    try:
+        marker: dict[str, Any] = json.loads((path / MARKER_FILE).read_text())
+        files = marker["files"]
+        if marker["step"] != parse_step(path.name) or not files:
+            return None
+        if any((path / name).stat().st_size != size for name, size in files.items()):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return marker

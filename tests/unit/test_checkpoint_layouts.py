@@ -1,0 +1,136 @@
+"""Which entries of CHECKPOINT_DIR the agent uploads: every layout, complete or still being written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainer.agent.save_watch import SaveWatch
+from trainer.storage import layouts
+from trainer.storage.local import write_checkpoint
+
+
+def hf_checkpoint(root: Path, step: int, *, state: str | None = None) -> Path:
+    """An HF Trainer checkpoint as transformers writes it: weights first, trainer_state.json last."""
+    path = root / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    (path / "model.safetensors").write_bytes(os.urandom(256))
+    (path / "optimizer.pt").write_bytes(os.urandom(256))
+    if state is not None:
+        (path / layouts.HF_STATE_FILE).write_text(state)
+    return path
+
+
+def lightning_checkpoint(root: Path, step: int) -> Path:
+    path = root / f"epoch=0-step={step}.ckpt"
+    torch.save({"global_step": step, "state_dict": {"w": torch.ones(4)}}, path)
+    return path
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("step-00000120", ("ours", 120)),
+    ("checkpoint-500", ("generic", 500)),  # a file: HF checkpoints are directories
+    ("epoch=3-step=1200.ckpt", ("lightning", 1200)),
+    ("step=40.ckpt", ("lightning", 40)),
+    ("last.ckpt", None),
+    ("last-v1.ckpt", None),
+    ("model_step300.pt", ("generic", 300)),
+    ("iter-0042", ("generic", 42)),
+    (".tmp-step-5-abcd", None),
+    (".checkpoint-7", None),
+    ("events.out.tfevents.1700000000", None),
+    ("config.json", None),
+])
+def test_names_map_to_layouts(tmp_path: Path, name: str, expected: tuple[str, int] | None) -> None:
+    (tmp_path / name).write_bytes(b"x")
+    assert layouts.classify(tmp_path / name) == expected
+
+
+def test_hf_checkpoint_counts_only_once_trainer_state_names_its_step(tmp_path: Path) -> None:
+    hf_checkpoint(tmp_path, 100, state=json.dumps({"global_step": 100}))
+    hf_checkpoint(tmp_path, 200)  # weights written, trainer_state.json not yet
+    assert layouts.newest_complete(tmp_path).path.name == "checkpoint-100"
+    (tmp_path / "checkpoint-200" / layouts.HF_STATE_FILE).write_text('{"global_st')  # mid-write
+    assert layouts.newest_complete(tmp_path).path.name == "checkpoint-100"
+    (tmp_path / "checkpoint-200" / layouts.HF_STATE_FILE).write_text(json.dumps({"global_step": 200}))
+    newest = layouts.newest_complete(tmp_path)
+    assert (newest.step, newest.layout, newest.path.name) == (200, "hf", "checkpoint-200")
+
+
+def test_hf_checkpoint_even_after_the_command_exits_needs_its_state(tmp_path: Path) -> None:
+    hf_checkpoint(tmp_path, 300)  # killed before trainer_state.json: never complete
+    assert layouts.newest_complete(tmp_path, writer_done=True) is None
+
+
+def test_lightning_checkpoint_counts_once_its_archive_is_whole(tmp_path: Path) -> None:
+    whole = lightning_checkpoint(tmp_path, 100)
+    cut = lightning_checkpoint(tmp_path, 200)
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])  # a copy across filesystems, cut off
+    (tmp_path / "last.ckpt").write_bytes(whole.read_bytes())
+    newest = layouts.newest_complete(tmp_path, writer_done=True)
+    assert (newest.step, newest.layout, newest.path) == (100, "lightning", whole)
+
+
+def test_generic_checkpoint_counts_once_superseded_or_the_writer_is_done(tmp_path: Path) -> None:
+    (tmp_path / "model_step100.pt").write_bytes(b"a")
+    assert layouts.newest_complete(tmp_path) is None  # may still be written
+    assert layouts.newest_complete(tmp_path, writer_done=True).step == 100
+    (tmp_path / "model_step200.pt").write_bytes(b"b")
+    assert layouts.newest_complete(tmp_path).step == 100
+
+
+def test_our_directories_need_a_valid_marker_when_they_carry_one(tmp_path: Path) -> None:
+    write_checkpoint(tmp_path, 10, {"w": torch.zeros(2)})
+    damaged = write_checkpoint(tmp_path, 20, {"w": torch.zeros(2)})
+    (damaged / "state.pt").write_bytes(b"short")
+    (tmp_path / "step-00000015").write_bytes(b"a script's write-then-rename file")
+    newest = layouts.newest_complete(tmp_path)
+    assert (newest.step, newest.layout) == (15, "ours")
+
+
+def test_a_restored_lightning_checkpoint_is_found_as_last(tmp_path: Path) -> None:
+    restored = lightning_checkpoint(tmp_path, 100)
+    (tmp_path / "last.ckpt").write_bytes(b"stale")
+    layouts.prepare_for_resume(restored)
+    assert (tmp_path / "last.ckpt").read_bytes() == restored.read_bytes()
+    assert os.path.samefile(tmp_path / "last.ckpt", restored)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_other_restored_layouts_are_left_as_they_are(tmp_path: Path) -> None:
+    restored = hf_checkpoint(tmp_path, 5, state=json.dumps({"global_step": 5}))
+    layouts.prepare_for_resume(restored)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-5"]
+
+
+def test_a_command_that_saves_nothing_recognisable_is_named_once(tmp_path: Path) -> None:
+    (tmp_path / "weights_final.bin").write_bytes(b"x")
+    (tmp_path / "runs").mkdir()
+    warnings: list[str] = []
+    watch = SaveWatch(tmp_path, warn_after_seconds=3600, warn=warnings.append).start(resumed=False)
+    watch.check(None)
+    assert warnings == []  # still inside the save interval
+    watch.check(None, exited=True)
+    watch.check(None, exited=True)
+    assert len(warnings) == 1
+    assert "runs/, weights_final.bin (2 entries)" in warnings[0] and "checkpoint-<N>/ (HF Trainer)" in warnings[0]
+
+
+def test_a_command_past_its_save_interval_without_checkpoints_is_named(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    watch = SaveWatch(tmp_path, warn_after_seconds=0.0, warn=warnings.append).start(resumed=False)
+    watch.check(None)
+    assert len(warnings) == 1 and "holds nothing" in warnings[0]
+
+
+def test_a_command_that_saves_or_resumed_is_not_warned_about(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    SaveWatch(tmp_path, 0.0, warnings.append).start(resumed=True).check(None, exited=True)
+    watch = SaveWatch(tmp_path, 0.0, warnings.append).start(resumed=False)
+    watch.check(object())
+    watch.check(None, exited=True)
+    assert warnings == []

@@ -1,0 +1,147 @@
+"""Checkpoint layouts: which entries of CHECKPOINT_DIR are checkpoints, of which step, and whether
+each is complete enough to upload. The agent asks this module; nothing else knows the layouts.
+
+    ours       step-<N>                 complete on appearance (write, then rename); a directory
+                                        that carries a COMMITTED marker only while it is valid
+    hf         checkpoint-<N>/          HF Trainer writes in place, trainer_state.json last
+                                        (transformers 5.23 `_save_checkpoint`): complete once that
+                                        file parses and names global_step N
+    lightning  <...>step=<N><...>.ckpt  torch.save archives (Lightning's default file name carries
+                                        the step): complete once the zip's central directory reads;
+                                        last*.ckpt is a copy of the newest and is never uploaded
+    generic    any other name with step/iter/ckpt/checkpoint and a number (`model_step500.pt`,
+                                        `iter-500/`): complete once a higher step appears or the
+                                        command has exited
+
+Names starting with "." are writes in progress for every layout and are never looked at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainer.storage.names import MARKER_FILE, parse_step, read_marker
+
+OURS, HF, LIGHTNING, GENERIC = "ours", "hf", "lightning", "generic"
+HF_STATE_FILE = "trainer_state.json"
+LIGHTNING_LAST = re.compile(r"^last(-v?\d+)?\.ckpt$")
+_HF_NAME = re.compile(r"^checkpoint-(\d+)$")
+_LIGHTNING_NAME = re.compile(r"(?:^|[-_])step=(\d+)(?=[-_.]).*\.ckpt$")
+_GENERIC_NAME = re.compile(r"(?:step|iter|iteration|ckpt|checkpoint)[-_=]?(\d+)", re.IGNORECASE)
+
+ACCEPTED = ("step-<N> (file or directory)", "checkpoint-<N>/ (HF Trainer)",
+            "*step=<N>*.ckpt (Lightning)", "a name with a step number such as model_step<N>.pt")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    path: Path
+    layout: str
+    complete: bool
+
+
+def classify(path: Path) -> tuple[str, int] | None:
+    """(layout, step) of one entry, or None when it is no checkpoint (temp entries, `last.ckpt`)."""
+    name = path.name
+    if name.startswith(".") or LIGHTNING_LAST.match(name):
+        return None
+    if (step := parse_step(name)) is not None:
+        return OURS, step
+    if (match := _HF_NAME.match(name)) and path.is_dir():
+        return HF, int(match.group(1))
+    if match := _LIGHTNING_NAME.search(name):
+        return LIGHTNING, int(match.group(1))
+    if match := _GENERIC_NAME.search(name):
+        return GENERIC, int(match.group(1))
+    return None
+
+
+def list_checkpoints(directory: str | os.PathLike[str], *, writer_done: bool = False) -> list[Checkpoint]:
+    """Every checkpoint in `directory`, oldest first, each marked complete or not.
+
+    `writer_done`: the training command has exited, so nothing is still being written."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    found = sorted(
+        ((kind[1], kind[0], entry) for entry in root.iterdir() if (kind := classify(entry)) is not None),
+        key=lambda item: (item[0], item[1]),
+    )
+    highest = found[-1][0] if found else -1
+    return [Checkpoint(step, path, layout, _complete(layout, step, path, writer_done or step < highest))
+            for step, layout, path in found]
+
+
+def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = False) -> Checkpoint | None:
+    """The highest step whose checkpoint is complete (ours first when two layouts share a step)."""
+    complete = [c for c in list_checkpoints(directory, writer_done=writer_done) if c.complete]
+    if not complete:
+        return None
+    best = max(c.step for c in complete)
+    return min((c for c in complete if c.step == best), key=lambda c: _PREFERENCE.index(c.layout))
+
+
+_PREFERENCE = (OURS, HF, LIGHTNING, GENERIC)
+
+
+def step_of(path: Path) -> int | None:
+    kind = classify(path)
+    return kind[1] if kind else None
+
+
+def _complete(layout: str, step: int, path: Path, superseded: bool) -> bool:
+    try:
+        if layout == OURS:
+            return path.is_file() or not (path / MARKER_FILE).exists() or read_marker(path) is not None
+        if layout == HF:
+            return _hf_state_step(path) == step
+        if layout == LIGHTNING:
+            return path.is_file() and _zip_readable(path)
+        return superseded
+    except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
+        return False
+
+
+def _hf_state_step(path: Path) -> int | None:
+    try:
+        state = json.loads((path / HF_STATE_FILE).read_text())
+        return int(state["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _zip_readable(path: Path) -> bool:
+    """torch.save writes a zip archive: its central directory, at the very end, comes last."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return bool(archive.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+
+
+def describe(directory: str | os.PathLike[str], limit: int = 8) -> str:
+    """What a directory holds, for a warning: 'a.txt, model.bin, … (12 entries)' or 'nothing'."""
+    root = Path(directory)
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir()) if root.is_dir() else []
+    if not names:
+        return "nothing"
+    shown = ", ".join(names[:limit]) + (", …" if len(names) > limit else "")
+    return f"{shown} ({len(names)} entries)"
+
+
+def prepare_for_resume(restored: Path) -> None:
+    """Make a restored checkpoint look as its framework left it. Lightning's `ckpt_path="last"`
+    looks for last*.ckpt beside the step files, so a restored step file gets a `last.ckpt` link."""
+    if classify(restored) != (LIGHTNING, step_of(restored)) or not restored.is_file():
+        return
+    last = restored.with_name("last.ckpt")
+    temp = restored.with_name(f".last.ckpt.{os.getpid()}")
+    temp.unlink(missing_ok=True)
+    os.link(restored, temp)
+    os.replace(temp, last)
