@@ -1,0 +1,53 @@
+"""A plain Lightning script: a small MLP on synthetic data, CPU-sized.
+
+Nothing in it knows Spot Trainer except where it saves: ModelCheckpoint writes into $CHECKPOINT_DIR
+(its default file name carries the step) with save_last=True, and the script resumes the way the
+Lightning docs do it, with ckpt_path="last".
+"""
+
+import os
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.utils.data import DataLoader, TensorDataset
+
+STEPS = int(os.environ.get("PL_STEPS", "60"))
+SAVE_STEPS = int(os.environ.get("PL_SAVE_STEPS", "10"))
+
+
+class Regression(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        inputs, targets = batch
+        loss = torch.nn.functional.mse_loss(self.net(inputs), targets)
+        self.log("loss", loss)
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def data() -> DataLoader:
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(4096, 16, generator=generator)
+    targets = inputs.sum(dim=1, keepdim=True)
+    return DataLoader(TensorDataset(inputs, targets), batch_size=32, shuffle=True, generator=generator)
+
+
+def main() -> None:
+    checkpoints = ModelCheckpoint(dirpath=os.environ.get("CHECKPOINT_DIR", "checkpoints"),
+                                  every_n_train_steps=SAVE_STEPS, save_top_k=3, monitor="step",
+                                  mode="max", save_last=True)
+    L.seed_everything(0)
+    trainer = L.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, callbacks=[checkpoints],
+                        logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Regression(), data(), ckpt_path="last")
+    print(f"finished at global step {trainer.global_step}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
