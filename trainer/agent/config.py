@@ -40,7 +40,9 @@ class AgentConfig:
     lifecycle_hook: str = ""  # termination hook to complete once the emergency checkpoint is safe
     bootstrap_log: str = ""  # user data's log file, forwarded to the log stream when the agent starts
     status_interval_seconds: float = 15.0  # how often status.json is refreshed while training
-    checkpoint_warn_seconds: float = 1800.0  # warn when the command has saved nothing recognisable by then
+    # Warn when the command has saved nothing recognisable by then. Not an SPOT_* setting yet: every
+    # setting is written by the user data, and v1 stays as it is.
+    checkpoint_warn_seconds: float = 1800.0
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -67,7 +69,6 @@ ENV_NAMES: dict[str, str] = {
     "SPOT_LIFECYCLE_HOOK": "lifecycle_hook",
     "SPOT_STATUS_INTERVAL": "status_interval_seconds",
     "SPOT_BOOTSTRAP_LOG": "bootstrap_log",
-    "SPOT_CHECKPOINT_WARN_SECONDS": "checkpoint_warn_seconds",
 }
 REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")
 

@@ -56,7 +56,6 @@ def check_config(config: AgentConfig) -> None:
          config.lease_ttl_seconds > 2 * config.poll_seconds),
         ("SPOT_KEEP_CHECKPOINTS", config.keep_checkpoints, config.keep_checkpoints >= 1),
         ("SPOT_STATUS_INTERVAL", config.status_interval_seconds, config.status_interval_seconds > 0),
-        ("SPOT_CHECKPOINT_WARN_SECONDS", config.checkpoint_warn_seconds, config.checkpoint_warn_seconds > 0),
     ]
     for name, value, ok in checks:
         if not ok:
