@@ -66,13 +66,7 @@ def list_checkpoints(directory: str | os.PathLike[str], *, writer_done: bool = F
     """Every checkpoint in `directory`, oldest first, each marked complete or not.
 
     `writer_done`: the training command has exited, so nothing is still being written."""
-    root = Path(directory)
-    if not root.is_dir():
-        return []
-    found = sorted(
-        ((kind[1], kind[0], entry) for entry in root.iterdir() if (kind := classify(entry)) is not None),
-        key=lambda item: (item[0], item[1]),
-    )
+    found = sorted(_entries(directory), key=lambda item: (item[0], item[1]))
     highest = found[-1][0] if found else -1
     return [Checkpoint(step, path, layout, _complete(layout, step, path, writer_done or step < highest))
             for step, layout, path in found]
@@ -80,14 +74,23 @@ def list_checkpoints(directory: str | os.PathLike[str], *, writer_done: bool = F
 
 def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = False) -> Checkpoint | None:
     """The highest step whose checkpoint is complete (ours first when two layouts share a step)."""
-    complete = [c for c in list_checkpoints(directory, writer_done=writer_done) if c.complete]
-    if not complete:
-        return None
-    best = max(c.step for c in complete)
-    return min((c for c in complete if c.step == best), key=lambda c: _PREFERENCE.index(c.layout))
+    # Newest first, and stop at the first complete one: each poll checks one or two entries, not all.
+    candidates = sorted(_entries(directory), key=lambda item: (-item[0], _PREFERENCE.index(item[1])))
+    highest = candidates[0][0] if candidates else -1
+    for step, layout, path in candidates:
+        if _complete(layout, step, path, writer_done or step < highest):
+            return Checkpoint(step, path, layout, True)
+    return None
 
 
 _PREFERENCE = (OURS, HF, LIGHTNING, GENERIC)
+
+
+def _entries(directory: str | os.PathLike[str]) -> list[tuple[int, str, Path]]:
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    return [(kind[1], kind[0], entry) for entry in root.iterdir() if (kind := classify(entry)) is not None]
 
 
 def step_of(path: Path) -> int | None:
