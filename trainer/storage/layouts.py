@@ -43,7 +43,6 @@ class Checkpoint:
     step: int
     path: Path
     layout: str
-    complete: bool
 
 
 def classify(path: Path) -> tuple[str, int] | None:
@@ -62,16 +61,6 @@ def classify(path: Path) -> tuple[str, int] | None:
     return None
 
 
-def list_checkpoints(directory: str | os.PathLike[str], *, writer_done: bool = False) -> list[Checkpoint]:
-    """Every checkpoint in `directory`, oldest first, each marked complete or not.
-
-    `writer_done`: the training command has exited, so nothing is still being written."""
-    found = sorted(_entries(directory), key=lambda item: (item[0], item[1]))
-    highest = found[-1][0] if found else -1
-    return [Checkpoint(step, path, layout, _complete(layout, step, path, writer_done or step < highest))
-            for step, layout, path in found]
-
-
 def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = False) -> Checkpoint | None:
     """The highest step whose checkpoint is complete (ours first when two layouts share a step)."""
     # Newest first, and stop at the first complete one: each poll checks one or two entries, not all.
@@ -79,7 +68,7 @@ def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = Fa
     highest = candidates[0][0] if candidates else -1
     for step, layout, path in candidates:
         if _complete(layout, step, path, writer_done or step < highest):
-            return Checkpoint(step, path, layout, True)
+            return Checkpoint(step, path, layout)
     return None
 
 
