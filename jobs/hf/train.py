@@ -1,8 +1,10 @@
 """A plain Hugging Face Trainer script: a tiny GPT-2 on synthetic tokens, CPU-sized.
 
-Nothing in it knows Spot Trainer except where it saves: output_dir is $CHECKPOINT_DIR, and it
-resumes the way the transformers examples do (get_last_checkpoint). Run under the agent, every
-checkpoint-N it saves reaches S3 and a replacement instance resumes from the newest.
+It knows Spot Trainer only where it saves and in one callback: output_dir is $CHECKPOINT_DIR, it
+resumes the way the transformers examples do (get_last_checkpoint), and SpotTrainerCallback saves
+at the next step when the agent stops it (HF_CALLBACK=off runs it without, as an unmodified
+script: then a notice costs the steps since the last save). Run under the agent, every
+checkpoint-N reaches S3 and a replacement instance resumes from the newest.
 """
 
 import os
@@ -11,8 +13,11 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
+from trainer.integrations.hf import SpotTrainerCallback
+
 STEPS = int(os.environ.get("HF_STEPS", "60"))
 SAVE_STEPS = int(os.environ.get("HF_SAVE_STEPS", "10"))
+WITH_CALLBACK = os.environ.get("HF_CALLBACK", "on") != "off"
 
 
 class Tokens(torch.utils.data.Dataset):
@@ -37,7 +42,8 @@ def main() -> None:
         per_device_train_batch_size=8, learning_rate=1e-3, logging_steps=SAVE_STEPS,
         report_to=[], use_cpu=True, seed=0, dataloader_num_workers=0,
     )
-    trainer = Trainer(model=model, args=args, train_dataset=Tokens())
+    callbacks = [SpotTrainerCallback()] if WITH_CALLBACK else []
+    trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=callbacks)
     last = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
     print(f"resuming from {last}" if last else "starting fresh", flush=True)
     trainer.train(resume_from_checkpoint=last)

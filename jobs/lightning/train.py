@@ -1,8 +1,10 @@
 """A plain Lightning script: a small MLP on synthetic data, CPU-sized.
 
-Nothing in it knows Spot Trainer except where it saves: ModelCheckpoint writes into $CHECKPOINT_DIR
-(its default file name carries the step) with save_last=True, and the script resumes the way the
-Lightning docs do it, with ckpt_path="last".
+It knows Spot Trainer only where it saves and in one callback: ModelCheckpoint writes into
+$CHECKPOINT_DIR (its default file name carries the step) with save_last=True, the script resumes
+the way the Lightning docs do it, with ckpt_path="last", and SpotCheckpoint saves at the next step
+when the agent stops it (PL_CALLBACK=off runs it without, as an unmodified script: then a notice
+costs the steps since the last save).
 """
 
 import os
@@ -12,8 +14,11 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
+from trainer.integrations.lightning import SpotCheckpoint
+
 STEPS = int(os.environ.get("PL_STEPS", "60"))
 SAVE_STEPS = int(os.environ.get("PL_SAVE_STEPS", "10"))
+WITH_CALLBACK = os.environ.get("PL_CALLBACK", "on") != "off"
 
 
 class Regression(L.LightningModule):
@@ -43,7 +48,8 @@ def main() -> None:
                                   every_n_train_steps=SAVE_STEPS, save_top_k=3, monitor="step",
                                   mode="max", save_last=True)
     L.seed_everything(0)
-    trainer = L.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, callbacks=[checkpoints],
+    callbacks = [checkpoints, SpotCheckpoint()] if WITH_CALLBACK else [checkpoints]
+    trainer = L.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, callbacks=callbacks,
                         logger=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(Regression(), data(), ckpt_path="last")
     print(f"finished at global step {trainer.global_step}", flush=True)

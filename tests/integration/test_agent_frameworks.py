@@ -27,7 +27,8 @@ def framework_env(aws_env: dict[str, str], bucket: str, job: str, directory: Pat
                   instance: str, command: str, prefix: str) -> dict[str, str]:
     env = agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=directory, imds_url=imds.url,
                     instance_id=instance, command=command)
-    env.update({f"{prefix}_STEPS": str(STEPS), f"{prefix}_SAVE_STEPS": str(SAVE_EVERY), "OMP_NUM_THREADS": "1"})
+    env.update({f"{prefix}_STEPS": str(STEPS), f"{prefix}_SAVE_STEPS": str(SAVE_EVERY), "OMP_NUM_THREADS": "1",
+                f"{prefix}_CALLBACK": "off"})  # unmodified unless a test turns the one-line callback on
     return env
 
 
@@ -83,3 +84,44 @@ def test_a_script_saving_under_an_unknown_name_is_warned_about(
     assert "no recognised checkpoint" in warning and "weights_latest.bin (1 entries)" in warning, warning
     assert any("WARNING: no recognised checkpoint" in line for line in agent.lines)
     assert any(event["kind"] == "warning" for event in store.events())
+
+
+NOTICE_AT = 230  # between two saves (200 and 300)
+
+
+@pytest.mark.parametrize("callback", ["on", "off"])
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_a_notice_costs_no_step_with_the_callback_and_at_most_one_save_interval_without(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path, framework: str, callback: str
+) -> None:
+    command, prefix, _ = FRAMEWORKS[framework]
+    job = f"notice-{framework}-{callback}"
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
+    with FakeImds(instance_id="i-noticed") as imds:
+        env = framework_env(aws_env, bucket, job, tmp_path / "a", imds, "i-noticed", command, prefix)
+        env[f"{prefix}_CALLBACK"] = callback
+        agent = AgentProcess(env).start()
+        try:
+            if callback == "on":  # the callback prints every step
+                agent.wait_for(lambda: max(steps(agent), default=0) >= NOTICE_AT, timeout=240,
+                               what=f"step {NOTICE_AT}")
+            else:  # an unmodified script prints no steps: its saves are all there is to go by
+                agent.wait_for(lambda: (store.latest_step() or 0) >= 2 * SAVE_EVERY, timeout=240,
+                               what="the second save in S3")
+            imds.announce_interruption(in_seconds=120)
+            assert agent.wait(timeout=120) == 0, agent.text()
+        finally:
+            agent.stop()
+    assert store.get_json("status.json")["state"] == "INTERRUPTED", agent.text()
+    in_s3 = store.latest_step()
+    if callback == "on":
+        # Zero completed steps lost: the step in flight at the notice finished and was saved.
+        emergency = agent.events("emergency_checkpoint")
+        assert emergency and in_s3 == emergency[0]["step"] == max(steps(agent)) > NOTICE_AT, agent.text()
+    else:
+        assert not agent.events("emergency_checkpoint")
+        assert in_s3 is not None and in_s3 % SAVE_EVERY == 0 and in_s3 >= 2 * SAVE_EVERY, agent.text()
+
+
+def steps(agent: AgentProcess) -> list[int]:
+    return [event["step"] for event in agent.events("step")]

@@ -10,12 +10,10 @@ weights bit-identical to an uninterrupted run on the same hardware.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ import torch
 from trainer.builtin.data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
 from trainer.builtin.models import MODEL_NAMES, build_model, compute_loss
 from trainer.builtin.state import capture_rng, restore_rng, seed_everything
+from trainer.progress import emit
 from trainer.storage.local import (
     AsyncCheckpointer,
     CheckpointError,
@@ -103,17 +102,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.precision == "fp16" and not torch.cuda.is_available():
         parser.error("--precision fp16 needs a CUDA device")
     return args
-
-
-_print_lock = threading.Lock()
-
-
-def emit(event: str, **fields: Any) -> None:
-    """One flushed JSON line on stdout; safe from the checkpoint writer thread."""
-    line = json.dumps({"event": event, **fields})
-    with _print_lock:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
 
 
 def say(message: str) -> None:

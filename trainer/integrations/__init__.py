@@ -1,0 +1,11 @@
+"""One-line callbacks for the training frameworks users bring: Hugging Face Trainer (`hf`) and
+Lightning (`lightning`).
+
+Added to a script's trainer, a callback turns the agent's stop signal into a checkpoint at the
+next step boundary, saved where and how the framework saves its own, and then ends the process,
+so an announced interruption costs no completed step. It prints the progress lines of
+`trainer.progress` so the agent and the report see the framework's steps. Like the built-in
+program, it talks to the agent only through the signal, the environment and the checkpoint
+directory: it imports `trainer.progress`, never `trainer.agent` or `trainer.builtin`, and imports its
+framework only when the user's script does.
+"""
