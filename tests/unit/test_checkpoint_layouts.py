@@ -93,18 +93,33 @@ def test_our_directories_need_a_valid_marker_when_they_carry_one(tmp_path: Path)
 
 
 def test_a_restored_lightning_checkpoint_is_found_as_last(tmp_path: Path) -> None:
+    older = lightning_checkpoint(tmp_path, 50)
+    os.link(older, tmp_path / "last.ckpt")  # what the dead run's ModelCheckpoint left
     restored = lightning_checkpoint(tmp_path, 100)
-    (tmp_path / "last.ckpt").write_bytes(b"stale")
-    layouts.prepare_for_resume(restored)
-    assert (tmp_path / "last.ckpt").read_bytes() == restored.read_bytes()
+    assert layouts.prepare_for_resume(tmp_path, restored) == []
     assert os.path.samefile(tmp_path / "last.ckpt", restored)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_other_restored_layouts_are_left_as_they_are(tmp_path: Path) -> None:
     restored = hf_checkpoint(tmp_path, 5, state=json.dumps({"global_step": 5}))
-    layouts.prepare_for_resume(restored)
+    assert layouts.prepare_for_resume(tmp_path, restored) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-5"]
+
+
+def test_what_a_killed_writer_left_half_written_is_moved_aside_before_the_framework_looks(tmp_path: Path) -> None:
+    restored = hf_checkpoint(tmp_path, 10, state=json.dumps({"global_step": 10}))
+    hf_checkpoint(tmp_path, 20)  # killed before trainer_state.json: get_last_checkpoint would pick it
+    lightning_checkpoint(tmp_path, 30).write_bytes(b"PK\x03\x04 cut short")
+    (tmp_path / "last.ckpt").write_bytes(b"PK\x03\x04 cut short too")
+    (tmp_path / "model_step40.pt").write_bytes(b"generic: the writer is gone, so it counts as whole")
+    hidden = layouts.prepare_for_resume(tmp_path, restored)
+    assert hidden == ["checkpoint-20", "epoch=0-step=30.ckpt", "last.ckpt"]
+    visible = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert visible == ["checkpoint-10", "model_step40.pt"]
+    assert (tmp_path / ".incomplete-checkpoint-20" / "model.safetensors").is_file()  # aside, not deleted
+    hf_checkpoint(tmp_path, 20)  # the same name dies again: the older leftover makes way
+    assert layouts.prepare_for_resume(tmp_path, None) == ["checkpoint-20"]
 
 
 def test_a_command_that_saves_nothing_recognisable_is_named_once(tmp_path: Path) -> None:

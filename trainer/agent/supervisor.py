@@ -168,11 +168,12 @@ class Agent:
             restored = self.clients.store.restore(directory)
             if restored is not None:
                 self.log(f"restored {restored.name} from S3 in {time.monotonic() - started:.2f}s")
+        self._prepare_directory(restored)
         if restored is None:
             self.log("no checkpoint yet: starting fresh")
             return None
-        layouts.prepare_for_resume(restored)
         step = layouts.step_of(restored) or 0
+        self.log(f"resuming from checkpoint step {step} ({restored.name})")
         self.telemetry.event("resume", step=step)
         self.telemetry.update(checkpoint_step=max(step, remote_step or 0))
         return restored
@@ -212,6 +213,13 @@ class Agent:
             self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures - 1)))
             local = newest_local_checkpoint(Path(self.config.checkpoint_dir), writer_done=True)
             resume_from = local[1] if local else resume_from
+            self._prepare_directory(resume_from)
+
+    def _prepare_directory(self, resume_from: Path | None) -> None:
+        """What a dead writer left half-written goes aside, so the framework resumes from `resume_from`."""
+        hidden = layouts.prepare_for_resume(Path(self.config.checkpoint_dir), resume_from)
+        if hidden:
+            self.log(f"moved aside unfinished checkpoints {', '.join(hidden)} (as {layouts.INCOMPLETE_PREFIX}<name>)")
 
     def _start_command(self, resume_from: Path | None) -> CommandProcess:
         config = self.config

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from trainer.storage.names import MARKER_FILE, parse_step, read_marker
 
 OURS, HF, LIGHTNING, GENERIC = "ours", "hf", "lightning", "generic"
 HF_STATE_FILE = "trainer_state.json"
+INCOMPLETE_PREFIX = ".incomplete-"  # where prepare_for_resume moves what a dead writer left
 LIGHTNING_LAST = re.compile(r"^last(-v?\d+)?\.ckpt$")
 _HF_NAME = re.compile(r"^checkpoint-(\d+)$")
 _LIGHTNING_NAME = re.compile(r"(?:^|[-_])step=(\d+)(?=[-_.]).*\.ckpt$")
@@ -127,11 +129,40 @@ def describe(directory: str | os.PathLike[str], limit: int = 8) -> str:
     return f"{shown} ({len(names)} entries)"
 
 
-def prepare_for_resume(restored: Path) -> None:
-    """Make a restored checkpoint look as its framework left it. Lightning's `ckpt_path="last"`
-    looks for last*.ckpt beside the step files, so a restored step file gets a `last.ckpt` link."""
-    if classify(restored) != (LIGHTNING, step_of(restored)) or not restored.is_file():
-        return
+def prepare_for_resume(directory: Path, restored: Path | None) -> list[str]:
+    """Make CHECKPOINT_DIR look as the framework would have left it had nothing died: entries the
+    writer never finished are moved aside (HF's get_last_checkpoint would pick a newer half-written
+    checkpoint-N and fail to load it), and a Lightning step file gets `last.ckpt` beside it for
+    `ckpt_path="last"`. Returns the names moved aside; they stay as `.incomplete-<name>`."""
+    hidden = _hide_unfinished(Path(directory))
+    if restored is not None and classify(restored) == (LIGHTNING, step_of(restored)) and restored.is_file():
+        _link_last(restored)
+    return hidden
+
+
+def _hide_unfinished(directory: Path) -> list[str]:
+    if not directory.is_dir():
+        return []
+    unfinished = [path for path in directory.iterdir() if _unfinished(path)]
+    for path in unfinished:
+        aside = path.with_name(f"{INCOMPLETE_PREFIX}{path.name}")
+        if aside.is_dir() and not aside.is_symlink():
+            shutil.rmtree(aside)
+        else:
+            aside.unlink(missing_ok=True)
+        os.replace(path, aside)
+    return sorted(path.name for path in unfinished)
+
+
+def _unfinished(path: Path) -> bool:
+    """Incomplete once its writer is gone (a Lightning `last.ckpt` too, which a framework reads)."""
+    if LIGHTNING_LAST.match(path.name):
+        return path.is_file() and not path.is_symlink() and not _zip_readable(path)
+    kind = classify(path)
+    return kind is not None and not _complete(kind[0], kind[1], path, superseded=True)
+
+
+def _link_last(restored: Path) -> None:
     last = restored.with_name("last.ckpt")
     temp = restored.with_name(f".last.ckpt.{os.getpid()}")
     temp.unlink(missing_ok=True)
