@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="announced interruptions spread evenly over the steps (default 3)")
     when.add_argument("--rate", type=float, default=None, metavar="PER_HOUR",
                       help="Poisson interruptions at this mean rate per hour of wall time")
+    demo.add_argument("--interrupt-every", type=float, default=20.0, metavar="S",
+                      help="for a command with no --steps: seconds after an instance's first progress "
+                           "(a step line or a new checkpoint) before each scheduled interruption (default 20)")
     demo.add_argument("--hard-kill", type=int, default=0, metavar="N",
                       help="scheduled interruptions that come without notice (power off at once)")
     demo.add_argument("--hard-kill-fraction", type=float, default=0.0, metavar="F",
@@ -58,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--early-replacement", type=int, default=0, metavar="N",
                       help="the first N notices launch the replacement at once (two instances overlap)")
     demo.add_argument("--train-args", default=None, help="override the job's built-in trainer arguments")
+    demo.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                      help="extra environment for the training command, e.g. HF_STEPS=300 (repeatable)")
     demo.add_argument("--spot-discount", type=float, default=DEFAULT_DISCOUNT, metavar="D",
                       help="spot price = on-demand × (1 − D) for the cost report (default 0.70)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the --rate process")
@@ -107,6 +112,16 @@ def read_job(job: str) -> JobFile:
                    str(run.get("train_args", "")))
 
 
+def command_env(assignments: list[str]) -> dict[str, str]:
+    env = {}
+    for assignment in assignments:
+        name, equals, value = assignment.partition("=")
+        if not equals or not name.isidentifier():
+            raise PlanError(f"--env {assignment!r}: expected NAME=VALUE")
+        env[name] = value
+    return env
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -116,15 +131,13 @@ def demo(options: argparse.Namespace) -> int:
         count=3 if options.interruptions is None and options.rate is None else (options.interruptions or 0),
         hard_kills=options.hard_kill, rate_per_hour=options.rate, notice_seconds=options.notice_seconds,
         rebalance=options.rebalance, early_replacement=options.early_replacement,
-        hard_kill_fraction=options.hard_kill_fraction, seed=options.seed,
+        hard_kill_fraction=options.hard_kill_fraction, seed=options.seed, spacing_seconds=options.interrupt_every,
     )
     plan.check()
     if not 0 <= options.spot_discount < 1:
         raise PlanError(f"--spot-discount {options.spot_discount} must lie in [0, 1)")
     job = read_job(options.job)
     train_args = job.train_args if options.train_args is None else options.train_args
-    if plan.rate_per_hour is None and plan.count + plan.hard_kills and total_steps(train_args) is None:
-        raise PlanError("--interruptions needs the built-in trainer's --steps to place them; use --rate")
     progress = ProgressLine()
     workdir = WORK_ROOT / "runs" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     started = time.monotonic()
@@ -133,10 +146,12 @@ def demo(options: argparse.Namespace) -> int:
         progress.message(f"synthesizing {job.stack_name} with the CDK CLI")
         app_dir = cloud.synth(options.job)
         parameters = {} if options.train_args is None else {"TrainArguments": train_args}
-        deployment = cloud.deploy(options.job, app_dir, parameters)
+        deployment = cloud.deploy(app_dir, parameters)
         progress.message(f"deployed {deployment.stack}: bucket {deployment.bucket}, group {deployment.group}")
+        # The built-in trainer's --steps spreads the schedule over the steps; any other command's
+        # interruptions come every --interrupt-every seconds of training.
         run = RunOptions(plan=plan, total_steps=total_steps(train_args) if job.command == "builtin" else None,
-                         timeout_seconds=options.timeout, on_tick=progress)
+                         timeout_seconds=options.timeout, on_tick=progress, command_env=command_env(options.env))
         player = Player(cloud, deployment, run).run()
         status = _status(cloud, deployment.bucket, deployment.job)
         report = build_report(player, status, options.spot_discount)

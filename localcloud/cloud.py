@@ -6,6 +6,7 @@ player (localcloud/player.py) then does EC2's part.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -22,6 +23,9 @@ from localcloud.moto_server import MotoServer
 
 WORK_ROOT = REPO_ROOT / ".localcloud"
 ARTIFACT_BUCKET = "spot-trainer-local-artifacts"
+TOOLKIT_STACK = "CDKToolkit"
+STACK_PREFIX = "SpotTrainer-"
+LOCAL_IMAGE_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
 CDK_ENV = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "AWS_EC2_METADATA_DISABLED": "true"}
 
 
@@ -45,6 +49,16 @@ def trainer_wheel(cache: Path = WORK_ROOT / "wheels") -> Path:
     if result.returncode != 0:
         raise CloudError(f"cannot build the trainer wheel: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
     return next(directory.glob("spot_trainer-*.whl"))
+
+
+def synthesized_template(app_dir: Path) -> dict[str, Any]:
+    """The one stack of a synthesized app: its name and template body."""
+    manifest = json.loads((app_dir / "manifest.json").read_text())
+    for name, artifact in manifest.get("artifacts", {}).items():
+        if artifact.get("type") == "aws:cloudformation:stack":
+            body = json.loads((app_dir / artifact["properties"]["templateFile"]).read_text())
+            return {"stack": artifact.get("displayName", name), "body": body}
+    raise CloudError(f"no stack in {app_dir}")
 
 
 @dataclass
@@ -94,7 +108,8 @@ class LocalCloud:
 
     # ---- the stack -----------------------------------------------------------------------------
     def synth(self, job: str, app_dir: Path | None = None) -> Path:
-        app_dir = app_dir or self.workdir / f"cdk.out-{job}"
+        """`cdk synth -c job=<name or path>` into the run's directory."""
+        app_dir = app_dir or self.workdir / f"cdk.out-{Path(job).stem}"
         self._cdk(["synth", "-c", f"job={job}", "-o", str(app_dir), "--quiet"], "synth")
         return app_dir
 
@@ -112,33 +127,70 @@ class LocalCloud:
         subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
         return vpc, sorted(s["SubnetId"] for s in subnets)[:2]
 
-    def deploy(self, job: str, app_dir: Path, parameters: dict[str, str] | None = None) -> Deployment:
-        """`cdk deploy` of the synthesized app, on moto's default VPC, with this checkout's trainer."""
+    def deploy(self, app_dir: Path, parameters: dict[str, str] | None = None) -> Deployment:
+        """`cdk deploy` of the synthesized app, on moto's default VPC when the job picks its network at
+        deploy time, with this checkout's trainer."""
+        template = synthesized_template(app_dir)
+        stack = str(template["stack"])
+        declared: dict[str, Any] = template["body"].get("Parameters", {})
         vpc, subnets = self.default_network()
         values = {"VpcId": vpc, "Subnets": ",".join(subnets), "TrainerPackage": self.publish_trainer(),
-                  **(parameters or {})}
-        args = ["deploy", "--app", str(app_dir), "-c", f"job={job}", "--require-approval", "never",
+                  **self.image_overrides(declared), **(parameters or {})}
+        if any(path.name.startswith("asset.") for path in app_dir.iterdir()):
+            self.bootstrap()  # the job ships its own code: `cdk deploy` publishes it as an asset
+        args = ["deploy", "--app", str(app_dir), stack, "--require-approval", "never",
                 "--method=direct", "--no-previous-parameters"]
         for name, value in values.items():
-            args += ["--parameters", f"{name}={value}"]
+            if name in declared:
+                args += ["--parameters", f"{name}={value}"]
         self._cdk(args, "deploy")
-        stack = f"SpotTrainer-{job}"
         outputs = self.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
         by_key = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+        job = stack.removeprefix(STACK_PREFIX)  # the job's name: its S3 prefix, log group and settings
         return Deployment(job=job, stack=stack, bucket=by_key["CheckpointBucket"],
                           group=by_key["AutoScalingGroup"], app_dir=app_dir)
 
-    def destroy(self, deployment: Deployment) -> None:
-        args = ["destroy", "--app", str(deployment.app_dir), "-c", f"job={deployment.job}", "--force"]
-        self._cdk(args, "destroy")
+    def bootstrap(self) -> None:
+        """The CDK toolkit stack (its asset bucket), as `cdk bootstrap` would create it. The template is
+        the CLI's own (`--show-template`); it is created directly because moto leaves a stack created
+        through a change set, as `cdk bootstrap` does, without its outputs, which `cdk deploy` reads."""
+        cloudformation = self.client("cloudformation")
+        if any(s["StackName"] == TOOLKIT_STACK for s in cloudformation.describe_stacks()["Stacks"]):
+            return
+        template = self.workdir / "bootstrap-template.yaml"
+        self._cdk(["bootstrap", "--show-template"], "bootstrap", output=template)
+        cloudformation.create_stack(StackName=TOOLKIT_STACK, TemplateBody=template.read_text(),
+                                    Capabilities=["CAPABILITY_NAMED_IAM"])
+        self.log("bootstrapped the local account for assets (CDKToolkit)")
 
-    def _cdk(self, args: list[str], what: str) -> None:
+    def image_overrides(self, declared: dict[str, Any]) -> dict[str, str]:
+        """AWS publishes AMI ids as public SSM parameters (the Deep Learning AMI's among them); moto knows
+        only a few and reserves the /aws/ names. An image parameter whose public parameter moto lacks
+        is pointed at moto's Amazon Linux one: every local instance runs the same, whatever its image."""
+        ssm, overrides = self.client("ssm"), {}
+        for name, spec in declared.items():
+            path = spec.get("Default")
+            if not str(spec.get("Type", "")).startswith("AWS::SSM::Parameter::Value") or not path:
+                continue
+            try:
+                ssm.get_parameter(Name=path)
+            except ssm.exceptions.ParameterNotFound:
+                overrides[name] = LOCAL_IMAGE_PARAMETER
+                self.log(f"{name}: moto has no {path}; using {LOCAL_IMAGE_PARAMETER}")
+        return overrides
+
+    def destroy(self, deployment: Deployment) -> None:
+        self._cdk(["destroy", "--app", str(deployment.app_dir), deployment.stack, "--force"], "destroy")
+
+    def _cdk(self, args: list[str], what: str, output: Path | None = None) -> None:
+        """Run the CDK CLI; its log goes to cdk-<what>.log, its stdout to `output` when given."""
         env = {**os.environ, **CDK_ENV, **(self.aws_env if self.moto else {})}
         log_path = self.workdir / f"cdk-{what}.log"
-        with open(log_path, "w") as out:
+        with open(log_path, "w") as log, open(output or os.devnull, "w") as stdout:
             # Its own process group: on Ctrl-C or an error, npx, node and the synth all go together.
-            process = subprocess.Popen(["npx", "cdk", *args], env=env, cwd=REPO_ROOT, stdout=out,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(["npx", "cdk", *args], env=env, cwd=REPO_ROOT,
+                                       stdout=log if output is None else stdout, stderr=log,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
             try:
                 returncode = process.wait()
             finally:

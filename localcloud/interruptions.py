@@ -1,7 +1,8 @@
 """When and how the local spot cloud takes an instance away.
 
 Two ways to say when: a schedule (N interruptions spread evenly over the steps still to do,
-counted from where the instance in charge resumed, so each replacement trains a while first) or a
+counted from where the instance in charge resumed, so each replacement trains a while first; for a
+command whose total steps are unknown, one every `spacing_seconds` of an instance's training) or a
 rate (a Poisson process, as spot reclaims arrive, with exponential gaps of mean 3600/rate seconds).
 Each interruption is either announced (spot/instance-action, plus a rebalance recommendation first
 when asked, then the notice window, then power off) or a hard kill (power off without notice).
@@ -30,6 +31,7 @@ class InterruptionPlan:
     early_replacement: int = 0  # how many announced interruptions get their replacement at notice time
     hard_kill_fraction: float = 0.0  # with a rate: share of arrivals that come without notice
     seed: int = 0
+    spacing_seconds: float = 20.0  # a schedule without known total steps: training time before each
 
     def check(self) -> None:
         if self.count < 0 or self.hard_kills < 0:
@@ -41,6 +43,8 @@ class InterruptionPlan:
                 raise PlanError("--rate cannot be combined with --interruptions or --hard-kill")
         if self.notice_seconds < 0:
             raise PlanError(f"--notice-seconds {self.notice_seconds} must be 0 or more")
+        if self.spacing_seconds <= 0:
+            raise PlanError(f"--interrupt-every {self.spacing_seconds} must be a positive number of seconds")
         if not 0 <= self.hard_kill_fraction <= 1:
             raise PlanError(f"hard kill fraction {self.hard_kill_fraction} must lie in [0, 1]")
 
@@ -89,8 +93,9 @@ class Injector:
         base = max(start, self._last_step)
         return base + (self.total_steps - base) / (remaining + 1)
 
-    def due(self, now: float, step: int | None, start: int = 0) -> str | None:
-        """The kind of interruption to inject now, or None."""
+    def due(self, now: float, step: int | None, start: int = 0, training_since: float | None = None) -> str | None:
+        """The kind of interruption to inject now, or None. `training_since`: when the instance in
+        charge showed its first progress (places a schedule in time when the total steps are unknown)."""
         if self.plan.rate_per_hour is not None:
             if self._next_at is None:
                 self._next_at = now + self._gap()
@@ -99,11 +104,14 @@ class Injector:
             self._next_at = now + self._gap()
             self._fired += 1
             return HARD if self._random.random() < self.plan.hard_kill_fraction else ANNOUNCED
-        if self._fired >= len(self._kinds) or step is None or self.total_steps is None:
+        if self._fired >= len(self._kinds):
             return None
-        if step < self.step_threshold(start):
+        if self.total_steps is None:
+            if training_since is None or now - training_since < self.plan.spacing_seconds:
+                return None
+        elif step is None or step < self.step_threshold(start):
             return None
-        self._fired, self._last_step = self._fired + 1, step
+        self._fired, self._last_step = self._fired + 1, step or 0
         return self._kinds[self._fired - 1]
 
     def early_replacement(self, announced_so_far: int) -> bool:

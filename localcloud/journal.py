@@ -1,18 +1,25 @@
 """What an instance's training did, read from its journal as the run goes on.
 
-The agent copies the trainer's stdout (one JSON object per line: step, checkpoint, resumed,
-emergency_checkpoint, done) into the unit's journal; each line is stamped when it is read, which
-is within one player tick of when it was written.
+The agent copies the command's stdout into the unit's journal: the progress lines of
+trainer/progress.py (step, checkpoint, resumed, emergency_checkpoint, done), which the built-in
+trainer and the framework callbacks print. Beside them are the agent's own lines: when the command
+started, the step it resumed from and each checkpoint it uploaded, which are all the progress a
+command that prints no steps (an unmodified script) shows. Each line is stamped when it is read,
+within one player tick of when it was written.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 LEASE_WAIT = "another agent holds the job lease"
+AGENT_RESUMED = re.compile(r"spot-trainer: resuming from checkpoint step (\d+)")
+AGENT_UPLOADED = re.compile(r"spot-trainer: checkpoint step (\d+) uploaded")
+AGENT_STARTED = "spot-trainer: starting "
 
 
 @dataclass
@@ -32,6 +39,9 @@ class TrainingLog:
     emergency_step: int | None = None
     done: bool = False
     waited_for_lease: bool = False
+    command_started_at: float | None = None
+    reports_steps: bool = False  # the command prints step lines (else progress is its checkpoints)
+    stall_measured: bool = False  # its checkpoint lines carry the time training stalled
 
     def poll(self, now: float | None = None) -> bool:
         """Read what was appended since the last poll; True when a new step was seen."""
@@ -54,11 +64,8 @@ class TrainingLog:
         return self.max_step != before
 
     def _read_line(self, line: str, stamp: float) -> None:
-        if LEASE_WAIT in line:
-            self.waited_for_lease = True
         if not line.startswith("{"):
-            if "no checkpoint yet: starting fresh" in line:
-                self.started_fresh = True
+            self._read_agent_line(line, stamp)
             return
         try:
             event = json.loads(line)
@@ -70,17 +77,32 @@ class TrainingLog:
         if kind == "resumed" and isinstance(step, int):
             self.resumed_step = step
         elif kind == "step" and isinstance(step, int):
+            self.reports_steps = True
             self._saw_step(step, stamp)
             if isinstance(event.get("loss"), (int, float)):
                 self.loss = float(event["loss"])
         elif kind in ("checkpoint", "emergency_checkpoint") and isinstance(step, int):
             self._saw_step(step, stamp)
             self.stall_seconds += float(event.get("stall_s") or 0.0)
+            self.stall_measured = self.stall_measured or "stall_s" in event
             self.checkpoints += 1
             if kind == "emergency_checkpoint":
                 self.emergency_step = step
         elif kind == "done":
             self.done = True
+
+    def _read_agent_line(self, line: str, stamp: float) -> None:
+        if LEASE_WAIT in line:
+            self.waited_for_lease = True
+        elif "no checkpoint yet: starting fresh" in line:
+            self.started_fresh = True
+        elif line.startswith(AGENT_STARTED) and self.command_started_at is None:
+            self.command_started_at = stamp
+        elif match := AGENT_RESUMED.search(line):
+            if self.resumed_step is None:
+                self.resumed_step = int(match.group(1))
+        elif (match := AGENT_UPLOADED.search(line)) and not self.reports_steps:
+            self._saw_step(int(match.group(1)), stamp)
 
     def _saw_step(self, step: int, stamp: float) -> None:
         if self.first_step_at is None:

@@ -1,10 +1,15 @@
-"""moto's server with the lifecycle-hook parts of Auto Scaling that moto lacks and the stack uses.
+"""moto's server with the lifecycle-hook parts of Auto Scaling that moto lacks and the stack uses,
+CloudFormation's rule for SSM-typed parameters (only the value in use is resolved), and the deletion
+of a stack's route tables.
 
 moto creates a group from a template without its LifecycleHookSpecificationList and has no
 CompleteLifecycleAction. Here the hooks are created as AWS creates them, and completing an action
 checks what AWS checks (the hook exists on that group, the instance was in it), so a wrong hook
-name in the stack or the agent fails locally as it would in AWS. Run: python -m localcloud.moto_app
-with moto_server's arguments.
+name in the stack or the agent fails locally as it would in AWS. moto also resolves an SSM-typed
+parameter's default when a value is passed for it, so a default naming a public parameter moto
+lacks (the Deep Learning AMI's) fails the deploy even though the value passed exists. And moto
+leaves a template's route tables behind on stack deletion, so a job's own VPC cannot be deleted.
+Run: python -m localcloud.moto_app with moto_server's arguments.
 """
 
 from __future__ import annotations
@@ -15,7 +20,11 @@ from moto import server
 from moto.autoscaling.exceptions import ValidationError
 from moto.autoscaling.models import FakeAutoScalingGroup, autoscaling_backends
 from moto.autoscaling.responses import AutoScalingResponse
+from moto.cloudformation.parsing import ResourceMap
 from moto.core.responses import EmptyResult
+from moto.ec2.exceptions import InvalidSubnetIdError
+from moto.ec2.models import ec2_backends
+from moto.ec2.models.route_tables import RouteTable
 
 _create_group = FakeAutoScalingGroup.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
 
@@ -44,9 +53,40 @@ def complete_lifecycle_action(self: AutoScalingResponse) -> EmptyResult:
     return EmptyResult()
 
 
+_load_parameters = ResourceMap.load_parameters
+
+
+def _load_parameters_in_use(self: ResourceMap) -> None:
+    """Resolve an SSM-typed parameter's default only when no value is passed for it, as AWS does."""
+    slots = self._template.get("Parameters", {})
+    overridden = {name: slots[name].pop("Default") for name in self.input_parameters
+                  if name in slots and "Default" in slots[name]
+                  and str(slots[name].get("Type", "")).startswith("AWS::SSM::Parameter::")}
+    try:
+        _load_parameters(self)
+    finally:
+        for name, default in overridden.items():
+            slots[name]["Default"] = default
+
+
+def _delete_route_table(cls: type, resource_name: str, cloudformation_json: dict[str, Any], account_id: str,
+                        region_name: str) -> None:
+    """As AWS: the table goes with the stack once its subnets (and so their associations) are gone."""
+    backend = ec2_backends[account_id][region_name]
+    table = backend.get_route_table(resource_name)
+    for association, subnet in list(table._associations.items()):
+        try:
+            backend.get_subnet(subnet)
+        except InvalidSubnetIdError:
+            del table._associations[association]
+    backend.delete_route_table(resource_name)
+
+
 def install() -> None:
     FakeAutoScalingGroup.create_from_cloudformation_json = classmethod(_create_group_with_hooks)  # type: ignore[method-assign,assignment]
     AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action  # type: ignore[attr-defined]
+    ResourceMap.load_parameters = _load_parameters_in_use  # type: ignore[method-assign]
+    RouteTable.delete_from_cloudformation_json = classmethod(_delete_route_table)  # type: ignore[method-assign,assignment]
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption, In
 from localcloud.journal import TrainingLog
 
 TICK_SECONDS = 0.25
+DEFAULT_PASSENV = "AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN"  # localcloud/bin/systemctl's
 
 
 @dataclass
@@ -27,6 +28,7 @@ class RunOptions:
     total_steps: int | None = None
     timeout_seconds: float = 900.0
     settings: dict[str, str] = field(default_factory=dict)  # extra agent settings for every instance
+    command_env: dict[str, str] = field(default_factory=dict)  # extra environment of the training command
     on_tick: Callable[[Player], None] | None = None
 
 
@@ -85,11 +87,17 @@ class Player:
                 continue
             root = self.cloud.workdir / "instances" / iid
             instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge", root, self.cloud.aws_env,
-                                dict(self.options.settings))
+                                self._instance_settings())
             self.instances[iid] = instance.launch(self._launch_template_user_data(member, group))
             self.logs[iid] = TrainingLog(instance.journal)
             self.cloud.log(f"instance {iid} ({instance.instance_type}) launched")
         self.most_alive = max(self.most_alive, len(self.alive()))
+
+    def _instance_settings(self) -> dict[str, str]:
+        """The agent's settings plus the command's environment, which the systemd stand-in passes to
+        the agent (and so to the command) as names to pass through."""
+        passed = " ".join([DEFAULT_PASSENV, *self.options.command_env])
+        return {**self.options.settings, **self.options.command_env, "SYSTEMCTL_PASSENV": passed}
 
     def _launch_template_user_data(self, member: dict[str, Any], group: dict[str, Any]) -> str:
         spec = member.get("LaunchTemplate") or group["MixedInstancesPolicy"]["LaunchTemplate"][
@@ -136,10 +144,11 @@ class Player:
             return None
 
     def training_instance(self) -> Instance | None:
-        """The live instance whose trainer reported a step most recently (the lease holder)."""
-        candidates = [(self.logs[i.instance_id].last_step_at or 0.0, i) for i in self.alive()
+        """The live instance running the command (the lease holder), by its latest step or start."""
+        candidates = [(log.last_step_at or log.command_started_at or 0.0, i) for i in self.alive()
                       if i.instance_id not in self._pending_kills and i.instance_id not in self._overlapping
-                      and self.logs[i.instance_id].max_step is not None]
+                      and ((log := self.logs[i.instance_id]).max_step is not None
+                           or log.command_started_at is not None)]
         return max(candidates, key=lambda item: item[0])[1] if candidates else None
 
     def current_step(self) -> int | None:
@@ -156,7 +165,9 @@ class Player:
         if target is None:
             return
         log = self.logs[target.instance_id]
-        kind = injector.due(time.time(), log.max_step, log.resumed_step or 0)
+        # Placed in time, an interruption counts from the instance's first progress (a step line, or
+        # for a command that prints none its first new checkpoint): start-up is not training time.
+        kind = injector.due(time.time(), log.max_step, log.resumed_step or 0, log.first_step_at)
         if kind is None:
             return
         iid, now = target.instance_id, time.time()

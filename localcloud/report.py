@@ -31,9 +31,10 @@ class Report:
     hard_kills: int
     completed_steps_lost: int
     steps_computed: int
-    checkpoint_stall_seconds: float
+    progress_from: str  # "steps": the command printed its steps; "checkpoints": only its saves were seen
+    checkpoint_stall_seconds: float | None  # None: the command does not report how long saves stall it
     training_seconds: float
-    checkpoint_overhead: float  # stall ÷ training time
+    checkpoint_overhead: float | None  # stall ÷ training time
     wall_seconds: float
     instances: int
     instance_type: str
@@ -58,11 +59,13 @@ class Report:
             f"  steps                  {steps} (latest checkpoint in S3: {self.final_checkpoint_step})",
             f"  interruptions          {self.interruptions} ({self.announced} announced, "
             f"{self.hard_kills} without notice)",
-            f"  completed steps lost   {self.completed_steps_lost}",
+            f"  completed steps lost   {self.completed_steps_lost}" + self._unseen(),
             f"  steps computed         {self.steps_computed} "
-            f"(redone: {max(0, self.steps_computed - (self.steps or 0))})",
-            f"  checkpoint overhead    {self.checkpoint_overhead:.2%} "
-            f"({self.checkpoint_stall_seconds:.2f}s stalled in {self.training_seconds:.1f}s of training)",
+            f"(redone: {max(0, self.steps_computed - (self.steps or 0))})" + self._unseen(),
+            "  checkpoint overhead    " + (
+                f"{self.checkpoint_overhead:.2%} ({self.checkpoint_stall_seconds:.2f}s stalled in "
+                f"{self.training_seconds:.1f}s of training)" if self.checkpoint_overhead is not None
+                else "not measured (the command does not report how long a save stalls it)"),
             f"  wall time              {self.wall_seconds:.1f}s on {self.instances} instances "
             f"({self.instance_seconds:.1f} instance-seconds, boot {self.boot_seconds:.1f}s)",
             f"  useful work            {self.useful_work_fraction:.1%} of instance time",
@@ -72,12 +75,18 @@ class Report:
         ]
         return "\n".join(lines)
 
+    def _unseen(self) -> str:
+        if self.progress_from == "steps":
+            return ""
+        return " (counted from checkpoints: the command prints no steps, so steps after its last save are unseen)"
+
 
 def build_report(player: Player, status: dict[str, Any] | None, discount: float = DEFAULT_DISCOUNT) -> Report:
     status = status or {}
     logs = list(player.logs.values())
     instances = list(player.instances.values())
     stall = sum(log.stall_seconds for log in logs)
+    stall_measured = any(log.stall_measured for log in logs)
     training = sum(log.training_seconds for log in logs)
     computed = sum(log.steps_run for log in logs)
     total = player.options.total_steps or status.get("step") or player.current_step() or 0
@@ -105,9 +114,10 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         hard_kills=sum(1 for r in records if r.kind == "hard-kill"),
         completed_steps_lost=sum(r.lost_steps or 0 for r in records),
         steps_computed=computed,
-        checkpoint_stall_seconds=round(stall, 4),
+        progress_from="steps" if any(log.reports_steps for log in logs) else "checkpoints",
+        checkpoint_stall_seconds=round(stall, 4) if stall_measured else None,
         training_seconds=round(training, 2),
-        checkpoint_overhead=round(stall / training, 5) if training else 0.0,
+        checkpoint_overhead=(round(stall / training, 5) if training else 0.0) if stall_measured else None,
         wall_seconds=round(player.ended_at - player.started_at, 2),
         instances=len(instances),
         instance_type=kind,

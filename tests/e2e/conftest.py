@@ -34,12 +34,13 @@ class Scenario:
     player: Player
 
     def s3_json(self, name: str) -> Any:
-        body = self.cloud.client("s3").get_object(Bucket=self.deployment.bucket, Key=f"{JOB}/{name}")["Body"]
+        key = f"{self.deployment.job}/{name}"
+        body = self.cloud.client("s3").get_object(Bucket=self.deployment.bucket, Key=key)["Body"]
         return json.loads(body.read())
 
     def events(self) -> list[dict[str, Any]]:
         s3 = self.cloud.client("s3")
-        listing = s3.list_objects_v2(Bucket=self.deployment.bucket, Prefix=f"{JOB}/events/")
+        listing = s3.list_objects_v2(Bucket=self.deployment.bucket, Prefix=f"{self.deployment.job}/events/")
         keys = sorted(item["Key"] for item in listing.get("Contents", []))
         return [json.loads(s3.get_object(Bucket=self.deployment.bucket, Key=k)["Body"].read()) for k in keys]
 
@@ -66,12 +67,13 @@ def example_app(local_cloud: LocalCloud) -> Path:
 
 
 def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[str, str],
-         total_steps: int | None = TOTAL_STEPS) -> Iterator[Scenario]:
+         total_steps: int | None = TOTAL_STEPS, command_env: dict[str, str] | None = None) -> Iterator[Scenario]:
     """Deploy, run to the end, hand the scenario to the tests, destroy the stack if a test did not."""
-    deployment = cloud.deploy(JOB, app, parameters)
+    deployment = cloud.deploy(app, parameters)
     scenario = None
     try:
-        player = Player(cloud, deployment, RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=420))
+        options = RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=420, command_env=command_env or {})
+        player = Player(cloud, deployment, options)
         scenario = Scenario(cloud, deployment, player.run())
         yield scenario
     finally:

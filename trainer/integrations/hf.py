@@ -14,12 +14,13 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from trainer.integrations.stop_request import StopRequest
-from trainer.progress import emit
+from trainer.progress import StepLines, emit
 
 
 class SpotTrainerCallback(TrainerCallback):
     def __init__(self) -> None:
         self.stop = StopRequest.for_agent()
+        self.steps = StepLines()
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        **kwargs: Any) -> None:
@@ -28,7 +29,7 @@ class SpotTrainerCallback(TrainerCallback):
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     **kwargs: Any) -> None:
-        emit("step", step=state.global_step)
+        self.steps.step(state.global_step)
         if self.stop.received:
             control.should_save = True
             control.should_training_stop = True

@@ -18,7 +18,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from trainer.progress import emit
+from trainer.progress import StepLines, emit
 
 
 def checkpoint_directory(trainer: pl.Trainer) -> Path:
@@ -32,12 +32,15 @@ def checkpoint_directory(trainer: pl.Trainer) -> Path:
 
 
 class SpotCheckpoint(Callback):
+    def __init__(self) -> None:
+        self.steps = StepLines()
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         emit("resumed" if trainer.global_step else "started", step=trainer.global_step)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any,
                            batch: Any, batch_idx: int) -> None:
-        emit("step", step=trainer.global_step)
+        self.steps.step(trainer.global_step)
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            checkpoint: dict[str, Any]) -> None:
