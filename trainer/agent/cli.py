@@ -18,10 +18,10 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from trainer.agent.cloudwatch import CloudWatchSink
-from trainer.agent.config import AgentConfig, ConfigError, config_from_env, parse_env_file
+from trainer.agent.config import AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
 from trainer.agent.imds import ImdsClient
 from trainer.agent.status import STATUS_NAME, describe_job
-from trainer.agent.supervisor import Agent, AgentError, Clients, check_config, install_stop_handlers
+from trainer.agent.supervisor import Agent, AgentError, Clients, install_stop_handlers
 from trainer.storage.lease import Lease
 from trainer.storage.remote import RemoteStore, RemoteStoreError
 from trainer.storage.s3client import client_config, s3_client

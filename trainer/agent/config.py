@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from trainer.agent.command import parse_signal
+
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names it."""
@@ -116,3 +118,31 @@ def parse_env_file(path: Path) -> dict[str, str]:
         parts = shlex.split(value) if value else [""]
         result[key] = parts[0] if len(parts) == 1 else " ".join(parts)
     return result
+
+
+def check_config(config: AgentConfig) -> None:
+    """Reject settings the agent cannot act on, naming the variable, before anything starts."""
+    try:
+        parse_signal(config.stop_signal)
+    except ValueError:
+        raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} is not a signal name") from None
+    checks = [
+        ("SPOT_GRACE_SECONDS", config.grace_seconds, config.grace_seconds >= 0),
+        ("SPOT_RESTART_BUDGET", config.restart_budget, config.restart_budget >= 0),
+        ("SPOT_POLL_SECONDS", config.poll_seconds, config.poll_seconds > 0),
+        ("SPOT_LEASE_TTL_SECONDS", config.lease_ttl_seconds,
+         config.lease_ttl_seconds > 2 * config.poll_seconds),
+        ("SPOT_KEEP_CHECKPOINTS", config.keep_checkpoints, config.keep_checkpoints >= 1),
+        ("SPOT_STATUS_INTERVAL", config.status_interval_seconds, config.status_interval_seconds > 0),
+    ]
+    for name, value, ok in checks:
+        if not ok:
+            hint = " (must exceed twice SPOT_POLL_SECONDS)" if name == "SPOT_LEASE_TTL_SECONDS" else ""
+            raise ConfigError(f"{name}={value!r} is out of range{hint}")
+    if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
+        raise ConfigError(f"SPOT_WORKDIR={config.workdir!r} is not a directory")
+    if config.command != "builtin":
+        try:
+            shlex.split(config.command)
+        except ValueError as error:
+            raise ConfigError(f"SPOT_COMMAND cannot be parsed as a shell command: {error}") from None

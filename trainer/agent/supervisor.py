@@ -22,7 +22,7 @@ from trainer.agent import status as states
 from trainer.agent.aws_clients import AutoScalingClient
 from trainer.agent.cloudwatch import CloudWatchSink
 from trainer.agent.command import CommandProcess, parse_signal
-from trainer.agent.config import AgentConfig, ConfigError
+from trainer.agent.config import AgentConfig
 from trainer.agent.imds import ImdsClient
 from trainer.agent.lease_keeper import LeaseKeeper
 from trainer.agent.own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
@@ -40,34 +40,6 @@ IMDS_BACKOFF_SECONDS = 30.0
 
 class AgentError(RuntimeError):
     """The agent cannot go on (S3 unreachable after retries, lease lost); the message says why."""
-
-
-def check_config(config: AgentConfig) -> None:
-    """Reject settings the agent cannot act on, naming the variable, before anything starts."""
-    try:
-        parse_signal(config.stop_signal)
-    except ValueError:
-        raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} is not a signal name") from None
-    checks = [
-        ("SPOT_GRACE_SECONDS", config.grace_seconds, config.grace_seconds >= 0),
-        ("SPOT_RESTART_BUDGET", config.restart_budget, config.restart_budget >= 0),
-        ("SPOT_POLL_SECONDS", config.poll_seconds, config.poll_seconds > 0),
-        ("SPOT_LEASE_TTL_SECONDS", config.lease_ttl_seconds,
-         config.lease_ttl_seconds > 2 * config.poll_seconds),
-        ("SPOT_KEEP_CHECKPOINTS", config.keep_checkpoints, config.keep_checkpoints >= 1),
-        ("SPOT_STATUS_INTERVAL", config.status_interval_seconds, config.status_interval_seconds > 0),
-    ]
-    for name, value, ok in checks:
-        if not ok:
-            hint = " (must exceed twice SPOT_POLL_SECONDS)" if name == "SPOT_LEASE_TTL_SECONDS" else ""
-            raise ConfigError(f"{name}={value!r} is out of range{hint}")
-    if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
-        raise ConfigError(f"SPOT_WORKDIR={config.workdir!r} is not a directory")
-    if config.command != "builtin":
-        try:
-            shlex.split(config.command)
-        except ValueError as error:
-            raise ConfigError(f"SPOT_COMMAND cannot be parsed as a shell command: {error}") from None
 
 
 def newest_local_checkpoint(directory: Path, *, writer_done: bool = False) -> tuple[int, Path] | None:
