@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from trainer.storage.local import AsyncCheckpointer, StagingBuffers
+from spot_trainer.storage.local import AsyncCheckpointer, StagingBuffers
 
 TENSOR_MIB = 64  # a mix of large layers, like a model's state dict
 

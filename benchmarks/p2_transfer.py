@@ -27,8 +27,8 @@ import boto3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from localcloud.moto_server import MotoServer  # noqa: E402
-from trainer.storage.remote import RemoteStore  # noqa: E402
-from trainer.storage.s3client import (  # noqa: E402
+from spot_trainer.storage.remote import RemoteStore  # noqa: E402
+from spot_trainer.storage.s3client import (  # noqa: E402
     DEFAULT_CONCURRENCY,
     MB,
     s3_client,

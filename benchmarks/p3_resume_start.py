@@ -1,7 +1,7 @@
 """P3: how long a replacement instance takes to train again, versus fetching the checkpoint by hand.
 
 Against one local moto server and the same checkpoint in the same run, it times
-  agent:  `python -m trainer agent` start → first training step after the resume (lease, restore with
+  agent:  `python -m spot_trainer agent` start → first training step after the resume (lease, restore with
           verification, trainer start-up, model build, state load, one step)
   plain:  boto3 download_file of every object of the checkpoint + torch.load, in this process
   plain_fresh_process: the same as a new Python process, timed from outside (interpreter start
@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
-from trainer.storage.remote import RemoteStore  # noqa: E402
-from trainer.storage.s3client import s3_client  # noqa: E402
+from spot_trainer.storage.remote import RemoteStore  # noqa: E402
+from spot_trainer.storage.s3client import s3_client  # noqa: E402
 
 BUCKET = "p3-resume-start"
 
@@ -57,7 +57,7 @@ def train_args(width: int, steps: int) -> list[str]:
 
 def make_checkpoint(work: Path, width: int, steps: int) -> Path:
     env = {**os.environ, "CHECKPOINT_DIR": str(work / "seed")}
-    subprocess.run([sys.executable, "-m", "trainer", "train", *train_args(width, steps)], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "spot_trainer", "train", *train_args(width, steps)], env=env, check=True,
                    cwd=REPO_ROOT, capture_output=True)
     return work / "seed" / f"step-{steps:08d}"
 
@@ -71,7 +71,7 @@ def time_agent(server: MotoServer, work: Path, width: int, steps: int, trial: in
                "SPOT_CHECKPOINT_DIR": str(work / f"agent-{trial}"), "SPOT_INSTANCE_ID": f"i-p3-{trial}",
                "SPOT_POLL_SECONDS": "0.2", "SPOT_LEASE_TTL_SECONDS": "10", "PYTHONUNBUFFERED": "1"}
         started = time.perf_counter()
-        agent = subprocess.Popen([sys.executable, "-m", "trainer", "agent"], env=env, cwd=REPO_ROOT,
+        agent = subprocess.Popen([sys.executable, "-m", "spot_trainer", "agent"], env=env, cwd=REPO_ROOT,
                                  text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert agent.stdout is not None and agent.stderr is not None
         launched: list[float] = []
@@ -105,7 +105,7 @@ def time_trainer_alone(work: Path, checkpoint: Path, width: int, steps: int) -> 
     local = work / "local-resume"
     shutil.copytree(checkpoint, local / checkpoint.name, dirs_exist_ok=True)
     started = time.perf_counter()
-    trainer = subprocess.Popen([sys.executable, "-m", "trainer", "train", *train_args(width, steps + 1000)],
+    trainer = subprocess.Popen([sys.executable, "-m", "spot_trainer", "train", *train_args(width, steps + 1000)],
                                env={**os.environ, "CHECKPOINT_DIR": str(local)}, cwd=REPO_ROOT, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert trainer.stdout is not None

@@ -77,7 +77,7 @@ class Attempt:
 
 def start(args: list[str], directory: Path) -> Attempt:
     process = subprocess.Popen(
-        [sys.executable, "-m", "trainer", "train", *MODEL_ARGS, *args, "--checkpoint-dir", str(directory)],
+        [sys.executable, "-m", "spot_trainer", "train", *MODEL_ARGS, *args, "--checkpoint-dir", str(directory)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
         env={**os.environ, "RESUME_FROM": ""},
     )

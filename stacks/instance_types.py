@@ -47,6 +47,16 @@ ON_DEMAND_USD_PER_HOUR: dict[str, float] = {
 }
 
 
+# series, generation, attributes: c7gn → ("c", "7", "gn"); Graviton (arm64) types carry a "g" attribute.
+_FAMILY_PARTS = re.compile(r"^(?P<series>[a-z]+)(?P<generation>[0-9]+)(?P<attributes>[a-z]*)")
+
+
+def architecture(name: str) -> str:
+    """"arm64" for Graviton types (g5g, c7gn, t4g, hpc7g), else "x86_64"; `name` must be valid."""
+    parts = _FAMILY_PARTS.match(name)
+    return "arm64" if parts and "g" in parts["attributes"] else "x86_64"
+
+
 def instance_type_problem(name: str) -> str | None:
     """Why `name` is not a usable instance type, or None when it is."""
     match = INSTANCE_TYPE_PATTERN.match(name)

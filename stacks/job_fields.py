@@ -7,10 +7,12 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
-from stacks.instance_types import instance_type_problem
+from stacks.instance_types import architecture, instance_type_problem
 from stacks.job_spec import (
     AMI_ID,
     BUCKET_NAME,
+    CURRENT_USERDATA_VERSION,
+    DEFAULT_TRAINER_PACKAGE,
     JOB_NAME,
     LOG_RETENTION_DAYS,
     SIGNALS,
@@ -100,6 +102,8 @@ def _check_capacity(cap: CapacitySpec) -> None:
             raise _fail("capacity.max_price", f"expected a positive price, got {cap.max_price!r}")
     if not (SSM_PATH.match(cap.ami) or AMI_ID.match(cap.ami)):
         raise _fail("capacity.ami", f"expected an SSM parameter path or ami-… id, got {cap.ami!r}")
+    if problem := check_image_architecture(cap.ami, cap.instance_types):
+        raise _fail("capacity.ami", problem)
     if not 8 <= cap.volume_size <= 16384:
         raise _fail("capacity.volume_size", f"expected 8..16384 GiB, got {cap.volume_size}")
 
@@ -150,9 +154,12 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     sections["network"] = _check_network(sections["network"])
     _check_access(sections["access"])
     _check_storage(sections["storage"])
-    version = _check_type("userdata_version", data.get("userdata_version", "v1"), str)
+    version = _check_type("userdata_version", data.get("userdata_version", CURRENT_USERDATA_VERSION), str)
     if version not in available_versions():
         raise _fail("userdata_version", f"{version!r} not found (available: {', '.join(available_versions())})")
+    if version == "v1" and sections["run"].trainer_package == DEFAULT_TRAINER_PACKAGE:
+        raise _fail("userdata_version", "v1 starts the runtime as `trainer`, which spot-trainer 0.2 installs as "
+                    f"`spot_trainer`: use {CURRENT_USERDATA_VERSION}, or pin run.trainer_package to 0.1.0")
     return JobSpec(
         name=name,
         source=source,
@@ -175,4 +182,21 @@ def check_instance_types(types: list[str]) -> str | None:
         return "needs at least one instance type"
     if len(set(types)) != len(types):
         return "lists an instance type twice"
-    return next((p for p in map(instance_type_problem, types) if p), None)
+    if problem := next((p for p in map(instance_type_problem, types) if p), None):
+        return problem
+    first: dict[str, str] = {}
+    for name in types:
+        first.setdefault(architecture(name), name)
+    if len(first) > 1:
+        return (f"mixes x86_64 ({first['x86_64']}) and arm64 ({first['arm64']}) types: one image cannot boot "
+                "both, so list types of one architecture")
+    return None
+
+
+def check_image_architecture(ami: str, types: tuple[str, ...]) -> str | None:
+    """An SSM image path that names an architecture must match the instance types'."""
+    wanted = architecture(types[0])
+    other = "x86_64" if wanted == "arm64" else "arm64"
+    if f"/{other}/" in ami or f"-{other}" in ami:
+        return f"{ami!r} is an {other} image but the instance types are {wanted}"
+    return None

@@ -13,9 +13,13 @@ AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 DEFAULT_AMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-DEFAULT_TRAINER_PACKAGE = "spot-trainer==0.1.0"
+DEFAULT_TRAINER_PACKAGE = "spot-trainer==0.2.0"  # the version in pyproject.toml
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
                       2557, 2922, 3288, 3653)
+
+
+# v2 starts the runtime as spot_trainer (spot-trainer >= 0.2); v1 starts it as trainer (0.1 only).
+CURRENT_USERDATA_VERSION = "v2"
 
 
 class JobSpecError(ValueError):
@@ -71,7 +75,7 @@ class JobSpec:
     name: str
     source: Path
     description: str = ""
-    userdata_version: str = "v1"
+    userdata_version: str = CURRENT_USERDATA_VERSION
     run: RunSpec = RunSpec()
     capacity: CapacitySpec = CapacitySpec()
     network: NetworkSpec = NetworkSpec()

@@ -1,3 +1,3 @@
 """Spot Trainer on-instance runtime: resumable training, checkpoints and the agent."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,4 +1,4 @@
-"""Command line: `python -m trainer agent | train | status`.
+"""Command line: `python -m spot_trainer agent | train | status`.
 
 Each command imports only its own room: `train` the built-in program (torch), `agent` and `status`
 the agent and storage (boto3, no torch). Exit codes are the agent's (see trainer.agent.cli).
@@ -16,11 +16,11 @@ from pathlib import Path
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["train"]:  # the built-in trainer owns its own flags and messages
-        from trainer.builtin.loop import main as train_main
+        from .builtin.loop import main as train_main
 
         return train_main(args[1:])
     options = build_parser().parse_args(args)
-    from trainer.agent import cli
+    from .agent import cli
 
     run = cli.run_agent if options.command == "agent" else cli.run_status
     try:
@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainer", description="Spot Trainer runtime")
+    parser = argparse.ArgumentParser(prog="python -m spot_trainer", description="Spot Trainer runtime")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{agent,train,status}")
     agent = commands.add_parser("agent", help="supervise training on this instance (config: SPOT_* env)")
     agent.add_argument("--env-file", type=Path, help="KEY=VALUE file, read over the environment")

@@ -13,7 +13,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from trainer.integrations.hf import SpotTrainerCallback
+from spot_trainer.integrations.hf import SpotTrainerCallback
 
 STEPS = int(os.environ.get("HF_STEPS", "60"))
 SAVE_STEPS = int(os.environ.get("HF_SAVE_STEPS", "10"))

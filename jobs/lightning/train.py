@@ -14,7 +14,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
-from trainer.integrations.lightning import SpotCheckpoint
+from spot_trainer.integrations.lightning import SpotCheckpoint
 
 STEPS = int(os.environ.get("PL_STEPS", "60"))
 SAVE_STEPS = int(os.environ.get("PL_SAVE_STEPS", "10"))

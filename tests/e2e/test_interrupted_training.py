@@ -17,9 +17,9 @@ import torch
 from localcloud.cloud import LocalCloud
 from localcloud.interruptions import ANNOUNCED, HARD, InterruptionPlan
 from localcloud.report import build_report
+from spot_trainer.storage.local import latest_checkpoint, load_model_weights
+from spot_trainer.storage.remote import RemoteStore
 from tests.e2e.conftest import CHECKPOINT_EVERY, JOB, PACE, TOTAL_STEPS, TRAIN_ARGS, Scenario, play
-from trainer.storage.local import latest_checkpoint, load_model_weights
-from trainer.storage.remote import RemoteStore
 
 PLAN = InterruptionPlan(count=3, hard_kills=1, notice_seconds=6, early_replacement=1)
 
@@ -54,7 +54,7 @@ def test_final_weights_equal_an_uninterrupted_run(run: Scenario, tmp_path: Path)
     reference = tmp_path / "reference"
     env = {**os.environ, "CHECKPOINT_DIR": str(reference), "RESUME_FROM": ""}
     unpaced = TRAIN_ARGS.replace(PACE, "").split()  # pacing only sleeps; the numbers are the same
-    done = subprocess.run([sys.executable, "-m", "trainer", "train", *unpaced], env=env,
+    done = subprocess.run([sys.executable, "-m", "spot_trainer", "train", *unpaced], env=env,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     store = RemoteStore(run.cloud.client("s3"), run.deployment.bucket, JOB)

@@ -45,9 +45,10 @@ def agent_env(aws_env: dict[str, str], *, bucket: str, job: str, checkpoint_dir:
 
 @dataclass
 class AgentProcess:
-    """`python -m trainer agent` in its own session; stdout/stderr collected line by line."""
+    """`python -P -m spot_trainer agent` (as the unit starts it) in its own session; output line by line."""
 
     env: dict[str, str]
+    cwd: Path = REPO_ROOT
     lines: list[str] = field(default_factory=list)
     times: list[float] = field(default_factory=list)  # time.monotonic() when each line arrived
     process: subprocess.Popen[str] | None = None
@@ -55,7 +56,7 @@ class AgentProcess:
 
     def start(self) -> AgentProcess:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "trainer", "agent"], env=self.env, cwd=REPO_ROOT, text=True,
+            [sys.executable, "-P", "-m", "spot_trainer", "agent"], env=self.env, cwd=self.cwd, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )
         for pipe in (self.process.stdout, self.process.stderr):

@@ -11,10 +11,10 @@ import boto3
 import pytest
 
 from localcloud.fake_imds import FakeImds
+from spot_trainer.agent.supervisor import EXIT_FAILED
+from spot_trainer.storage.remote import RemoteStore
 from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
 from tests.integration.fleet import create_group, desired_capacity
-from trainer.agent.supervisor import EXIT_FAILED
-from trainer.storage.remote import RemoteStore
 
 
 def test_crash_looping_command_fails_after_the_budget_and_scales_to_zero(
@@ -43,7 +43,7 @@ def test_crash_looping_command_fails_after_the_budget_and_scales_to_zero(
 
 
 def run_agent_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "trainer", "agent", *args], env=env, cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "spot_trainer", "agent", *args], env=env, cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -76,7 +76,7 @@ def test_unknown_bucket_is_one_line_and_nothing_runs(aws_env: dict[str, str], tm
     with FakeImds(instance_id="i-nobucket") as imds:
         env = agent_env(aws_env, bucket="no-such-bucket-anywhere", job="j", checkpoint_dir=tmp_path / "c",
                         imds_url=imds.url, instance_id="i-nobucket", command=f"touch {marker}")
-        result = subprocess.run([sys.executable, "-m", "trainer", "agent"], env=env, cwd=REPO_ROOT,
+        result = subprocess.run([sys.executable, "-m", "spot_trainer", "agent"], env=env, cwd=REPO_ROOT,
                                 capture_output=True, text=True, timeout=120)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1
@@ -86,7 +86,7 @@ def test_unknown_bucket_is_one_line_and_nothing_runs(aws_env: dict[str, str], tm
 
 
 def run_status_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "trainer", "status", *args], env=env, cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "spot_trainer", "status", *args], env=env, cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -12,8 +12,8 @@ import boto3
 import pytest
 
 from localcloud.fake_imds import FakeImds
+from spot_trainer.storage.remote import RemoteStore
 from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
-from trainer.storage.remote import RemoteStore
 
 STEPS, SAVE_EVERY = 600, 100
 FRAMEWORKS = {

@@ -8,8 +8,8 @@ import boto3
 import pytest
 
 from localcloud.fake_imds import FakeImds
+from spot_trainer.storage.remote import RemoteStore
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
-from trainer.storage.remote import RemoteStore
 
 TRAIN_ARGS = ("--model lm --synthetic --steps 5000 --width 16 --context 16 --batch-size 8 "
               "--checkpoint-every-steps 10 --log-every 1")

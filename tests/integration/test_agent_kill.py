@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from localcloud.fake_imds import FakeImds
+from spot_trainer.storage.local import load_model_weights
+from spot_trainer.storage.remote import RemoteStore
 from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
-from trainer.storage.local import load_model_weights
-from trainer.storage.remote import RemoteStore
 
 STEPS = 60
 # Steps of at least 50 ms, so a kill aimed at a step lands within a few steps of it on any machine.

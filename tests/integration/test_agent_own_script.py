@@ -11,9 +11,9 @@ import boto3
 import torch
 
 from localcloud.fake_imds import FakeImds
+from spot_trainer.storage.remote import RemoteStore
 from tests.integration.agent_runner import OWN_SCRIPT, AgentProcess, agent_env
 from tests.integration.test_agent_failures import create_group, desired_capacity
-from trainer.storage.remote import RemoteStore
 
 STEPS = 40
 SCRIPT = f"{sys.executable} {OWN_SCRIPT} --steps {STEPS} --every 10 --sleep 0.05"

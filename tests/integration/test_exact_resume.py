@@ -1,6 +1,6 @@
 """Exact resume: the trainer, killed for real at random points and restarted, ends bit-identical.
 
-Each trial runs `python -m trainer.builtin.loop` as a subprocess, SIGKILLs it at random steps (often right
+Each trial runs `python -m spot_trainer.builtin.loop` as a subprocess, SIGKILLs it at random steps (often right
 after a checkpoint starts, so some kills land mid-write), restarts it until it exits 0 and compares
 every tensor of the final model with an uninterrupted run. SPOT_KILL_TRIALS sets the number of
 trials per model (default 1 trial of 2 kills; the slow variant runs 8 trials of 4 kills);
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.storage.local import checkpoint_name, committed_checkpoints, load_model_weights
+from spot_trainer.storage.local import checkpoint_name, committed_checkpoints, load_model_weights
 
 STEPS = 40
 EVERY = 5
@@ -34,7 +34,7 @@ MODEL_ARGS = {
 
 def trainer_command(model: str, checkpoint_dir: Path) -> list[str]:
     return [
-        sys.executable, "-m", "trainer.builtin.loop", "--model", model, "--steps", str(STEPS), "--synthetic",
+        sys.executable, "-m", "spot_trainer.builtin.loop", "--model", model, "--steps", str(STEPS), "--synthetic",
         "--checkpoint-every-steps", str(EVERY), "--checkpoint-dir", str(checkpoint_dir),
         "--log-every", "1", "--keep", "2", "--seed", "3", *MODEL_ARGS[model],
     ]

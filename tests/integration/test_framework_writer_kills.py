@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from spot_trainer.agent.supervisor import newest_local_checkpoint
+from spot_trainer.storage import layouts
 from tests.integration.agent_runner import REPO_ROOT
-from trainer.agent.supervisor import newest_local_checkpoint
-from trainer.storage import layouts
 
 STEPS, SAVE_EVERY, KILLS = 150, 5, 3
 SCRIPTS = {"hf": ("jobs/hf/train.py", "HF"), "lightning": ("jobs/lightning/train.py", "PL")}

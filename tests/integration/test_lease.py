@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from spot_trainer.storage.lease import Lease, LeaseError
+from spot_trainer.storage.remote import RemoteStore
 from tests.integration.remote_helpers import make_checkpoint, small_part_store
-from trainer.storage.lease import Lease, LeaseError
-from trainer.storage.remote import RemoteStore
 
 
 def race(*actions: Any) -> list[Any]:

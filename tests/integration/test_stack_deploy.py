@@ -71,7 +71,7 @@ def test_launch_template_carries_rendered_user_data_with_deploy_time_values(depl
     assert data["MetadataOptions"]["HttpTokens"] == "required"
     script = base64.b64decode(data["UserData"]).decode()
     assert script.startswith("#!/")
-    assert "export SPOT_USERDATA_VERSION=v1" in script
+    assert "export SPOT_USERDATA_VERSION=v2" in script
     assert f"SPOT_BUCKET=$(cat <<'SPOT_TRAINER_VALUE'\n{bucket}\n" in script
     assert "\npython train.py --lr 'a b'\nSPOT_TRAINER_VALUE\n" in script  # console text kept literal
 

@@ -1,4 +1,4 @@
-"""The rendered v1 user data, run as an instance runs it: bash, a sandbox root, moto as AWS, a fake
+"""The rendered current user data, run as an instance runs it: bash, a sandbox root, moto as AWS, a fake
 IMDS, the systemctl stand-in really starting the agent. One bootstrap per module; the tests read
 what it left behind, then run it again."""
 
@@ -16,7 +16,10 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
+from spot_trainer.agent.config import config_from_env, parse_env_file
+from stacks.job_spec import CURRENT_USERDATA_VERSION
 from stacks.user_data import render_user_data
+from tests.integration.test_runtime_shadowing import IMPOSTOR, IMPOSTORS
 from tests.support.userdata_sandbox import (
     UNIT,
     UserDataSandbox,
@@ -28,7 +31,6 @@ from tests.support.userdata_sandbox import (
     process_environ,
     zip_files,
 )
-from trainer.agent.config import config_from_env, parse_env_file
 
 INSTANCE_ID = "i-0aa11bb22cc33dd44"
 # The job's own code: records how the agent started it, then trains until told to stop (the contract:
@@ -94,10 +96,11 @@ def booted(tmp_path_factory, aws, s3, trainer_wheel, imds) -> Iterator[Bootstrap
     s3.create_bucket(Bucket=bucket)
     package_key = asset_key(trainer_wheel)
     s3.upload_file(str(trainer_wheel), bucket, package_key)
-    code = zip_files({"train.py": TRAIN_PY}, tmp_path_factory.mktemp("code") / "code.zip")
+    impostors = {name: IMPOSTOR for name in IMPOSTORS}  # the job's own files named like the runtime
+    code = zip_files({"train.py": TRAIN_PY, **impostors}, tmp_path_factory.mktemp("code") / "code.zip")
     s3.upload_file(str(code), bucket, "cifar/code/code.zip")
     header = realistic_header(bucket, f"s3://{bucket}/{package_key}", f"s3://{bucket}/cifar/code/code.zip")
-    script = render_user_data("v1", header)
+    script = render_user_data(CURRENT_USERDATA_VERSION, header)
     sandbox = UserDataSandbox(tmp_path_factory.mktemp("instance"), aws, imds.url)
     started_at = time.time()
     first = sandbox.run(script)
@@ -110,7 +113,7 @@ def booted(tmp_path_factory, aws, s3, trainer_wheel, imds) -> Iterator[Bootstrap
 def test_bootstrap_succeeds_and_logs_version_and_job_first(booted: Bootstrapped) -> None:
     assert booted.first.returncode == 0, booted.first.stderr
     lines = booted.sandbox.log_file.read_text().splitlines()
-    assert "user data v1 for job cifar" in lines[0]
+    assert f"user data {CURRENT_USERDATA_VERSION} for job cifar" in lines[0]
     assert "STEP" not in lines[0]
     for step in ("instance-metadata", "python-env", "trainer-package", "job-code", "agent-service"):
         assert any(f"[{step}]: COMPLETED in" in line for line in lines), step
@@ -119,7 +122,7 @@ def test_bootstrap_succeeds_and_logs_version_and_job_first(booted: Bootstrapped)
 
 def test_trainer_installed_beside_base_env_without_touching_torch(booted: Bootstrapped) -> None:
     lib = booted.sandbox.root / "opt/spot-trainer/lib"
-    assert (lib / "trainer" / "agent" / "supervisor.py").is_file()
+    assert (lib / "spot_trainer" / "agent" / "supervisor.py").is_file()
     assert list(lib.glob("spot_trainer-*.dist-info"))
     assert not list(lib.glob("torch*")), "torch must come from the base env, never be reinstalled"
 
@@ -151,7 +154,7 @@ def test_unit_gives_the_agent_time_for_its_emergency_checkpoint(booted: Bootstra
 def test_started_process_is_the_agent_running_the_jobs_command(booted: Bootstrapped) -> None:
     sandbox = booted.sandbox
     pid = sandbox.wait_for_main_pid()
-    assert process_cmdline(pid)[1:] == ["-m", "trainer", "agent", "--env-file", str(sandbox.env_file)]
+    assert process_cmdline(pid)[1:] == ["-P", "-m", "spot_trainer", "agent", "--env-file", str(sandbox.env_file)]
     environ = process_environ(pid)
     assert environ["SPOT_JOB"] == "cifar" and environ["PYTHONPATH"] == f"{sandbox.root}/opt/spot-trainer/lib"
     assert "AWS_ENDPOINT_URL" in environ  # from the env file, not inherited: the unit starts clean
@@ -161,6 +164,7 @@ def test_started_process_is_the_agent_running_the_jobs_command(booted: Bootstrap
         assert alive(pid), f"agent exited; journal:\n{sandbox.read(sandbox.journal)}"
         time.sleep(0.2)
     record = json.loads(started.read_text())
+    assert list(started.parent.rglob("hijacked-by-*")) == [], "a job file stood in for the runtime"
     assert record["argv"] == ["--note", 'it\'s "quoted"', "--cost", "$5", "--epochs", "3"]
     assert record["env"]["JOB_NAME"] == "cifar"
     assert record["env"]["CHECKPOINT_DIR"].startswith(str(sandbox.root))
@@ -193,7 +197,7 @@ def test_new_package_restarts_the_agent_once(booted: Bootstrapped, trainer_wheel
     booted.s3.upload_file(str(trainer_wheel), booted.bucket, "assets/republished.whl")  # type: ignore[attr-defined]
     header = realistic_header(booted.bucket, f"s3://{booted.bucket}/assets/republished.whl",
                               f"s3://{booted.bucket}/cifar/code/code.zip")
-    result = sandbox.run(render_user_data("v1", header))
+    result = sandbox.run(render_user_data(CURRENT_USERDATA_VERSION, header))
     assert result.returncode == 0, result.stderr
     new_pid = sandbox.wait_for_main_pid()
     assert new_pid != old_pid and alive(new_pid) and not alive(old_pid)

@@ -12,6 +12,7 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer, free_port
+from stacks.job_spec import CURRENT_USERDATA_VERSION as CURRENT
 from stacks.user_data import render_user_data
 from tests.support.userdata_sandbox import UserDataSandbox, job_header
 
@@ -55,7 +56,7 @@ def test_missing_package_in_s3_fails_after_retries_and_records_why(
     s3.put_object(Bucket=bucket, Key="cifar/status.json", Body=json.dumps({"state": "INTERRUPTED", "step": 740,
                                                                            "interruptions": 2}))
     package = f"s3://{bucket}/assets/0123abcd.whl"
-    result, elapsed, log = run_failing(sandbox, render_user_data("v1", job_header(bucket, package)))
+    result, elapsed, log = run_failing(sandbox, render_user_data(CURRENT, job_header(bucket, package)))
     assert elapsed < 60
     retried = [line for line in log if f"download of {package}: attempt" in line]
     assert [line.split("attempt ")[1][:3] for line in retried] == ["1/3", "2/3"]
@@ -77,7 +78,7 @@ def test_missing_package_in_s3_fails_after_retries_and_records_why(
 def test_unreachable_package_index_fails_in_bounded_time(sandbox: UserDataSandbox, s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
     closed = f"http://127.0.0.1:{free_port()}/simple"
     sandbox.overrides["SPOT_PIP_ARGS"] = f"--no-deps --index-url {closed} --retries 0 --timeout 2"
-    result, elapsed, log = run_failing(sandbox, render_user_data("v1", job_header(bucket, "spot-trainer==0.1.0")))
+    result, elapsed, log = run_failing(sandbox, render_user_data(CURRENT, job_header(bucket, "spot-trainer==0.1.0")))
     assert elapsed < 90
     error = error_line(log)
     assert "[trainer-package]" in error and "pip install of spot-trainer==0.1.0 failed after 3 attempts" in error
@@ -90,7 +91,7 @@ def test_unreachable_package_index_fails_in_bounded_time(sandbox: UserDataSandbo
 def test_object_that_is_not_a_wheel_is_named(sandbox: UserDataSandbox, s3, bucket: str) -> None:  # type: ignore[no-untyped-def]
     s3.put_object(Bucket=bucket, Key="assets/feedbeef.whl", Body=b"<html>not a wheel</html>")
     package = f"s3://{bucket}/assets/feedbeef.whl"
-    _, _, log = run_failing(sandbox, render_user_data("v1", job_header(bucket, package)))
+    _, _, log = run_failing(sandbox, render_user_data(CURRENT, job_header(bucket, package)))
     error = error_line(log)
     assert error.endswith(f"{package} is not a wheel (no .dist-info/WHEEL inside)")
     assert_nothing_started(sandbox)
@@ -98,7 +99,7 @@ def test_object_that_is_not_a_wheel_is_named(sandbox: UserDataSandbox, s3, bucke
 
 def test_unreachable_imds_fails_at_instance_metadata(tmp_path: Path, s3, bucket: str, moto_server: MotoServer) -> None:  # type: ignore[no-untyped-def]
     sandbox = UserDataSandbox(tmp_path / "instance", moto_server.env(), f"http://127.0.0.1:{free_port()}")
-    result, elapsed, log = run_failing(sandbox, render_user_data("v1", job_header(bucket, "spot-trainer==0.1.0")))
+    result, elapsed, log = run_failing(sandbox, render_user_data(CURRENT, job_header(bucket, "spot-trainer==0.1.0")))
     assert elapsed < 60
     error = error_line(log)
     assert "[instance-metadata]" in error and "IMDS instance-id failed after 3 attempts" in error
@@ -115,7 +116,7 @@ def test_without_a_pytorch_env_a_venv_is_made_and_its_torch_install_is_retried( 
     sandbox.overrides.update(
         SPOT_BASE_PYTHON="", SPOT_PYTHON_CANDIDATES="/nonexistent/python3", PIP_NO_INDEX="1", SPOT_FAKE_GPU_COUNT="1"
     )
-    result, elapsed, log = run_failing(sandbox, render_user_data("v1", job_header(bucket, "spot-trainer==0.1.0")))
+    result, elapsed, log = run_failing(sandbox, render_user_data(CURRENT, job_header(bucket, "spot-trainer==0.1.0")))
     assert elapsed < 90
     assert any("GPUs: NVIDIA A10G" in line for line in log)
     assert (sandbox.root / "opt/spot-trainer/venv/bin/python3").exists()

@@ -15,9 +15,9 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
+from spot_trainer.agent.config import config_from_env, parse_env_file
 from tests.support.userdata_sandbox import REPO_ROOT, UserDataSandbox, alive, build_trainer_wheel, process_cmdline
 from tests.unit.stack_support import synth
-from trainer.agent.config import config_from_env, parse_env_file
 
 # A console user's choice of command; the byo script itself trains for real and is not needed here.
 COMMAND = "python -c 'import signal, time; signal.signal(signal.SIGTERM, lambda *a: exit(75)); time.sleep(600)'"
@@ -108,7 +108,7 @@ def test_synthesized_user_data_starts_the_agent_for_its_job(deployed: UserDataSa
     assert config.grace_seconds == 90.0 and config.log_group.endswith("byo")
     pid = deployed.wait_for_main_pid()
     assert alive(pid)
-    assert process_cmdline(pid)[-4:] == ["trainer", "agent", "--env-file", str(deployed.env_file)]
+    assert process_cmdline(pid)[-5:] == ["-m", "spot_trainer", "agent", "--env-file", str(deployed.env_file)]
 
 
 def test_synthesized_user_data_fetches_the_shipped_code_and_runs_setup(deployed: UserDataSandbox) -> None:

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stacks.job_spec import CURRENT_USERDATA_VERSION
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STAND_INS = REPO_ROOT / "localcloud" / "bin"
 SYSTEMCTL = STAND_INS / "systemctl"
@@ -28,7 +30,7 @@ FAST_RETRIES = {"SPOT_RETRY_ATTEMPTS": "3", "SPOT_RETRY_BASE_MS": "100", "SPOT_R
 def job_header(bucket: str, package: str, **overrides: str) -> dict[str, str]:
     """The variables the stack renders (stacks/training_stack.py), filled in as at deploy time."""
     return {
-        "SPOT_USERDATA_VERSION": "v1",
+        "SPOT_USERDATA_VERSION": CURRENT_USERDATA_VERSION,
         "SPOT_JOB": "cifar",
         "SPOT_STACK": "SpotTrainer-cifar",
         "SPOT_BUCKET": bucket,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.agent.command import CommandProcess, parse_signal
+from spot_trainer.agent.command import CommandProcess, parse_signal
 
 
 def bash(script: str, **env: str) -> CommandProcess:

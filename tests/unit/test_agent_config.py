@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.agent.config import AgentConfig, ConfigError, check_config, config_from_env
-from trainer.agent.supervisor import newest_local_checkpoint
+from spot_trainer.agent.config import AgentConfig, ConfigError, check_config, config_from_env
+from spot_trainer.agent.supervisor import newest_local_checkpoint
 
 BASE = {"SPOT_JOB": "j", "SPOT_BUCKET": "b", "SPOT_COMMAND": "builtin"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from trainer.agent.status import JobStatus, StatusReporter, describe_job
+from spot_trainer.agent.status import JobStatus, StatusReporter, describe_job
 
 
 def test_state_changes_publish_at_once_and_progress_at_most_every_interval() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from trainer.storage.uploader import CheckpointUploader, Uploaded
+from spot_trainer.storage.uploader import CheckpointUploader, Uploaded
 
 
 def make_checkpoint(root: Path, step: int) -> Path:

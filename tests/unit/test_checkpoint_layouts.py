@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.agent.save_watch import SaveWatch
-from trainer.storage import layouts
-from trainer.storage.local import write_checkpoint
+from spot_trainer.agent.save_watch import SaveWatch
+from spot_trainer.storage import layouts
+from spot_trainer.storage.local import write_checkpoint
 
 
 def hf_checkpoint(root: Path, step: int, *, state: str | None = None) -> Path:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from localcloud.fake_imds import FakeImds
-from trainer.agent.imds import ImdsClient, ImdsError
+from spot_trainer.agent.imds import ImdsClient, ImdsError
 
 
 @pytest.fixture

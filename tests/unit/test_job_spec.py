@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from stacks.instance_types import architecture
 from stacks.job_file import load_job, parse_job
 from stacks.job_spec import JOBS_DIR, JobSpecError
 
@@ -33,7 +34,7 @@ def test_example_defaults_and_values() -> None:
     spec = load_job("example")
     assert spec.run.command == "builtin" and "--model resnet" in spec.run.train_args
     assert spec.capacity.instance_types == ("c7i.xlarge", "c6i.xlarge", "m6i.xlarge")
-    assert spec.network.create is False and spec.userdata_version == "v1"
+    assert spec.network.create is False and spec.userdata_version == "v2"
     assert spec.access.ssh_cidr == "" and spec.storage.log_retention_days == 14
 
 
@@ -54,6 +55,12 @@ BAD_CASES = [
     (with_change("capacity", "instance_types", ["zz9.xlarge"]),
      "capacity.instance_types: 'zz9.xlarge' has unknown instance family"),
     (with_change("capacity", "instance_types", []), "capacity.instance_types: needs at least one"),
+    (with_change("capacity", "instance_types", ["g5.xlarge", "g5g.xlarge"]),
+     "capacity.instance_types: mixes x86_64 (g5.xlarge) and arm64 (g5g.xlarge) types: one image cannot boot both"),
+    (with_change("capacity", "instance_types", ["c7gn.xlarge", "m7i.xlarge", "t4g.large"]),
+     "capacity.instance_types: mixes x86_64 (m7i.xlarge) and arm64 (c7gn.xlarge)"),
+    (with_change("capacity", "instance_types", ["g5g.xlarge"]),
+     "is an x86_64 image but the instance types are arm64"),
     (with_change("capacity", "instance_types", "g5.xlarge"), "capacity.instance_types: expected a list of strings"),
     (with_change("capacity", "max_price", -1), "capacity.max_price: expected a positive price"),
     (with_change("capacity", "max_price", "cheap"), "capacity.max_price: expected USD per hour"),
@@ -70,6 +77,7 @@ BAD_CASES = [
     (with_change("run", "stop_signal", "SIGKILL"), "run.stop_signal: expected one of"),
     (with_change("run", "workdir", "no-such-dir"), "run.workdir: 'no-such-dir' is not a directory"),
     (with_change(None, "userdata_version", "v9"), "userdata_version: 'v9' not found"),
+    (with_change(None, "userdata_version", "v1"), "userdata_version: v1 starts the runtime as `trainer`"),
     (with_change("run", "grace_seconds", 1), "run.grace_seconds: expected 10..7200"),
     (with_change("storage", "bucket", "My_Bucket"), "storage.bucket: 'My_Bucket' is not an S3 bucket name"),
 ]
@@ -85,6 +93,27 @@ def test_bad_field_is_one_line_naming_it(data: dict, message: str) -> None:
     text = str(caught.value)
     assert "\n" not in text
     assert text.startswith(f"{JOBS_DIR / 'example.toml'}: ") and message in text, text
+
+
+def test_v1_still_deploys_with_the_runtime_it_was_written_for() -> None:
+    data = with_change("run", "trainer_package", "spot-trainer==0.1.0")
+    spec = parse_job({**data, "userdata_version": "v1"}, JOBS_DIR / "example.toml")
+    assert spec.userdata_version == "v1" and spec.run.trainer_package == "spot-trainer==0.1.0"
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("g5g.xlarge", "arm64"), ("c7gn.large", "arm64"), ("t4g.medium", "arm64"), ("hpc7g.4xlarge", "arm64"),
+    ("g5.xlarge", "x86_64"), ("g4ad.xlarge", "x86_64"), ("gr6.4xlarge", "x86_64"), ("p6-b200.48xlarge", "x86_64"),
+    ("c6gn.metal", "arm64"), ("inf2.xlarge", "x86_64"),
+])
+def test_architecture_of_an_instance_type(name: str, expected: str) -> None:
+    assert architecture(name) == expected
+
+
+def test_arm_types_with_an_arm_image_are_accepted() -> None:
+    data = with_change("capacity", "instance_types", ["g5g.xlarge", "c7g.xlarge"])
+    data["capacity"]["ami"] = "/aws/service/deeplearning/ami/arm64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest"
+    assert parse_job(data, JOBS_DIR / "example.toml").capacity.instance_types == ("g5g.xlarge", "c7g.xlarge")
 
 
 def test_unknown_job_lists_the_available_ones() -> None:

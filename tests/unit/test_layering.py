@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -22,15 +23,26 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def absolute(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    """The absolute module a `from` import names; relative ones are resolved against the importer."""
+    if node.level == 0:
+        return node.module or ""
+    base = importer.split(".")[: None if is_package else -1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
 def imports_of(path: Path) -> set[str]:
     """Every module `path` imports, absolute names (a `from a import b` names a.b when b is a module)."""
     found: set[str] = set()
+    importer, is_package = module_name(path), path.name == "__init__.py"
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = absolute(node, importer, is_package)
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -107,6 +119,26 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def absolute_self_imports(path: Path) -> list[str]:
+    return [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text()))
+            if (isinstance(node, ast.ImportFrom) and node.level == 0
+                and (node.module or "").split(".")[0] in ("trainer", "spot_trainer"))
+            or (isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("trainer", "spot_trainer")
+                                                     for a in node.names))]
+
+
+def test_the_runtime_imports_itself_only_by_relative_name() -> None:
+    # The folder is trainer/, the wheel installs it as spot_trainer: an absolute import breaks one of them.
+    assert [hit for path in (ROOT / "trainer").rglob("*.py") for hit in absolute_self_imports(path)] == []
+
+
+def test_the_wheel_lists_every_package_of_the_runtime() -> None:
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(("spot_trainer", *p.parent.relative_to(ROOT / "trainer").parts))
+               for p in (ROOT / "trainer").rglob("__init__.py")}
+    assert folders == listed
+
+
 def test_no_import_cycle_in_the_product() -> None:
     # A package's __init__ is not an edge target of its own submodules' imports (Python loads it first).
     graph = {m: {t for t in targets if not under(m, t)} for m, targets in MODULES.items()}
@@ -122,8 +154,9 @@ def test_cycle_finder_finds_a_cycle() -> None:
 def test_starting_the_agent_does_not_load_torch(entry: str) -> None:
     agent_and_storage = sorted(m for m in MODULES if (under(m, "trainer.agent") or under(m, "trainer.storage"))
                                and m != "trainer.storage.local")
-    code = f"import sys, importlib; [importlib.import_module(m) for m in {[entry, *agent_and_storage]!r}]; " \
+    installed = ["spot_" + m for m in (entry, *agent_and_storage)]  # the import name the package installs as
+    code = f"import sys, importlib; [importlib.import_module(m) for m in {installed!r}]; " \
            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", f"importing the agent loaded {result.stdout.strip()}"

@@ -175,9 +175,9 @@ def test_template_is_standalone_and_user_data_fits(synthesized: dict[str, Synthe
     text = user_data_text(synth, placeholder="x" * 64)  # generous room for deploy-time values
     assert len(text.encode()) < 16 * 1024
     assert text.startswith("#!/")
-    assert "export SPOT_USERDATA_VERSION=v1" in text and f"export SPOT_JOB={job}" in text
+    assert "export SPOT_USERDATA_VERSION=v2" in text and f"export SPOT_JOB={job}" in text
     (template_tags,) = synth.one("AWS::EC2::LaunchTemplate")["TagSpecifications"]
-    assert {"Key": "spot-trainer:userdata-version", "Value": "v1"} in template_tags["Tags"]
+    assert {"Key": "spot-trainer:userdata-version", "Value": "v2"} in template_tags["Tags"]
 
 
 @pytest.mark.parametrize("job", JOBS)

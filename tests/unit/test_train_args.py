@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer.builtin.loop import main, parse_args
-from trainer.storage.local import list_checkpoints
+from spot_trainer.builtin.loop import main, parse_args
+from spot_trainer.storage.local import list_checkpoints
 
 
 def parse_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

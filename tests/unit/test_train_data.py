@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.builtin.data import BatchOrder, DataError, load_dataset
+from spot_trainer.builtin.data import BatchOrder, DataError, load_dataset
 
 
 def test_an_epoch_visits_every_sample_once_and_the_next_epoch_reshuffles() -> None:

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import torch
 
-from trainer.builtin.state import capture_rng, restore_rng, seed_everything
+from spot_trainer.builtin.state import capture_rng, restore_rng, seed_everything
 
 
 def draw() -> tuple[list[float], list[float], list[float]]:

@@ -38,16 +38,16 @@ def test_adding_a_version_leaves_v1_rendering_unchanged(tmp_path: Path, monkeypa
     header = {"SPOT_USERDATA_VERSION": "v1", "SPOT_JOB": "demo"}
     before = render_user_data("v1", header)
     shutil.copytree(user_data.USERDATA_ROOT, tmp_path / "userdata")
-    (tmp_path / "userdata" / "v2").mkdir()
-    (tmp_path / "userdata" / "v2" / "bootstrap.sh").write_text("#!/usr/bin/env bash\necho v2\n")
+    (tmp_path / "userdata" / "v9").mkdir()
+    (tmp_path / "userdata" / "v9" / "bootstrap.sh").write_text("#!/usr/bin/env bash\necho v9\n")
     monkeypatch.setattr(user_data, "USERDATA_ROOT", tmp_path / "userdata")
-    assert user_data.available_versions() == ["v1", "v2"]
+    assert user_data.available_versions() == ["v1", "v2", "v9"]
     assert render_user_data("v1", header) == before
-    assert render_user_data("v2", {"SPOT_JOB": "demo"}).endswith("echo v2\n")
+    assert render_user_data("v9", {"SPOT_JOB": "demo"}).endswith("echo v9\n")
 
 
 def test_unknown_version_and_bad_names_are_refused_by_name() -> None:
-    with pytest.raises(UserDataError, match=r"user data version 'v9' not found; available: v1"):
+    with pytest.raises(UserDataError, match=r"user data version 'v9' not found; available: v1, v2"):
         render_user_data("v9", {})
     with pytest.raises(UserDataError, match=r"header variable 'spot-job' must be UPPER_SNAKE_CASE"):
         render_user_data("v1", {"spot-job": "x"})

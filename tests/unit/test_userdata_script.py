@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from aws_cdk import Fn
 
+from spot_trainer.agent.config import ENV_NAMES, parse_env_file
+from stacks.job_spec import CURRENT_USERDATA_VERSION
 from stacks.user_data import MAX_USER_DATA_BYTES, available_versions, render_user_data, script_path
 from tests.support.userdata_sandbox import STAND_INS, UserDataSandbox, job_header
-from trainer.agent.config import ENV_NAMES, parse_env_file
 
-V1 = script_path("v1")
+CURRENT = script_path(CURRENT_USERDATA_VERSION)
 
 
 def bash_scripts() -> list[Path]:
@@ -25,7 +26,7 @@ def bash_scripts() -> list[Path]:
 
 def test_bootstrap_scripts_and_stand_ins_are_shellcheck_clean() -> None:
     scripts = bash_scripts()
-    assert V1 in scripts and STAND_INS / "systemctl" in scripts and STAND_INS / "nvidia-smi" in scripts
+    assert CURRENT in scripts and STAND_INS / "systemctl" in scripts and STAND_INS / "nvidia-smi" in scripts
     shellcheck = Path(sys.executable).parent / "shellcheck"
     result = subprocess.run([str(shellcheck), "--severity=info", *map(str, scripts)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
@@ -37,7 +38,7 @@ def test_stand_ins_are_executable() -> None:
 
 
 def test_agent_settings_are_exactly_the_agents_env_names() -> None:
-    match = re.search(r"^AGENT_SETTINGS=\(([^)]*)\)", V1.read_text(), re.MULTILINE)
+    match = re.search(r"^AGENT_SETTINGS=\(([^)]*)\)", CURRENT.read_text(), re.MULTILINE)
     assert match, "AGENT_SETTINGS list not found"
     written = set(match.group(1).split()) | {"SPOT_BOOTSTRAP_LOG"}  # the one the script sets itself
     assert set(ENV_NAMES) <= written, f"the env file would miss {set(ENV_NAMES) - written}"
@@ -56,13 +57,13 @@ def test_rendered_user_data_with_long_deploy_time_values_stays_far_below_the_lim
         # Deploy-time values arrive as tokens, which render as quoted here-documents.
         SPOT_BUCKET=Fn.ref("CheckpointsBucket"), SPOT_REGION=Fn.ref("AWS::Region"),
     )
-    size = len(render_user_data("v1", header).encode())
+    size = len(render_user_data(CURRENT_USERDATA_VERSION, header).encode())
     assert size < MAX_USER_DATA_BYTES - 2048, f"{size} bytes leaves too little room below 16 KiB"
 
 
 def env_line(name: str, value: str) -> subprocess.CompletedProcess[str]:
     """The script's own env_line function, extracted and run alone."""
-    source = re.search(r"^env_line\(\) \{.*?^\}", V1.read_text(), re.MULTILINE | re.DOTALL)
+    source = re.search(r"^env_line\(\) \{.*?^\}", CURRENT.read_text(), re.MULTILINE | re.DOTALL)
     assert source
     program = f"set -Eeuo pipefail\nREASON=/dev/stderr\nfail() {{ echo \"$*\" >&2; return 1; }}\n{source.group(0)}\n" \
               'env_line "$1" "$2"'
@@ -96,7 +97,8 @@ def test_multi_line_value_is_refused_by_name() -> None:
 def test_bad_header_fails_first_step_with_one_clear_line(tmp_path: Path, override: dict, message: str) -> None:
     # No AWS and no IMDS are reachable here: SPOT_AWS_CLI=false fails every S3 call at once.
     sandbox = UserDataSandbox(tmp_path / "instance", {}, "http://127.0.0.1:9", {"SPOT_AWS_CLI": "false"})
-    result = sandbox.run(render_user_data("v1", job_header("ckpt", "spot-trainer==0.1.0", **override)), timeout=60)
+    header = job_header("ckpt", "spot-trainer==0.2.0", **override)
+    result = sandbox.run(render_user_data(CURRENT_USERDATA_VERSION, header), timeout=60)
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and errors[0].endswith(f"[check-header]: ERROR (exit 1): {message}")

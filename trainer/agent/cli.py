@@ -17,14 +17,14 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from trainer.agent.cloudwatch import CloudWatchSink
-from trainer.agent.config import AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
-from trainer.agent.imds import ImdsClient
-from trainer.agent.status import STATUS_NAME, describe_job
-from trainer.agent.supervisor import Agent, AgentError, Clients, install_stop_handlers
-from trainer.storage.lease import Lease
-from trainer.storage.remote import RemoteStore, RemoteStoreError
-from trainer.storage.s3client import client_config, s3_client
+from ..storage.lease import Lease
+from ..storage.remote import RemoteStore, RemoteStoreError
+from ..storage.s3client import client_config, s3_client
+from .cloudwatch import CloudWatchSink
+from .config import AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
+from .imds import ImdsClient
+from .status import STATUS_NAME, describe_job
+from .supervisor import Agent, AgentError, Clients, install_stop_handlers
 
 EXIT_BAD_CONFIG = 2
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer.agent.aws_clients import LogsClient, MetricsClient
+from .aws_clients import LogsClient, MetricsClient
 
 MAX_BATCH_EVENTS = 1000  # well under PutLogEvents' 10,000 events / 1 MiB per call
 MAX_EVENT_CHARS = 16_000  # keeps one event far below the 256 KiB limit

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +18,15 @@ from dataclasses import dataclass, field
 from typing import IO
 
 LineSink = Callable[[str, str], None]  # (stream name "stdout"/"stderr", line without newline)
+
+# The runtime's own import name (spot_trainer once installed), whatever the source folder is called.
+RUNTIME_PACKAGE = (__package__ or "spot_trainer").split(".")[0]
+
+
+def runtime_argv(*args: str) -> list[str]:
+    """`python -P -m spot_trainer ARGS`: -P keeps the job's working directory off sys.path, so a job's
+    own `trainer.py` or `spot_trainer/` cannot stand in for the runtime."""
+    return [sys.executable, "-P", "-m", RUNTIME_PACKAGE, *args]
 
 
 def parse_signal(name: str) -> signal.Signals:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from trainer.agent.command import parse_signal
+from .command import parse_signal
 
 
 class ConfigError(ValueError):

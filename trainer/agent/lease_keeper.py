@@ -11,7 +11,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from trainer.storage.lease import Lease
+from ..storage.lease import Lease
 
 
 class LeaseKeeper:

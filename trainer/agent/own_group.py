@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trainer.agent.aws_clients import AutoScalingClient
-from trainer.agent.imds import ImdsClient
+from .aws_clients import AutoScalingClient
+from .imds import ImdsClient
 
 TERMINATED = "Terminated"  # IMDS autoscaling/target-lifecycle-state once scale-in has chosen us
 SCALE_IN_WAIT_SECONDS = 60.0  # after our own scale to zero, for the group to pick this instance

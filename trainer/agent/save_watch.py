@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.storage import layouts
+from ..storage import layouts
 
 
 def nothing_saved_warning(directory: Path, seconds: float) -> str:

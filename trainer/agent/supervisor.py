@@ -12,27 +12,26 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.agent import status as states
-from trainer.agent.aws_clients import AutoScalingClient
-from trainer.agent.cloudwatch import CloudWatchSink
-from trainer.agent.command import CommandProcess, parse_signal
-from trainer.agent.config import AgentConfig
-from trainer.agent.imds import ImdsClient
-from trainer.agent.lease_keeper import LeaseKeeper
-from trainer.agent.own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
-from trainer.agent.save_watch import SaveWatch
-from trainer.agent.status import JobStatus, StatusReporter
-from trainer.agent.telemetry import RunTelemetry
-from trainer.storage import layouts
-from trainer.storage.lease import Lease
-from trainer.storage.remote import RemoteStore
-from trainer.storage.uploader import CheckpointUploader, Uploaded, size_of
+from ..storage import layouts
+from ..storage.lease import Lease
+from ..storage.remote import RemoteStore
+from ..storage.uploader import CheckpointUploader, Uploaded, size_of
+from . import status as states
+from .aws_clients import AutoScalingClient
+from .cloudwatch import CloudWatchSink
+from .command import CommandProcess, parse_signal, runtime_argv
+from .config import AgentConfig
+from .imds import ImdsClient
+from .lease_keeper import LeaseKeeper
+from .own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
+from .save_watch import SaveWatch
+from .status import JobStatus, StatusReporter
+from .telemetry import RunTelemetry
 
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 IMDS_BACKOFF_SECONDS = 30.0
@@ -196,7 +195,7 @@ class Agent:
     def _start_command(self, resume_from: Path | None) -> CommandProcess:
         config = self.config
         if config.command == "builtin":
-            argv = [sys.executable, "-m", "trainer", "train", *shlex.split(config.train_args)]
+            argv = runtime_argv("train", *shlex.split(config.train_args))
         else:
             argv = ["/bin/bash", "-c", config.command]
         env = {
@@ -213,8 +212,7 @@ class Agent:
         }
         self.log(f"starting {'the built-in trainer' if config.command == 'builtin' else config.command!r}"
                  f" (attempt {env['JOB_ATTEMPT']}, resume from {env['RESUME_FROM'] or 'scratch'})")
-        cwd = config.workdir if config.command != "builtin" else None
-        return CommandProcess(argv, env, cwd=cwd, sink=self.telemetry.command_output).start()
+        return CommandProcess(argv, env, cwd=config.workdir, sink=self.telemetry.command_output).start()
 
     def _supervise(self, command: CommandProcess, uploader: CheckpointUploader,
                    watch: SaveWatch) -> tuple[str, int]:

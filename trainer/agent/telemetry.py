@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.agent import status as states
-from trainer.agent.cloudwatch import CloudWatchSink
-from trainer.agent.status import StatusReporter
-from trainer.storage.remote import RemoteStore
-from trainer.storage.uploader import Uploaded
+from ..storage.remote import RemoteStore
+from ..storage.uploader import Uploaded
+from . import status as states
+from .cloudwatch import CloudWatchSink
+from .status import StatusReporter
 
 METRIC_INTERVAL_SECONDS = 1.0
 PROGRESS_METRICS = (("Step", "step", "Count"), ("Loss", "loss", "None"),

@@ -1,6 +1,6 @@
 """The built-in training program: the resumable loop, models, data and the training state.
 
-It runs as the agent's child process (`python -m trainer train`) and talks to the agent only
+It runs as the agent's child process (`python -m spot_trainer train`) and talks to the agent only
 through the checkpoint directory contract, so it imports `trainer.storage.local` for its
 checkpoints and knows nothing of `trainer.agent`. This is the room that imports torch.
 """

@@ -1,4 +1,4 @@
-"""The built-in resumable trainer: `python -m trainer train --model resnet|lm --steps N ...`.
+"""The built-in resumable trainer: `python -m spot_trainer train --model resnet|lm --steps N ...`.
 
 Progress goes to stdout as one JSON object per line; human-readable messages go to stderr.
 Exit codes: 0 finished (final checkpoint committed), 75 stopped by SIGTERM/SIGINT after an emergency
@@ -22,17 +22,17 @@ from typing import Any
 
 import torch
 
-from trainer.builtin.data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
-from trainer.builtin.models import MODEL_NAMES, build_model, compute_loss
-from trainer.builtin.state import capture_rng, restore_rng, seed_everything
-from trainer.progress import emit
-from trainer.storage.local import (
+from ..progress import emit
+from ..storage.local import (
     AsyncCheckpointer,
     CheckpointError,
     load_checkpoint,
     load_latest_valid,
     remove_stale_temps,
 )
+from .data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
+from .models import MODEL_NAMES, build_model, compute_loss
+from .state import capture_rng, restore_rng, seed_everything
 
 EX_TEMPFAIL = 75
 DEFAULT_WIDTH = {"resnet": 16, "lm": 64}

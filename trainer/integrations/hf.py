@@ -13,8 +13,8 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from trainer.integrations.stop_request import StopRequest
-from trainer.progress import StepLines, emit
+from ..progress import StepLines, emit
+from .stop_request import StopRequest
 
 
 class SpotTrainerCallback(TrainerCallback):

@@ -18,7 +18,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from trainer.progress import StepLines, emit
+from ..progress import StepLines, emit
 
 
 def checkpoint_directory(trainer: pl.Trainer) -> Path:

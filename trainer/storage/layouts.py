@@ -26,7 +26,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.storage.names import MARKER_FILE, parse_step, read_marker
+from .names import MARKER_FILE, parse_step, read_marker
 
 OURS, HF, LIGHTNING, GENERIC = "ours", "hf", "lightning", "generic"
 HF_STATE_FILE = "trainer_state.json"

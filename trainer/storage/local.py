@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 # Re-exported: the store and its callers speak of checkpoints by these names.
-from trainer.storage.names import (  # noqa: F401
+from .names import (  # noqa: F401
     MARKER_FILE,
     checkpoint_name,
     latest_checkpoint,

@@ -27,9 +27,9 @@ from typing import Any
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from botocore.exceptions import BotoCoreError, ClientError
 
-from trainer.storage.checksums import BLOCK_BYTES, digest_files
-from trainer.storage.lease import Lease, is_conflict, is_missing
-from trainer.storage.s3client import transfer_config_for, upload_config_for
+from .checksums import BLOCK_BYTES, digest_files
+from .lease import Lease, is_conflict, is_missing
+from .s3client import transfer_config_for, upload_config_for
 
 log = logging.getLogger(__name__)
 
