@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..storage import layouts
+from ..storage import layouts, staging
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore
-from ..storage.uploader import CheckpointUploader, Uploaded, size_of
+from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .aws_clients import AutoScalingClient
 from .cloudwatch import CloudWatchSink
@@ -95,11 +95,11 @@ class Agent:
         )
         reporter.update(state=states.RESTORING)
         self.telemetry.event("start", attempt=reporter.status.attempt + 1)
-        resume_from = self._restore()
+        resume_from, remote_step = self._restore()
         uploader = CheckpointUploader(
             lambda path, step: store.upload(path, step, lease=self.clients.lease),
             self.telemetry.uploaded,
-            uploaded_step=store.latest_step(),
+            uploaded_step=remote_step,
             log=self.log,
         )
         try:
@@ -127,27 +127,30 @@ class Agent:
         self.log(f"took the job lease (token {self.clients.lease.token})")
         return True
 
-    def _restore(self) -> Path | None:
+    def _restore(self) -> tuple[Path | None, int | None]:
+        """The checkpoint to resume from, and the step latest.json held (read once, here)."""
         directory = Path(self.config.checkpoint_dir)
         directory.mkdir(parents=True, exist_ok=True)
+        if leftovers := staging.remove_leftovers(directory):
+            self.log(f"removed {', '.join(leftovers)}, left by an upload cut short")
         local = newest_local_checkpoint(directory, writer_done=True)
         remote_step = self.clients.store.latest_step()
         if local is not None and (remote_step is None or local[0] >= remote_step):
             restored: Path | None = local[1]  # this disk survived (agent restart): it is at least as new
         else:
             started = time.monotonic()
-            restored = self.clients.store.restore(directory)
+            restored = self.clients.store.restore_at_or_below(directory, remote_step)
             if restored is not None:
                 self.log(f"restored {restored.name} from S3 in {time.monotonic() - started:.2f}s")
         self._prepare_directory(restored)
         if restored is None:
             self.log("no checkpoint yet: starting fresh")
-            return None
+            return None, remote_step
         step = layouts.step_of(restored) or 0
         self.log(f"resuming from checkpoint step {step} ({restored.name})")
         self.telemetry.event("resume", step=step)
         self.telemetry.update(checkpoint_step=max(step, remote_step or 0))
-        return restored
+        return restored, remote_step
 
     # ---- the training loop --------------------------------------------------------------------
     def _train(self, uploader: CheckpointUploader, resume_from: Path | None) -> int:
@@ -247,16 +250,10 @@ class Agent:
         if newest is not None:
             uploader.offer(*newest)
         uploader.drain()
-        if newest is not None and (uploader.uploaded_step or -1) < newest[0]:
+        if newest is not None and uploader.offer(*newest, retry=True):
             self.log(f"retrying the upload of checkpoint step {newest[0]}")
-            self._uploaded_direct(uploader, *newest)
+            uploader.drain()
         return uploader.uploaded_step
-
-    def _uploaded_direct(self, uploader: CheckpointUploader, step: int, path: Path) -> None:
-        started = time.monotonic()
-        if self.clients.store.upload(path, step, lease=self.clients.lease):
-            uploader.uploaded_step = step
-            self.telemetry.uploaded(Uploaded(step, time.monotonic() - started, size_of(path), True))
 
     # ---- endings ------------------------------------------------------------------------------
     def _interrupted(self, reason: str, step: int | None) -> int:

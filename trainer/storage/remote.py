@@ -84,7 +84,8 @@ class RemoteStore:
         """Upload a committed checkpoint, then publish it unless a newer step or holder already did."""
         local = Path(local)
         files = checkpoint_files(local)
-        latest = self.latest_step()
+        current, etag = self._get_with_etag("latest.json")  # read once: checked here, reused by publish
+        latest = int(current["step"]) if current else None
         if latest is not None and latest >= step:
             # Checked before sending any byte too: re-uploading a published step could mix its objects.
             log.warning("not uploading step %d: latest.json already holds step %d", step, latest)
@@ -115,19 +116,22 @@ class RemoteStore:
         size = sum(sizes[name] for name in files)
         log.info("uploaded step %d (%d files, %.1f MB) in %.1fs", step, len(files), size / 1e6,
                  time.monotonic() - started)
-        published = self.publish(step, lease=lease)
+        published = self.publish(step, lease=lease, read=(current, etag))
         if published:
-            self.apply_retention()
+            self.apply_retention(latest=step)
         return published
 
-    def publish(self, step: int, *, lease: Lease | None = None, attempts: int = 5) -> bool:
+    def publish(self, step: int, *, lease: Lease | None = None, attempts: int = 5,
+                read: tuple[dict[str, Any] | None, str | None] | None = None) -> bool:
         """Point latest.json at `step` if it is newer and (with a lease) we still hold the job.
 
-        The write is conditional on the version we read; when another writer got in between, read
-        again and decide again, so the newest step wins whatever the interleaving.
+        The write is conditional on the version we read (`read`, when the caller just read it); when
+        another writer got in between, read again and decide again, so the newest step wins whatever
+        the interleaving.
         """
         for _ in range(attempts):
-            current, etag = self._get_with_etag("latest.json")
+            current, etag = read or self._get_with_etag("latest.json")
+            read = None
             refusal = self.publish_refusal(step, current, lease)
             if refusal:
                 log.warning("not publishing step %d: %s", step, refusal)
@@ -163,13 +167,17 @@ class RemoteStore:
     # ---- restore ------------------------------------------------------------------------------
     def restore(self, dest_dir: Path) -> Path | None:
         """Download the newest valid published checkpoint into dest_dir; older ones if it is damaged."""
-        dest_dir = Path(dest_dir)
-        dest_dir.mkdir(parents=True, exist_ok=True)
         try:
             latest = self.latest_step()
         except RemoteStoreError as error:
             log.warning("latest.json unreadable (%s); considering every checkpoint", error)
             latest = None
+        return self.restore_at_or_below(dest_dir, latest)
+
+    def restore_at_or_below(self, dest_dir: Path, latest: int | None) -> Path | None:
+        """`restore` for a caller that already read latest.json (None: consider every checkpoint)."""
+        dest_dir = Path(dest_dir)
+        dest_dir.mkdir(parents=True, exist_ok=True)
         candidates = [s for s in self.remote_steps() if latest is None or s <= latest]
         for step in sorted(candidates, reverse=True):
             restored = self._restore_step(step, dest_dir)
@@ -246,13 +254,14 @@ class RemoteStore:
         return ""
 
     # ---- retention ----------------------------------------------------------------------------
-    def apply_retention(self) -> list[int]:
+    def apply_retention(self, *, latest: int | None = None) -> list[int]:
         """Delete published checkpoints beyond the newest `keep` and abandoned partial uploads.
 
-        Never touches the step latest.json names, nor anything newer (a concurrent upload in progress).
-        The manifest goes first so a half-deleted checkpoint is never mistaken for a valid one.
+        Never touches the step latest.json names (`latest`, when the caller just published it), nor
+        anything newer (a concurrent upload in progress). The manifest goes first so a half-deleted
+        checkpoint is never mistaken for a valid one.
         """
-        latest = self.latest_step()
+        latest = self.latest_step() if latest is None else latest
         if latest is None:
             return []
         kept, doomed = 1, []

@@ -3,6 +3,8 @@
 The agent's poll loop only offers checkpoints; it never waits on S3. If training writes checkpoints
 faster than they can be uploaded, the ones that appear during an upload are superseded by the
 newest, so S3 is at most one upload behind and no bandwidth goes to steps nobody will restore.
+Each upload reads a hard-linked view of its checkpoint (staging.py), so a trainer pruning the
+original meanwhile cannot break it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .staging import release, stage
 
 
 @dataclass(frozen=True)
@@ -45,18 +49,23 @@ class CheckpointUploader:
         self.uploaded_step = uploaded_step  # newest step known to be safe in S3
         self._offered_step = uploaded_step
         self._pending: tuple[int, Path] | None = None
+        self._failed_step: int | None = None  # the last upload that raised, which `retry` may offer again
+        self._links_missing_logged = False
         self._busy = False
         self._closed = False
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="checkpoint-upload", daemon=True)
         self._thread.start()
 
-    def offer(self, step: int, path: Path) -> bool:
-        """Queue `path` unless an equal or newer step was already offered; True if queued."""
+    def offer(self, step: int, path: Path, *, retry: bool = False) -> bool:
+        """Queue `path` unless an equal or newer step was already offered; True if queued.
+        With `retry`, a step whose upload failed may be offered once more."""
         with self._cond:
-            if self._offered_step is not None and step <= self._offered_step:
+            again = retry and step == self._failed_step and self._pending is None
+            if not again and self._offered_step is not None and step <= self._offered_step:
                 return False
-            self._offered_step = step
+            self._failed_step = None if again else self._failed_step
+            self._offered_step = max(step, self._offered_step or step)
             self._pending = (step, path)
             self._cond.notify_all()
             return True
@@ -96,18 +105,34 @@ class CheckpointUploader:
 
     def _upload_one(self, step: int, path: Path) -> None:
         started = time.monotonic()
+        staged: Path | None = None
         try:
-            size = size_of(path)
-            published = self._upload(path, step)
-        except Exception as error:  # pruned meanwhile, S3 down after retries: the next one may succeed
+            staged = self._stage(path)
+            size = size_of(staged)
+            published = self._upload(staged, step)
+        except Exception as error:  # pruned before staging, S3 down after retries: the next may succeed
             self._log(f"spot-trainer: upload of checkpoint step {step} failed: {_one_line(error)}")
+            with self._cond:
+                self._failed_step = step
             return
+        finally:
+            if staged is not None and staged != path:
+                release(staged)
         if published:
             self.uploaded_step = max(step, self.uploaded_step or 0)
         try:
             self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published))
         except Exception as error:  # reporting is secondary; the worker must live on
             self._log(f"spot-trainer: recording the upload of step {step} failed: {_one_line(error)}")
+
+
+    def _stage(self, path: Path) -> Path:
+        staged = stage(path)
+        if staged is None and not self._links_missing_logged:
+            self._links_missing_logged = True
+            self._log(f"spot-trainer: no hard links in {path.parent}: uploading checkpoints in place, so "
+                      "pruning them while an upload runs would fail it")
+        return staged or path
 
 
 def _one_line(error: Any) -> str:

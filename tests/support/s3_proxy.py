@@ -1,0 +1,111 @@
+"""A fault-injecting, optionally slow HTTP proxy in front of moto server: S3 as it is on a bad day."""
+
+from __future__ import annotations
+
+import http.client
+import random
+import socket
+import struct
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+             b"<Message>Please reduce your request rate.</Message></Error>")
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+
+
+class FaultProxy:
+    """Forwards to moto; answers the first `first_n` requests with 503 SlowDown and then a `fraction`
+    of the rest with 503 SlowDown or (`resets` of them) a TCP reset after the request was read, so the
+    client never learns whether it was applied. `delay` seconds are added to every forwarded request
+    that sends a body (a slow uplink)."""
+
+    def __init__(self, upstream_port: int, *, first_n: int = 0, fraction: float = 0.0, resets: float = 0.5,
+                 seed: int = 7, delay: float = 0.0) -> None:
+        self.upstream_port, self.first_n, self.delay = upstream_port, first_n, delay
+        self.fraction, self.resets = fraction, resets
+        self.random = random.Random(seed)
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.faults = {"503": 0, "reset": 0}
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        self.server.daemon_threads = True
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://localhost:{self.server.server_address[1]}"
+
+    def choose_fault(self) -> str | None:
+        with self.lock:
+            self.requests += 1
+            if self.requests <= self.first_n:
+                fault: str | None = "503"
+            elif self.random.random() < self.fraction:
+                fault = "reset" if self.random.random() < self.resets else "503"
+            else:
+                fault = None
+            if fault:
+                self.faults[fault] += 1
+            return fault
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                fault = proxy.choose_fault()
+                if fault == "reset":
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                if fault == "503":
+                    return self.reply(503, {"Content-Type": "application/xml"}, SLOW_DOWN)
+                if body and proxy.delay:
+                    time.sleep(proxy.delay)
+                upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                try:
+                    upstream.request(self.command, self.path, body=body, headers=dict(self.headers))
+                    response = upstream.getresponse()
+                    data = response.read()
+                    headers = {k: v for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP}
+                    length = response.getheader("Content-Length") if self.command == "HEAD" else None
+                    self.reply(response.status, headers, data, length)
+                finally:
+                    upstream.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_any
+
+            def reply(
+                self, status: int, headers: dict[str, str], data: bytes, length: str | None = None
+            ) -> None:
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", length or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def finish(self) -> None:
+                try:
+                    super().finish()
+                except OSError:
+                    pass  # the socket was reset on purpose
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        return Handler
+
+    def __enter__(self) -> FaultProxy:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
