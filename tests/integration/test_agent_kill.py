@@ -28,7 +28,7 @@ LAST_KILL_STEP = STEPS - 10  # a kill (plus up to 0.3 s and polling) always land
 
 def start_uninterrupted(directory: Path) -> subprocess.Popen[bytes]:
     """The reference run, in parallel with the interrupted one."""
-    return subprocess.Popen([sys.executable, "-m", "trainer", "train", *TRAIN_ARGS.split()], cwd=REPO_ROOT,
+    return subprocess.Popen([sys.executable, "-m", "spot_trainer", "train", *TRAIN_ARGS.split()], cwd=REPO_ROOT,
                             env={**os.environ, "CHECKPOINT_DIR": str(directory)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -82,12 +82,13 @@ def check_bit_identical(
     final = load_model_weights(restored)
     expected = load_model_weights(tmp_path / "reference" / f"step-{STEPS:08d}")
     different = [name for name in expected if not torch.equal(final[name], expected[name])]
-    assert final.keys() == expected.keys() and not different, f"seed {seed}: {different} differ"
+    assert final.keys() == expected.keys() and not different, f"SPOT_KILL_SEED={seed}: {different} differ"
     assert store.get_json("status.json")["state"] == "DONE"
 
 
 def test_random_sigkills_end_bit_identical(aws_env: dict[str, str], bucket: str, tmp_path: Path) -> None:
-    seed = int(os.environ.get("KILL_SEED", "7"))
+    seed = int(os.environ.get("SPOT_KILL_SEED", "7"))
+    print(f"replay with SPOT_KILL_SEED={seed}")  # shown with the failure
     reference = start_uninterrupted(tmp_path / "reference")
     try:
         store = run_with_kills(aws_env, bucket, tmp_path, kills=2, seed=seed)
@@ -98,7 +99,8 @@ def test_random_sigkills_end_bit_identical(aws_env: dict[str, str], bucket: str,
 
 @pytest.mark.slow
 def test_many_random_sigkills_end_bit_identical(aws_env: dict[str, str], bucket: str, tmp_path: Path) -> None:
-    seed = random.randrange(1 << 30)
+    seed = int(os.environ.get("SPOT_KILL_SEED", random.randrange(1 << 30)))
+    print(f"replay with SPOT_KILL_SEED={seed}")  # shown with the failure
     reference = start_uninterrupted(tmp_path / "reference")
     try:
         store = run_with_kills(aws_env, bucket, tmp_path, kills=8, seed=seed)

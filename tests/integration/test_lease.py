@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from spot_trainer.storage.lease import Lease, LeaseError
 from spot_trainer.storage.remote import RemoteStore
 from tests.integration.remote_helpers import make_checkpoint, small_part_store
+from tests.support.clock import ManualClock
 
 
 def race(*actions: Any) -> list[Any]:
@@ -37,11 +37,12 @@ def test_two_agents_at_once_exactly_one_holds(s3: Any, bucket: str) -> None:
 
 
 def test_expired_lease_is_taken_over_with_a_higher_token(s3: Any, bucket: str) -> None:
-    old = Lease(s3, bucket, "job", owner="i-old", ttl_seconds=1)
-    new = Lease(s3, bucket, "job", owner="i-new", ttl_seconds=30)
+    clock = ManualClock()
+    old = Lease(s3, bucket, "job", owner="i-old", ttl_seconds=1, clock=clock)
+    new = Lease(s3, bucket, "job", owner="i-new", ttl_seconds=30, clock=clock)
     assert old.acquire() and old.token == 1
     assert not new.acquire()  # still live
-    time.sleep(1.2)
+    clock.advance(1.2)
     assert not old.held()
     assert new.acquire() and new.token == 2
     assert not old.renew()  # the old holder learns it lost the job
@@ -61,11 +62,12 @@ def test_release_hands_over_at_once_and_tokens_keep_growing(s3: Any, bucket: str
 
 def test_stale_holder_can_no_longer_publish(s3: Any, bucket: str, tmp_path: Path) -> None:
     store = small_part_store(bucket, "job")
-    stale = Lease(s3, bucket, "job", owner="i-draining", ttl_seconds=1)
+    clock = ManualClock()
+    stale = Lease(s3, bucket, "job", owner="i-draining", ttl_seconds=1, clock=clock)
     assert stale.acquire()
     assert store.upload(make_checkpoint(tmp_path, 1), 1, lease=stale)
-    time.sleep(1.2)
-    successor = Lease(s3, bucket, "job", owner="i-replacement", ttl_seconds=60)
+    clock.advance(1.2)
+    successor = Lease(s3, bucket, "job", owner="i-replacement", ttl_seconds=60, clock=clock)
     assert successor.acquire()
     assert store.upload(make_checkpoint(tmp_path, 3), 3, lease=successor)
     # The drained instance wakes up with a later step: refused by both the lease and the fencing token.

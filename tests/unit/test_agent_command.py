@@ -20,17 +20,21 @@ def bash(script: str, **env: str) -> CommandProcess:
     return process.start()
 
 
+def wait_for_line(command: CommandProcess, line: str, timeout: float = 10) -> None:
+    """Readiness is a line the command prints once its signal handling is in place."""
+    deadline = time.monotonic() + timeout
+    while ("stdout", line) not in command.lines:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, f"no {line!r} line within {timeout}s"
+        time.sleep(0.01)
+
+
 def test_stop_signal_reaches_a_grandchild_and_wait_covers_the_whole_group(tmp_path: Path) -> None:
     done = tmp_path / "saved"
     # The shell forks a child that saves for a while after SIGTERM; the shell itself dies at once.
-    script = (f"(trap 'sleep 0.5; echo saved > {done}; exit 0' TERM; while true; do sleep 0.05; done) & "
-              "echo started; wait")
+    script = (f"(trap 'sleep 0.5; echo saved > {done}; exit 0' TERM; echo trapped; "
+              "while true; do sleep 0.05; done) & wait")
     command = bash(script)
-    deadline = time.monotonic() + 10
-    lines = command.lines  # type: ignore[attr-defined]
-    while ("stdout", "started") not in lines and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.2)
+    wait_for_line(command, "trapped")
     code = command.stop(signal.SIGTERM, grace_seconds=10)
     assert done.read_text() == "saved\n", "stop() returned before the group finished its checkpoint"
     assert code == -signal.SIGTERM
@@ -39,7 +43,7 @@ def test_stop_signal_reaches_a_grandchild_and_wait_covers_the_whole_group(tmp_pa
 
 def test_a_command_that_ignores_the_signal_is_killed_after_the_grace_period() -> None:
     command = bash("trap '' TERM; echo ready; while true; do sleep 0.05; done")
-    time.sleep(0.3)
+    wait_for_line(command, "ready")
     started = time.monotonic()
     code = command.stop(signal.SIGTERM, grace_seconds=0.5)
     assert code == -signal.SIGKILL

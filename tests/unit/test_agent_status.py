@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import time
-
 from spot_trainer.agent.status import JobStatus, StatusReporter, describe_job
+from tests.support.clock import ManualClock
 
 
 def test_state_changes_publish_at_once_and_progress_at_most_every_interval() -> None:
     published: list[dict] = []
-    reporter = StatusReporter(JobStatus(job="j"), publish=published.append, interval_seconds=0.3)
+    clock = ManualClock(start=100.0)
+    reporter = StatusReporter(JobStatus(job="j"), publish=published.append, interval_seconds=0.3, clock=clock)
     reporter.update(state="TRAINING")
     assert [p["state"] for p in published] == ["TRAINING"]
     for step in range(1, 6):
         reporter.update(step=step)
         reporter.tick()
     assert len(published) == 1, "progress inside the interval waits"
-    time.sleep(0.35)
+    clock.advance(0.29)
+    reporter.tick()
+    assert len(published) == 1, "still inside the interval"
+    clock.advance(0.02)
     reporter.tick()
     assert published[-1]["step"] == 5 and len(published) == 2
     reporter.tick()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from spot_trainer.agent.imds import ImdsClient, ImdsError
+from tests.support.clock import ManualClock
 
 
 @pytest.fixture
@@ -55,11 +55,13 @@ def test_token_is_cached_then_refetched_after_a_401(imds: FakeImds) -> None:
 
 
 def test_token_is_renewed_before_it_expires(imds: FakeImds) -> None:
-    client = ImdsClient(imds.url, token_ttl=3)  # renewed one second before the server would expire it
+    clock = ManualClock()
+    client = ImdsClient(imds.url, token_ttl=3, clock=clock)  # renewed a second before the server's expiry
     client.instance_id()
+    clock.advance(1.9)
     client.instance_id()
     assert imds.token_requests == 1
-    time.sleep(2.1)
+    clock.advance(0.2)
     assert client.instance_id() == "i-0feedc0ffee000001"
     assert imds.token_requests == 2
 

@@ -13,6 +13,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
@@ -33,6 +34,7 @@ class ImdsClient:
         timeout: float = 1.0,
         attempts: int = 3,
         backoff: float = 0.2,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 1 <= token_ttl <= 21600:
             raise ValueError(f"token_ttl must be 1..21600 seconds, got {token_ttl}")
@@ -41,6 +43,7 @@ class ImdsClient:
         self.token_ttl, self.timeout, self.attempts, self.backoff = token_ttl, timeout, attempts, backoff
         self._token: str | None = None
         self._token_expires = 0.0
+        self._clock = clock
         # The metadata service is link-local: never route it through an HTTP(S)_PROXY.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -96,12 +99,12 @@ class ImdsClient:
 
     def _current_token(self, force: bool) -> str:
         # Renew at 90% of the TTL (at least a second early) so a token never expires in flight.
-        if force or self._token is None or time.monotonic() >= self._token_expires:
+        if force or self._token is None or self._clock() >= self._token_expires:
             status, body = self._request("PUT", "/latest/api/token", {TOKEN_TTL_HEADER: str(self.token_ttl)})
             if status != 200:
                 raise ImdsError(f"IMDS token request: HTTP {status}")
             margin = max(1.0, self.token_ttl * 0.1)
-            self._token, self._token_expires = body, time.monotonic() + self.token_ttl - margin
+            self._token, self._token_expires = body, self._clock() + self.token_ttl - margin
         return self._token
 
     def _request(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, str]:

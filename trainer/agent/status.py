@@ -67,6 +67,7 @@ class StatusReporter:
     status: JobStatus
     publish: Callable[[dict[str, Any]], None]
     interval_seconds: float = 15.0
+    clock: Callable[[], float] = time.monotonic
     _last_publish: float = 0.0
     _dirty: bool = False
 
@@ -79,20 +80,20 @@ class StatusReporter:
 
     def tick(self) -> None:
         """Called from the poll loop: publish pending progress once the interval has passed."""
-        if self._dirty and time.monotonic() - self._last_publish >= self.interval_seconds:
+        if self._dirty and self.clock() - self._last_publish >= self.interval_seconds:
             self.flush()
 
     def flush(self) -> None:
         self.status.updated_at = utc_now()
         self.publish(asdict(self.status))
-        self._last_publish = time.monotonic()
+        self._last_publish = self.clock()
         self._dirty = False
 
 
 def describe_job(
     status: Mapping[str, Any] | None, latest: Mapping[str, Any] | None, events: Iterable[Mapping[str, Any]]
 ) -> str:
-    """Human-readable summary for `python -m trainer status`."""
+    """Human-readable summary for `python -m spot_trainer status`."""
     if not status and not latest:
         return "no status yet: the job has not started (or the bucket/job name is wrong)"
     status = status or {}

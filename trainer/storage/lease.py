@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,11 +72,13 @@ def read_lease(s3: Any, bucket: str, key: str) -> LeaseRecord | None:
 class Lease:
     """A time-limited, fenced claim on `s3://bucket/<job>/lease.json`."""
 
-    def __init__(self, s3: Any, bucket: str, job: str, *, owner: str, ttl_seconds: float = 60) -> None:
+    def __init__(self, s3: Any, bucket: str, job: str, *, owner: str, ttl_seconds: float = 60,
+                 clock: Callable[[], float] = time.time) -> None:
         if ttl_seconds <= 0:
             raise ValueError(f"lease ttl_seconds must be positive, got {ttl_seconds}")
         self.s3, self.bucket, self.owner, self.ttl = s3, bucket, owner, float(ttl_seconds)
         self.key = f"{job}/lease.json"
+        self.clock = clock  # wall-clock seconds: expiry times are compared across instances
         self.token = 0
         self._etag: str | None = None
         self._expires_at = 0.0
@@ -83,7 +86,7 @@ class Lease:
     def acquire(self) -> bool:
         """Take the lease if nobody holds it, it expired, or it is ours from an earlier run."""
         current = read_lease(self.s3, self.bucket, self.key)
-        now = time.time()
+        now = self.clock()
         if current is None:
             return self._write(token=1, expires_at=now + self.ttl, condition={"IfNoneMatch": "*"})
         if current.owner != self.owner and not current.expired(now):
@@ -99,7 +102,7 @@ class Lease:
         if self._etag is None:
             return False
         renewed = self._write(
-            token=self.token, expires_at=time.time() + self.ttl, condition={"IfMatch": self._etag}
+            token=self.token, expires_at=self.clock() + self.ttl, condition={"IfMatch": self._etag}
         )
         if not renewed:
             log.warning("lease lost: %s was taken over by another holder", self.key)
@@ -113,7 +116,7 @@ class Lease:
 
     def held(self) -> bool:
         """Whether our last successful write still covers this moment (no S3 call)."""
-        return self._etag is not None and time.time() < self._expires_at
+        return self._etag is not None and self.clock() < self._expires_at
 
     def still_ours(self) -> bool:
         """Check S3 itself: the lease object is unchanged since our last write and not expired."""
@@ -123,7 +126,7 @@ class Lease:
         return current is not None and current.etag == self._etag and current.token == self.token
 
     def _write(self, *, token: int, expires_at: float, condition: dict[str, str]) -> bool:
-        body = {"owner": self.owner, "token": token, "expires_at": expires_at, "written_at": time.time()}
+        body = {"owner": self.owner, "token": token, "expires_at": expires_at, "written_at": self.clock()}
         try:
             response = self.s3.put_object(
                 Bucket=self.bucket,
