@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint bench synth clean
@@ -15,10 +17,17 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml package.json pack
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# checkov's own pins conflict with requirements-dev.txt: it gets its own venv, called by path from the tests.
+$(CHECKOV_STAMP): requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $@
+
 demo: $(STAMP)
 	$(PY) -m localcloud demo --job example
 
-test: $(STAMP)
+test: $(STAMP) $(CHECKOV_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # ruff (lint + import order), mypy strict on the product (trainer/, stacks/, app.py), shellcheck on every

@@ -7,6 +7,8 @@ from aws_cdk import Aws, CfnCondition, CfnResource, Duration, Fn, RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from stacks.nag_suppressions import NO_BUCKET_ACCESS_LOGS, skip_checkov
+
 
 class CheckpointBucket(Construct):
     """`name` and `arn` resolve to the created bucket, or to `existing_name` when that is not empty
@@ -39,5 +41,6 @@ class CheckpointBucket(Construct):
         for resource in (self.bucket.node.default_child, self.bucket.policy and self.bucket.policy.node.default_child):
             if isinstance(resource, CfnResource):
                 resource.cfn_options.condition = self.create
+        skip_checkov(self.bucket.node.default_child, {"CKV_AWS_18": NO_BUCKET_ACCESS_LOGS})
         self.name = Fn.condition_if(self.create.logical_id, self.bucket.bucket_name, existing_name).to_string()
         self.arn = f"arn:{Aws.PARTITION}:s3:::{self.name}"

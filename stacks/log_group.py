@@ -6,6 +6,8 @@ from aws_cdk import CfnParameter, RemovalPolicy
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from stacks.nag_suppressions import LOGS_WITHOUT_CUSTOMER_KEY, skip_checkov
+
 
 def log_group_name(job: str) -> str:
     return f"/spot-trainer/{job}"
@@ -19,4 +21,5 @@ class JobLogGroup(Construct):
             self, "LogGroup", log_group_name=self.name, retention_in_days=retention_days.value_as_number
         )
         self.log_group.apply_removal_policy(RemovalPolicy.DESTROY)
+        skip_checkov(self.log_group, {"CKV_AWS_158": LOGS_WITHOUT_CUSTOMER_KEY})
         self.arn = self.log_group.attr_arn

@@ -1,14 +1,29 @@
-"""cdk-nag AwsSolutions findings this design accepts, each with the reason it is acceptable.
+"""cdk-nag AwsSolutions findings and checkov checks this design accepts, each with the reason it is
+acceptable.
 
 cdk-nag 3 acknowledges each finding exactly (no prefix matching), so IAM5 findings name the resource
 strings the role really uses; a new wildcard therefore shows up as a fresh, unacknowledged finding.
+Checkov reads its skips from the resource's own template Metadata, so the constructs call `skip_checkov`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
+
+# One reason per accepted risk, shared where two scanners flag the same thing.
+NO_BUCKET_ACCESS_LOGS = ("Checkpoint objects are written only by the job's own role; CloudTrail data events "
+                         "cover audit needs without a second logging bucket per job.")
+LOGS_WITHOUT_CUSTOMER_KEY = ("CloudWatch Logs already encrypts every log group at rest; a customer-managed KMS "
+                             "key would add a monthly charge per job, a key policy for the logs service and a key "
+                             "that outlives the stack, to guard training output that holds no secrets.")
+
+
+def skip_checkov(resource: CfnResource, reasons: Mapping[str, str]) -> None:
+    """Checkov skips on one resource (check id -> reason); checkov reports them with the reason."""
+    resource.add_metadata("checkov", {"skip": [{"id": check, "comment": why} for check, why in reasons.items()]})
 
 
 def _ref(stack: Stack, resource: CfnResource) -> str:
@@ -24,8 +39,7 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group:
                          group_name: str, created_vpc: bool, has_asset: bool) -> None:
     iam5 = "AwsSolutions::AwsSolutions-IAM5"
     acks = {
-        "AwsSolutions::AwsSolutions-S1": "Checkpoint objects are written only by the job's own role; "
-        "CloudTrail data events cover audit needs without a second logging bucket per job.",
+        "AwsSolutions::AwsSolutions-S1": NO_BUCKET_ACCESS_LOGS,
         "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]":
         "Session Manager access instead of SSH; AWS maintains this policy's exact action list.",
         f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{_resolved(stack, bucket_name)}/{job}/*]":
