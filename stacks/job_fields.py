@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,13 @@ def _read_section(name: str, raw: Any, cls: type) -> Any:
 def _check_run(run: RunSpec, source: Path) -> None:
     if not run.command.strip():
         raise _fail("run.command", 'missing: give "builtin" or the command that trains')
+    if run.command != run.command.strip():
+        raise _fail("run.command", f"{run.command!r} has leading or trailing spaces")
+    for field, text in (("run.command", run.command), ("run.train_args", run.train_args)):
+        try:
+            shlex.split(text)
+        except ValueError as error:
+            raise _fail(field, f"cannot be parsed as shell words ({error}): {text!r}") from None
     if run.train_args and run.command != "builtin":
         raise _fail("run.train_args", 'only applies when run.command = "builtin"')
     if run.stop_signal not in SIGNALS:

@@ -25,6 +25,7 @@ def test_lifecycle_hook_and_status_interval_are_read() -> None:
     ({"poll_seconds": 0.0}, "SPOT_POLL_SECONDS=0.0 is out of range"),
     ({"keep_checkpoints": 0}, "SPOT_KEEP_CHECKPOINTS=0 is out of range"),
     ({"command": "python 'unclosed"}, "SPOT_COMMAND cannot be parsed"),
+    ({"train_args": "--model 'lm"}, "SPOT_TRAIN_ARGS cannot be parsed as shell words"),
 ])
 def test_settings_the_agent_cannot_act_on_are_named(change: dict, message: str) -> None:
     config = dataclasses.replace(AgentConfig(job="j", bucket="b", command="builtin"), **change)
@@ -37,3 +38,14 @@ def test_newest_local_checkpoint_ignores_temporaries_and_other_files(tmp_path: P
     for name in ("step-00000009", "step-10", ".tmp-step-11-x", "step-12.partial", "notes.txt"):
         (tmp_path / name).mkdir()
     assert newest_local_checkpoint(tmp_path) == (10, tmp_path / "step-10")
+
+
+@pytest.mark.parametrize("typed", ["builtin ", " builtin", "builtin\t"])
+def test_a_command_with_stray_spaces_is_still_the_builtin_trainer(typed: str) -> None:
+    # `bash -c "builtin "` exits 0 at once: the job would end DONE after zero steps.
+    assert config_from_env({**BASE, "SPOT_COMMAND": typed}).command == "builtin"
+
+
+def test_a_blank_command_is_missing() -> None:
+    with pytest.raises(ConfigError, match="missing required setting SPOT_COMMAND"):
+        config_from_env({**BASE, "SPOT_COMMAND": "   "})

@@ -94,7 +94,7 @@ def _convert(env_name: str, raw: str, kind: type | str) -> object:
 def config_from_env(env: Mapping[str, str] | None = None) -> AgentConfig:
     """Build the config from environment variables, naming the first bad or missing one."""
     env = os.environ if env is None else env
-    missing = [name for name in REQUIRED if not env.get(name)]
+    missing = [name for name in REQUIRED if not env.get(name, "").strip()]
     if missing:
         raise ConfigError(f"missing required setting {missing[0]} (agent environment file)")
     kinds = {f.name: f.type for f in fields(AgentConfig)}
@@ -102,6 +102,8 @@ def config_from_env(env: Mapping[str, str] | None = None) -> AgentConfig:
     for env_name, attr in ENV_NAMES.items():
         if env_name in env and env[env_name] != "":
             values[attr] = _convert(env_name, env[env_name], kinds[attr])
+    # "builtin " from a console field must not become `bash -c "builtin "`, which exits 0 at once.
+    values["command"] = str(values["command"]).strip()
     return AgentConfig(**values)  # type: ignore[arg-type]
 
 
@@ -141,8 +143,9 @@ def check_config(config: AgentConfig) -> None:
             raise ConfigError(f"{name}={value!r} is out of range{hint}")
     if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
         raise ConfigError(f"SPOT_WORKDIR={config.workdir!r} is not a directory")
-    if config.command != "builtin":
-        try:
-            shlex.split(config.command)
-        except ValueError as error:
-            raise ConfigError(f"SPOT_COMMAND cannot be parsed as a shell command: {error}") from None
+    name, text = ("SPOT_COMMAND", config.command) if config.command != "builtin" else ("SPOT_TRAIN_ARGS",
+                                                                                        config.train_args)
+    try:
+        shlex.split(text)
+    except ValueError as error:
+        raise ConfigError(f"{name} cannot be parsed as shell words ({error}): {text!r}") from None
