@@ -47,28 +47,44 @@ def run_agent_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize(
-    ("setting", "value", "message"),
-    [
-        ("SPOT_BUCKET", "", "missing required setting SPOT_BUCKET (agent environment file)"),
-        ("SPOT_GRACE_SECONDS", "ninety", "SPOT_GRACE_SECONDS='ninety' is not a valid float"),
-        ("SPOT_STOP_SIGNAL", "SIGNOPE", "SPOT_STOP_SIGNAL='SIGNOPE' is not a signal name"),
-        ("SPOT_RESTART_BUDGET", "-1", "SPOT_RESTART_BUDGET=-1 is out of range"),
-        ("SPOT_LEASE_TTL_SECONDS", "0.3",
-         "SPOT_LEASE_TTL_SECONDS=0.3 is out of range (must exceed twice SPOT_POLL_SECONDS)"),
-        ("SPOT_WORKDIR", "/nonexistent/dir", "SPOT_WORKDIR='/nonexistent/dir' is not a directory"),
-    ],
-)
-def test_bad_setting_is_one_line_and_exit_code_2(
-    setting: str, value: str, message: str, tmp_path: Path
+BAD_SETTINGS = [
+    ("SPOT_BUCKET", "", "missing required setting SPOT_BUCKET (agent environment file)"),
+    ("SPOT_GRACE_SECONDS", "ninety", "SPOT_GRACE_SECONDS='ninety' is not a valid float"),
+    ("SPOT_STOP_SIGNAL", "SIGNOPE", "SPOT_STOP_SIGNAL='SIGNOPE' is not a signal name"),
+    ("SPOT_RESTART_BUDGET", "-1", "SPOT_RESTART_BUDGET=-1 is out of range"),
+    ("SPOT_LEASE_TTL_SECONDS", "0.3",
+     "SPOT_LEASE_TTL_SECONDS=0.3 is out of range (must exceed twice SPOT_POLL_SECONDS)"),
+    ("SPOT_WORKDIR", "/nonexistent/dir", "SPOT_WORKDIR='/nonexistent/dir' is not a directory"),
+    ("SPOT_TRAIN_ARGS", "\"--model 'lm\"", "SPOT_TRAIN_ARGS cannot be parsed as shell words"),
+    ("SPOT_CHECKPOINT_DIR", "{file}/checkpoints", "is not a writable directory (Not a directory)"),
+    ("SPOT_KEEP_CHECKPOINTS", "'3", "agent.env:6: SPOT_KEEP_CHECKPOINTS: No closing quotation"),
+    ("SPOT_REGION", "\udcff\udcfe", "agent.env is not UTF-8 text"),
+]
+
+
+@pytest.mark.parametrize(("setting", "value", "message"), BAD_SETTINGS, ids=[s for s, _, _ in BAD_SETTINGS])
+def test_bad_setting_is_one_line_ends_the_job_failed_and_stops_paying(
+    setting: str, value: str, message: str, aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
+    group = f"bad-{bucket[-8:]}"
+    autoscaling = create_group(aws_env, group)
+    (tmp_path / "file").write_text("not a directory")
+    command = "builtin" if setting == "SPOT_TRAIN_ARGS" else "'python train.py'"
+    lines = [f"SPOT_JOB=j\nSPOT_BUCKET={bucket}\nSPOT_COMMAND={command}\nSPOT_ASG_NAME={group}",
+             f"SPOT_CHECKPOINT_DIR={tmp_path / 'c'}", f"{setting}={value.format(file=tmp_path / 'file')}"]
     env_file = tmp_path / "agent.env"
-    env_file.write_text(f"SPOT_JOB=j\nSPOT_BUCKET=b\nSPOT_COMMAND='python train.py'\n{setting}={value}\n")
+    env_file.write_bytes("\n".join(lines).encode(errors="surrogateescape") + b"\n")
     env = {key: value for key, value in os.environ.items() if not key.startswith("SPOT_")}
-    result = run_agent_cli(env, "--env-file", str(env_file))
+    result = run_agent_cli({**env, **aws_env}, "--env-file", str(env_file))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"spot-trainer: bad configuration: {message}", result.stderr
-    assert result.stdout == ""
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("spot-trainer: bad configuration: ") and message in first, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert desired_capacity(autoscaling, group) == 0, "a job that cannot run must not keep an instance"
+    if setting != "SPOT_BUCKET":
+        status = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "j")
+        record = status.get_json("status.json")
+        assert record is not None and record["state"] == "FAILED" and message in record["reason"]
 
 
 def test_unknown_bucket_is_one_line_and_nothing_runs(aws_env: dict[str, str], tmp_path: Path) -> None:

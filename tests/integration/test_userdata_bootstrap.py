@@ -16,7 +16,7 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
-from spot_trainer.agent.config import config_from_env, parse_env_file
+from spot_trainer.agent.config import ENV_NAMES, config_from_env, parse_env_file
 from stacks.job_spec import CURRENT_USERDATA_VERSION
 from stacks.user_data import render_user_data
 from tests.integration.test_runtime_shadowing import IMPOSTOR, IMPOSTORS
@@ -137,6 +137,9 @@ def test_env_file_is_the_agents_config(booted: Bootstrapped) -> None:
     assert config.checkpoint_dir == f"{root}/opt/spot-trainer/checkpoints"
     assert (config.grace_seconds, config.restart_budget, config.keep_checkpoints) == (20.0, 3, 3)
     assert env["PYTHONPATH"] == f"{root}/opt/spot-trainer/lib"
+    header = realistic_header(booted.bucket, "", "")
+    assert {name for name in header if name in ENV_NAMES and header[name]} <= set(env), "a setting was dropped"
+    assert "SPOT_SETUP_COMMAND" not in env  # may span lines; only the bootstrap runs it
     assert env["AWS_ENDPOINT_URL"] == booted.sandbox.aws_env["AWS_ENDPOINT_URL"]
     assert env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] == booted.sandbox.imds_url
 

@@ -14,6 +14,7 @@ from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer, free_port
 from stacks.job_spec import CURRENT_USERDATA_VERSION as CURRENT
 from stacks.user_data import render_user_data
+from tests.integration.fleet import create_group, desired_capacity
 from tests.support.userdata_sandbox import UserDataSandbox, job_header
 
 INSTANCE_ID = "i-0fa11ed0000000001"
@@ -56,7 +57,10 @@ def test_missing_package_in_s3_fails_after_retries_and_records_why(
     s3.put_object(Bucket=bucket, Key="cifar/status.json", Body=json.dumps({"state": "INTERRUPTED", "step": 740,
                                                                            "interruptions": 2}))
     package = f"s3://{bucket}/assets/0123abcd.whl"
-    result, elapsed, log = run_failing(sandbox, render_user_data(CURRENT, job_header(bucket, package)))
+    group = f"boot-{bucket[-8:]}"
+    autoscaling = create_group(sandbox.aws_env, group)
+    header = job_header(bucket, package, SPOT_ASG_NAME=group)
+    result, elapsed, log = run_failing(sandbox, render_user_data(CURRENT, header))
     assert elapsed < 60
     retried = [line for line in log if f"download of {package}: attempt" in line]
     assert [line.split("attempt ")[1][:3] for line in retried] == ["1/3", "2/3"]
@@ -73,6 +77,7 @@ def test_missing_package_in_s3_fails_after_retries_and_records_why(
     assert "ERROR" in uploaded_log
     assert "Traceback" not in result.stderr
     assert_nothing_started(sandbox)
+    assert desired_capacity(autoscaling, group) == 0, "a job whose instances cannot boot must stop paying"
 
 
 def test_unreachable_package_index_fails_in_bounded_time(sandbox: UserDataSandbox, s3, bucket: str) -> None:  # type: ignore[no-untyped-def]

@@ -37,8 +37,9 @@ def test_stand_ins_are_executable() -> None:
         assert path.stat().st_mode & 0o111, path
 
 
-def test_agent_settings_are_exactly_the_agents_env_names() -> None:
-    match = re.search(r"^AGENT_SETTINGS=\(([^)]*)\)", CURRENT.read_text(), re.MULTILINE)
+def test_v1_agent_settings_are_exactly_the_agents_env_names() -> None:
+    # v2 writes every SPOT_* setting (tests/integration/test_userdata_bootstrap.py checks the file).
+    match = re.search(r"^AGENT_SETTINGS=\(([^)]*)\)", script_path("v1").read_text(), re.MULTILINE)
     assert match, "AGENT_SETTINGS list not found"
     written = set(match.group(1).split()) | {"SPOT_BOOTSTRAP_LOG"}  # the one the script sets itself
     assert set(ENV_NAMES) <= written, f"the env file would miss {set(ENV_NAMES) - written}"

@@ -12,6 +12,8 @@ import json
 import os
 import socket
 import sys
+import traceback
+from pathlib import Path
 
 import boto3
 from botocore.config import Config
@@ -22,9 +24,10 @@ from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.s3client import client_config, s3_client
 from .cloudwatch import CloudWatchSink
 from .config import AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
+from .fatal import end_job_as_failed
 from .imds import ImdsClient
 from .status import STATUS_NAME, describe_job
-from .supervisor import Agent, AgentError, Clients, install_stop_handlers
+from .supervisor import EXIT_FAILED, Agent, AgentError, Clients, install_stop_handlers
 
 EXIT_BAD_CONFIG = 2
 
@@ -34,17 +37,29 @@ def fail(message: str, code: int) -> int:
     return code
 
 
+def give_up(env: dict[str, str], env_file: Path | None, message: str, code: int) -> int:
+    """A condition no restart can fix: say why, end the job FAILED and stop paying for it."""
+    fail(message, code)
+    if env_file is not None:
+        try:
+            env = {**env, **parse_env_file(env_file, strict=False)}
+        except OSError:
+            pass
+    end_job_as_failed(env, message, lambda line: print(f"spot-trainer: {line}", file=sys.stderr, flush=True))
+    return code
+
+
 def run_agent(options: argparse.Namespace) -> int:
+    env = dict(os.environ)
     try:
-        env = dict(os.environ)
         if options.env_file is not None:
             env.update(parse_env_file(options.env_file))
         config = config_from_env(env)
         check_config(config)
     except ConfigError as error:
-        return fail(f"bad configuration: {error}", EXIT_BAD_CONFIG)
+        return give_up(env, options.env_file, f"bad configuration: {error}", EXIT_BAD_CONFIG)
     except OSError as error:
-        return fail(f"cannot read {options.env_file}: {error.strerror or error}", EXIT_BAD_CONFIG)
+        return give_up(env, None, f"cannot read {options.env_file}: {error.strerror or error}", EXIT_BAD_CONFIG)
     try:
         agent = build_agent(config)
         install_stop_handlers(agent)
@@ -55,9 +70,13 @@ def run_agent(options: argparse.Namespace) -> int:
                 agent.clients.cloud.close()
     except AgentError as error:
         return fail(str(error), 1)
-    except (ClientError, BotoCoreError, RuntimeError) as error:
+    except (ClientError, BotoCoreError, RuntimeError) as error:  # S3 or the network: a restart may help
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return fail(f"cannot work with s3://{config.bucket}/{config.job}: {first}", 1)
+    except Exception as error:  # a disk that broke under us, a bug: every restart would end the same
+        traceback.print_exc()
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return give_up(env, None, f"agent stopped by {type(error).__name__}: {first}", EXIT_FAILED)
 
 
 def build_agent(config: AgentConfig) -> Agent:

@@ -107,19 +107,38 @@ def config_from_env(env: Mapping[str, str] | None = None) -> AgentConfig:
     return AgentConfig(**values)  # type: ignore[arg-type]
 
 
-def parse_env_file(path: Path) -> dict[str, str]:
-    """Read a systemd-style environment file (KEY=VALUE, optional shell quoting, # comments)."""
+def parse_env_file(path: Path, *, strict: bool = True) -> dict[str, str]:
+    """Read a systemd-style environment file (KEY=VALUE, optional shell quoting, # comments).
+    Not `strict`: skip the lines that cannot be read (to learn where to report a broken file)."""
+    try:
+        text = path.read_bytes().decode()
+    except UnicodeDecodeError as error:
+        if strict:
+            raise ConfigError(f"{path} is not UTF-8 text (byte {error.start})") from None
+        text = path.read_bytes().decode(errors="replace")
     result: dict[str, str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.isidentifier():
-            raise ConfigError(f"{path}:{number}: expected KEY=VALUE, got {line!r}")
-        parts = shlex.split(value) if value else [""]
-        result[key] = parts[0] if len(parts) == 1 else " ".join(parts)
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            if entry := _env_entry(line):
+                result[entry[0]] = entry[1]
+        except ValueError as error:
+            if strict:
+                raise ConfigError(f"{path}:{number}: {error}") from None
     return result
+
+
+def _env_entry(line: str) -> tuple[str, str] | None:
+    line = line.strip()
+    if not line or line.startswith("#"):
+        return None
+    key, sep, value = line.partition("=")
+    if not sep or not key.isidentifier():
+        raise ValueError(f"expected KEY=VALUE, got {line!r}")
+    try:
+        parts = shlex.split(value) if value else [""]
+    except ValueError as error:
+        raise ValueError(f"{key}: {error} in {value!r}") from None
+    return key, parts[0] if len(parts) == 1 else " ".join(parts)
 
 
 def check_config(config: AgentConfig) -> None:
@@ -143,9 +162,22 @@ def check_config(config: AgentConfig) -> None:
             raise ConfigError(f"{name}={value!r} is out of range{hint}")
     if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
         raise ConfigError(f"SPOT_WORKDIR={config.workdir!r} is not a directory")
+    _check_writable(Path(config.checkpoint_dir))
     name, text = ("SPOT_COMMAND", config.command) if config.command != "builtin" else ("SPOT_TRAIN_ARGS",
                                                                                         config.train_args)
     try:
         shlex.split(text)
     except ValueError as error:
         raise ConfigError(f"{name} cannot be parsed as shell words ({error}): {text!r}") from None
+
+
+def _check_writable(directory: Path) -> None:
+    """The checkpoint directory must take a file now, not after training ran for an hour."""
+    probe = directory / f".spot-trainer-probe-{os.getpid()}"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ConfigError(f"SPOT_CHECKPOINT_DIR={str(directory)!r} is not a writable directory "
+                          f"({error.strerror or error})") from None

@@ -13,11 +13,6 @@ RETRY_BASE_MS="${SPOT_RETRY_BASE_MS:-1000}"
 RETRY_MAX_MS="${SPOT_RETRY_MAX_MS:-30000}"
 CURL=(curl --fail --silent --show-error --connect-timeout "${SPOT_CURL_CONNECT_TIMEOUT:-2}"
   --max-time "${SPOT_CURL_MAX_TIME:-10}")
-# Spelled as trainer/agent/config.py ENV_NAMES (+ SPOT_BOOTSTRAP_LOG below).
-AGENT_SETTINGS=(SPOT_JOB SPOT_BUCKET SPOT_COMMAND SPOT_REGION SPOT_WORKDIR SPOT_CHECKPOINT_DIR
-  SPOT_ASG_NAME SPOT_LOG_GROUP SPOT_GRACE_SECONDS SPOT_RESTART_BUDGET SPOT_REACT_TO_REBALANCE
-  SPOT_KEEP_CHECKPOINTS SPOT_POLL_SECONDS SPOT_LEASE_TTL_SECONDS SPOT_STOP_SIGNAL SPOT_INSTANCE_ID
-  SPOT_METRICS_NAMESPACE SPOT_TRAIN_ARGS SPOT_LIFECYCLE_HOOK SPOT_STATUS_INTERVAL)
 UNIT=spot-trainer-agent.service
 APP_DIR="$SPOT_ROOT/opt/spot-trainer"
 LIB_DIR="$APP_DIR/lib"
@@ -82,6 +77,11 @@ record.update(job=job, state="FAILED", instance=instance, reason=f"bootstrap ste
               updated_at=time.strftime("%FT%T+00:00", time.gmtime()), bootstrap={"step": step, "exit_code": int(rc)})
 json.dump(record, open(path, "w"))
 PY
+  # Every replacement would boot into the same failure: stop paying for the job.
+  if [[ -n "${SPOT_ASG_NAME:-}" ]] && RETRY_ATTEMPTS=2 retry "scale to 0" "$AWS_CLI" autoscaling \
+    set-desired-capacity --auto-scaling-group-name "$SPOT_ASG_NAME" --desired-capacity 0; then
+    log "set desired capacity of $SPOT_ASG_NAME to 0"
+  fi
   [[ -n "${SPOT_BUCKET:-}" ]] || return 0
   RETRY_ATTEMPTS=2 retry "log upload" "$AWS_CLI" s3 cp --only-show-errors "$LOG_FILE" "$prefix/bootstrap/$INSTANCE_ID.log"
   if RETRY_ATTEMPTS=2 retry "status upload" "$AWS_CLI" s3 cp --only-show-errors "$status" "$prefix/status.json"; then
@@ -251,8 +251,9 @@ agent_config() {
   mkdir -p "$SPOT_CHECKPOINT_DIR" "${ENV_FILE%/*}" "${UNIT_FILE%/*}"
   {
     echo "# Spot Trainer agent settings, written by user data $SPOT_USERDATA_VERSION"
-    for name in "${AGENT_SETTINGS[@]}" AWS_ENDPOINT_URL AWS_EC2_METADATA_SERVICE_ENDPOINT AWS_DEFAULT_REGION; do
-      [[ -z "${!name:-}" ]] || env_line "$name" "${!name}"
+    # SPOT_* settings: the agent reads its own (config.py ENV_NAMES) and ignores the rest.
+    for name in "${!SPOT_@}" AWS_ENDPOINT_URL AWS_EC2_METADATA_SERVICE_ENDPOINT AWS_DEFAULT_REGION; do
+      [[ -z "${!name:-}" || "$name" == SPOT_SETUP_COMMAND ]] || env_line "$name" "${!name}"
     done
     env_line SPOT_BOOTSTRAP_LOG "$LOG_FILE"
     env_line PYTHONPATH "$LIB_DIR"

@@ -1,0 +1,62 @@
+"""When the agent cannot run at all: bad settings, an unusable checkpoint directory, a bug.
+
+systemd does not restart an agent that exits 2 or 3, so without this the instance would sit there
+billing while status.json still said TRAINING. Every replacement would fail the same way, so the job
+ends: FAILED with the reason where the job's status lives, and its own group scaled to zero, as far
+as the settings that could be read allow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from typing import Any
+
+import boto3
+
+from ..storage.remote import RemoteStore
+from ..storage.s3client import client_config, s3_client
+from . import status as states
+from .imds import ImdsClient
+from .own_group import OwnGroup
+
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
+
+
+def end_job_as_failed(env: Mapping[str, str], reason: str, log: Callable[[str], None]) -> None:
+    """Best effort, never raises: each step names what it could not do."""
+    bucket, job = env.get("SPOT_BUCKET", "").strip(), env.get("SPOT_JOB", "").strip()
+    named_region = env.get("SPOT_REGION", "").strip()
+    region = named_region if REGION.match(named_region) else None  # a broken value must not stop the clean-up
+    instance = env.get("SPOT_INSTANCE_ID", "").strip() or "unknown"
+    if bucket and job:
+        try:
+            record_failed(RemoteStore(s3_client(region=region, max_attempts=3), bucket, job, instance=instance),
+                          reason)
+            log(f"recorded FAILED in s3://{bucket}/{job}/{states.STATUS_NAME}")
+        except Exception as error:
+            log(f"could not record FAILED in s3://{bucket}/{job}: {_first_line(error)}")
+    group = env.get("SPOT_ASG_NAME", "").strip()
+    if group:
+        try:
+            autoscaling = boto3.session.Session().client("autoscaling", region_name=region,
+                                                         config=client_config(max_attempts=3))
+        except Exception as error:
+            log(f"could not scale {group} to 0: {_first_line(error)}")
+            return
+        OwnGroup(group, "", instance, ImdsClient(), autoscaling, log).scale_to_zero()
+
+
+def record_failed(store: RemoteStore, reason: str) -> None:
+    """FAILED over the job's record, keeping its counters and progress."""
+    previous: dict[str, Any] | None = store.get_json(states.STATUS_NAME)
+    record = asdict(states.JobStatus.carried_over(previous, store.job, store.instance))
+    record.update(state=states.FAILED, reason=reason, failures=int((previous or {}).get("failures") or 0) + 1)
+    store.put_json(states.STATUS_NAME, record)
+    store.append_event("failed", reason=reason)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
