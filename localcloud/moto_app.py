@@ -9,17 +9,20 @@ name in the stack or the agent fails locally as it would in AWS. moto also resol
 parameter's default when a value is passed for it, so a default naming a public parameter moto
 lacks (the Deep Learning AMI's) fails the deploy even though the value passed exists. And moto
 leaves a template's route tables behind on stack deletion, so a job's own VPC cannot be deleted.
+Its Fn::Base64 fails on a Ref to a Number parameter (its Ref yields an int; AWS's yields the text).
 Run: python -m localcloud.moto_app with moto_server's arguments.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from moto import server
 from moto.autoscaling.exceptions import ValidationError
 from moto.autoscaling.models import FakeAutoScalingGroup, autoscaling_backends
 from moto.autoscaling.responses import AutoScalingResponse
+from moto.cloudformation import parsing
 from moto.cloudformation.parsing import ResourceMap
 from moto.core.responses import EmptyResult
 from moto.ec2.exceptions import InvalidSubnetIdError
@@ -82,11 +85,23 @@ def _delete_route_table(cls: type, resource_name: str, cloudformation_json: dict
     backend.delete_route_table(resource_name)
 
 
+_clean_json = parsing.clean_json
+
+
+def _clean_json_base64_of_text(resource_json: Any, resources_map: Any) -> Any:
+    """Fn::Base64 encodes the text of its value, as AWS does for a Number parameter's Ref."""
+    if isinstance(resource_json, dict) and set(resource_json) == {"Fn::Base64"}:
+        value = parsing.clean_json(resource_json["Fn::Base64"], resources_map)
+        return base64.b64encode(str(value).encode("utf-8")).decode("utf-8")
+    return _clean_json(resource_json, resources_map)
+
+
 def install() -> None:
     FakeAutoScalingGroup.create_from_cloudformation_json = classmethod(_create_group_with_hooks)  # type: ignore[method-assign,assignment]
     AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action  # type: ignore[attr-defined]
     ResourceMap.load_parameters = _load_parameters_in_use  # type: ignore[method-assign]
     RouteTable.delete_from_cloudformation_json = classmethod(_delete_route_table)  # type: ignore[method-assign,assignment]
+    parsing.clean_json = _clean_json_base64_of_text  # moto's own recursion looks the name up here
 
 
 if __name__ == "__main__":

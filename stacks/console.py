@@ -11,7 +11,9 @@ from aws_cdk import CfnParameter, Stack
 from stacks.job_spec import AMI_ID, LOG_RETENTION_DAYS, JobSpec
 
 PRICE_PATTERN = r"^$|^[0-9]*\.?[0-9]+$"
-CIDR_PATTERN = r"^$|^([0-9]{1,3}\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])$"
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+# Empty (no SSH) or an IPv4 range narrower than the whole internet (/0 refused, as in the job file).
+CIDR_PATTERN = rf"^$|^({_OCTET}\.){{3}}{_OCTET}/([1-9]|[12][0-9]|3[0-2])$"
 BUCKET_PATTERN = r"^$|^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 DEFAULT_WORKDIR = "/opt/spot-trainer/work"
 
@@ -40,6 +42,12 @@ class JobParameters:
     key_pair: CfnParameter
 
 
+# Values the agent reads from its environment file must be one line (user data refuses others at boot).
+ONE_LINE = r"^[^\r\n]*$"
+ONE_LINE_NOT_EMPTY = r"^[^\r\n]*[^\s][^\r\n]*$"
+ONE_LINE_RULE = "one line"
+
+
 def _param(stack: Stack, name: str, label: str, **props: object) -> tuple[str, str, CfnParameter]:
     return name, label, CfnParameter(stack, name, **props)
 
@@ -50,14 +58,18 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
     groups: list[tuple[str, list[tuple[str, str, CfnParameter]]]] = [
         ("What to run", [
             _param(stack, "TrainingCommand", "Training command", type="String", default=run.command,
+                   allowed_pattern=ONE_LINE_NOT_EMPTY, constraint_description=ONE_LINE_RULE + ", not empty",
                    description='"builtin" for the built-in PyTorch trainer, or the shell command that trains'),
             _param(stack, "TrainArguments", "Built-in trainer arguments", type="String", default=run.train_args,
+                   allowed_pattern=ONE_LINE, constraint_description=ONE_LINE_RULE,
                    description="Arguments of the built-in trainer (ignored for your own command)"),
             _param(stack, "WorkingDirectory", "Working directory", type="String", default=DEFAULT_WORKDIR,
+                   allowed_pattern=r"^/[^\s]*$", constraint_description="an absolute path without spaces",
                    description="Directory on the instance where the job's code lives and the command runs"),
             _param(stack, "SetupCommand", "Setup command", type="String", default=run.setup,
                    description="Optional command run once in the working directory before training"),
             _param(stack, "TrainerPackage", "Trainer package", type="String", default=run.trainer_package,
+                   allowed_pattern=ONE_LINE_NOT_EMPTY, constraint_description=ONE_LINE_RULE + ", not empty",
                    description="s3:// URI of the spot-trainer wheel, or a pip requirement"),
         ]),
         ("Capacity", [
@@ -105,6 +117,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ("Access", [
             _param(stack, "SshCidr", "SSH source CIDR", type="String", default=access.ssh_cidr,
                    allowed_pattern=CIDR_PATTERN,
+                   constraint_description="empty, or an IPv4 range such as 203.0.113.0/24 (not /0: "
+                                          "SSH from the whole internet is refused)",
                    description="Empty = no SSH (use Session Manager); else the range allowed to port 22"),
             # A String, not AWS::EC2::KeyPair::KeyName: that type rejects the empty "no key" value.
             _param(stack, "KeyPair", "Key pair", type="String", default=access.key_pair,

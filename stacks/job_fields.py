@@ -77,7 +77,10 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise _fail("run.command", 'missing: give "builtin" or the command that trains')
     if run.command != run.command.strip():
         raise _fail("run.command", f"{run.command!r} has leading or trailing spaces")
-    for field, text in (("run.command", run.command), ("run.train_args", run.train_args)):
+    for field, text in (("run.command", run.command), ("run.train_args", run.train_args),
+                        ("run.trainer_package", run.trainer_package)):
+        if "\n" in text or "\r" in text:
+            raise _fail(field, "must be one line (the agent reads it from a one-line setting)")
         try:
             shlex.split(text)
         except ValueError as error:

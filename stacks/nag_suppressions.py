@@ -51,8 +51,8 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group:
         f"{iam5}[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
         f"autoScalingGroupName/{group_name}]":
             "The group's ARN holds a generated id; the name pins it to this job's group.",
-        "AwsSolutions::AwsSolutions-EC23": "The SSH rule exists only when SshCidr is given, and the job file "
-        "refuses 0.0.0.0/0; the check cannot read a parameter.",
+        "AwsSolutions::AwsSolutions-EC23": "The SSH rule exists only when SshCidr is given, and both the job file "
+        "and the parameter's AllowedPattern refuse a /0 range; the check cannot read a parameter.",
         "AwsSolutions::AwsSolutions-EC26": "The launch template sets Encrypted=true on the root volume; the check "
         "cannot follow a mixed instances policy.",
         "AwsSolutions::AwsSolutions-AS3": "Job progress and the end of the job are reported by the agent "

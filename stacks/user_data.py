@@ -1,8 +1,10 @@
 """Render a versioned bootstrap script from userdata/<version>/ with a header of exported variables.
 
 The header goes right after the shebang. Plain values are shell-quoted at synth time; values that are
-CloudFormation tokens (parameters, generated names) are only known at deploy time, so they are
-emitted as a quoted here-document, which keeps any character a console user types literal.
+CloudFormation tokens (parameters, generated names) are only known at deploy time. From v2 they are
+emitted base64-encoded by CloudFormation itself (Fn::Base64) and decoded at boot, so no text a console
+user types, newlines and here-document delimiters included, can end the value and run as root.
+v1 keeps its quoted here-document form, byte for byte, for the stacks deployed with it.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import Token
+from aws_cdk import Fn, Token
+
+from stacks.job_spec import CURRENT_USERDATA_VERSION
 
 USERDATA_ROOT = Path(__file__).resolve().parent.parent / "userdata"
 BOOTSTRAP_NAME = "bootstrap.sh"
 MAX_USER_DATA_BYTES = 16 * 1024
 _NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _HEREDOC_END = "SPOT_TRAINER_VALUE"
+HEREDOC_VERSIONS = frozenset({"v1"})  # header forms are part of a version's contract
 
 
 class UserDataError(ValueError):
@@ -38,12 +43,15 @@ def script_path(version: str) -> Path:
     return path
 
 
-def export_line(name: str, value: str) -> str:
+def export_line(name: str, value: str, version: str = CURRENT_USERDATA_VERSION) -> str:
     if not _NAME.match(name):
         raise UserDataError(f"header variable {name!r} must be UPPER_SNAKE_CASE")
-    if Token.is_unresolved(value):
+    if not Token.is_unresolved(value):
+        return f"export {name}={shlex.quote(value)}"
+    if version in HEREDOC_VERSIONS:
         return f"{name}=$(cat <<'{_HEREDOC_END}'\n{value}\n{_HEREDOC_END}\n)\nexport {name}"
-    return f"export {name}={shlex.quote(value)}"
+    # The base64 alphabet cannot leave single quotes; printf adds nothing, base64 -d restores every byte.
+    return f"{name}=$(printf %s '{Fn.base64(value)}' | base64 -d)\nexport {name}"
 
 
 def render_user_data(version: str, variables: Mapping[str, str]) -> str:
@@ -52,5 +60,5 @@ def render_user_data(version: str, variables: Mapping[str, str]) -> str:
     shebang, _, body = text.partition("\n")
     if not shebang.startswith("#!"):
         raise UserDataError(f"{script_path(version)} must start with a shebang line")
-    header = "\n".join(export_line(k, v) for k, v in variables.items())
+    header = "\n".join(export_line(k, v, version) for k, v in variables.items())
     return f"{shebang}\n# --- rendered by Spot Trainer at synth time ---\n{header}\n# --- end of header ---\n{body}"

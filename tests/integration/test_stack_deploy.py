@@ -62,6 +62,10 @@ def test_deploy_creates_bucket_group_role_and_log_group(deployed: dict) -> None:
     assert roles
 
 
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
 def test_launch_template_carries_rendered_user_data_with_deploy_time_values(deployed: dict) -> None:
     clients = deployed["clients"]
     bucket = _physical_id(clients, "AWS::S3::Bucket")
@@ -72,8 +76,10 @@ def test_launch_template_carries_rendered_user_data_with_deploy_time_values(depl
     script = base64.b64decode(data["UserData"]).decode()
     assert script.startswith("#!/")
     assert "export SPOT_USERDATA_VERSION=v2" in script
-    assert f"SPOT_BUCKET=$(cat <<'SPOT_TRAINER_VALUE'\n{bucket}\n" in script
-    assert "\npython train.py --lr 'a b'\nSPOT_TRAINER_VALUE\n" in script  # console text kept literal
+    # Deploy-time values arrive base64-encoded by CloudFormation: console text cannot end the header.
+    assert f"SPOT_BUCKET=$(printf %s '{b64(bucket)}' | base64 -d)" in script
+    typed = "python train.py --lr 'a b'"  # the console text, kept literal
+    assert f"$(printf %s '{b64(typed)}' | base64 -d)" in script
 
 
 def test_destroy_removes_everything_but_the_checkpoints(deployed: dict, moto_server: MotoServer) -> None:
@@ -108,7 +114,7 @@ def test_redeploy_on_the_kept_bucket_resumes_from_its_checkpoints(deployed: dict
         (version,) = clients["ec2"].describe_launch_template_versions(
             LaunchTemplateId=_physical_id(clients, "AWS::EC2::LaunchTemplate"))["LaunchTemplateVersions"]
         script = base64.b64decode(version["LaunchTemplateData"]["UserData"]).decode()
-        assert f"SPOT_BUCKET=$(cat <<'SPOT_TRAINER_VALUE'\n{kept[0]}\n" in script
+        assert f"SPOT_BUCKET=$(printf %s '{b64(kept[0])}' | base64 -d)" in script
     finally:
         cdk("destroy", "--app", str(deployed["out"]), "--force", server=moto_server)
     assert clients["s3"].get_object(Bucket=kept[0], Key="example/latest.json")["Body"].read() == b'{"step": 7}'

@@ -4,6 +4,7 @@ code, its setup command and a running agent."""
 
 from __future__ import annotations
 
+import base64
 import io
 import zipfile
 from collections.abc import Iterator
@@ -39,6 +40,8 @@ def evaluate(node: Any, values: dict[str, str], conditions: dict[str, Any]) -> A
     if name == "Fn::Select":
         index, source = argument
         return evaluate(source, values, conditions)[int(index)]
+    if name == "Fn::Base64":
+        return base64.b64encode(str(evaluate(argument, values, conditions)).encode()).decode()
     if name == "Fn::If":
         condition, if_true, if_false = argument
         chosen = if_true if holds(conditions[condition], values, conditions) else if_false

@@ -53,6 +53,8 @@ BAD_CASES = [
     (with_change("run", "command", "builtin "), "run.command: 'builtin ' has leading or trailing spaces"),
     (with_change("run", "command", "python train.py --name 'x"), "run.command: cannot be parsed as shell words"),
     (with_change("run", "train_args", "--model 'lm"), "run.train_args: cannot be parsed as shell words"),
+    (with_change("run", "command", "python a.py\npython b.py"), "run.command: must be one line"),
+    (with_change("run", "train_args", "--steps 10\r"), "run.train_args: must be one line"),
     (with_change("capacity", "instance_types", ["g5.xlarge", "banana"]),
      "capacity.instance_types: 'banana' is not an instance type"),
     (with_change("capacity", "instance_types", ["zz9.xlarge"]),

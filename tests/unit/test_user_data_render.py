@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,16 +23,39 @@ def test_header_follows_the_shebang_and_quotes_plain_values() -> None:
     assert out == "demo|python train.py --name 'x y' $HOME"
 
 
-def test_token_values_become_literal_here_documents() -> None:
+def deployed(part: object, typed: str) -> str:
+    """What CloudFormation puts in place of an intrinsic: the value a console user typed, or its base64."""
+    if isinstance(part, str):
+        return part
+    assert isinstance(part, dict)
+    return base64.b64encode(typed.encode()).decode() if "Fn::Base64" in part else typed
+
+
+def header_at_boot(version: str, typed: str, marker: Path) -> subprocess.CompletedProcess[str]:
     stack = Stack(App(), "S")
     param = CfnParameter(stack, "Cmd", type="String")
-    line = user_data.export_line("SPOT_COMMAND", param.value_as_string)
-    resolved = stack.resolve(line)  # what CloudFormation substitutes: here the value a console user typed
-    parts = resolved["Fn::Join"][1]
-    shell = "".join(p if isinstance(p, str) else "echo \"it's\" $(rm -rf /) `x`" for p in parts)
-    out = subprocess.run(["bash", "-c", shell + '\nprintf "%s" "$SPOT_COMMAND"'], capture_output=True,
-                         text=True, check=True).stdout
-    assert out == "echo \"it's\" $(rm -rf /) `x`"
+    line = user_data.export_line("SPOT_COMMAND", param.value_as_string, version)
+    parts = stack.resolve(line)["Fn::Join"][1]
+    shell = "".join(deployed(p, typed) for p in parts)
+    return subprocess.run(["bash", "-c", shell + '\nprintf "%s" "$SPOT_COMMAND"'], capture_output=True,
+                          text=True, cwd=marker.parent)
+
+
+HOSTILE = "echo \"it's\" $(rm -rf /) `x`"
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_token_values_stay_literal(version: str, tmp_path: Path) -> None:
+    result = header_at_boot(version, HOSTILE, tmp_path / "marker")
+    assert result.returncode == 0 and result.stdout == HOSTILE
+
+
+def test_from_v2_no_typed_value_can_end_the_header_and_run_at_boot(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    typed = f"python train.py\nSPOT_TRAINER_VALUE\n)\ntouch {marker}\nx=$(cat <<'E'\n"
+    result = header_at_boot("v2", typed, marker)
+    assert not marker.exists(), "a console value ran as a command at boot"
+    assert result.returncode == 0 and result.stdout == typed.rstrip("\n")
 
 
 def test_adding_a_version_leaves_v1_rendering_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

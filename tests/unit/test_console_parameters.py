@@ -1,0 +1,79 @@
+"""What a console user types is checked by the template's own parameter constraints, with the same
+rules as the job file: each case is judged by the synthesized AllowedPattern / MinValue / MaxValue."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.unit.stack_support import synth
+
+
+@pytest.fixture(scope="module")
+def parameters(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    return synth("example", tmp_path_factory.mktemp("console")).raw["Parameters"]  # type: ignore[no-any-return]
+
+
+def accepted(parameter: dict[str, Any], value: str) -> bool:
+    """CloudFormation's checks of a typed value (AllowedPattern must match the whole value)."""
+    if "AllowedPattern" in parameter and not re.fullmatch(parameter["AllowedPattern"], value):
+        return False
+    if parameter["Type"] == "Number":
+        try:
+            number = float(value)
+        except ValueError:
+            return False
+        return float(parameter.get("MinValue", "-inf")) <= number <= float(parameter.get("MaxValue", "inf"))
+    return True
+
+
+CASES = [
+    ("TrainingCommand", "builtin", True),
+    ("TrainingCommand", "python train.py --lr 'a b'", True),
+    ("TrainingCommand", "", False),
+    ("TrainingCommand", "   ", False),
+    ("TrainingCommand", "python a.py\npython b.py", False),
+    ("TrainingCommand", "python a.py\nSPOT_TRAINER_VALUE\ntouch /x", False),
+    ("TrainArguments", "", True),
+    ("TrainArguments", "--steps 10\r", False),
+    ("WorkingDirectory", "/opt/spot-trainer/work", True),
+    ("WorkingDirectory", "work", False),
+    ("WorkingDirectory", "/opt/my work", False),
+    ("TrainerPackage", "spot-trainer==0.2.0", True),
+    ("TrainerPackage", "", False),
+    ("SshCidr", "", True),
+    ("SshCidr", "203.0.113.0/24", True),
+    ("SshCidr", "0.0.0.0/0", False),
+    ("SshCidr", "10.0.0.0/0", False),
+    ("SshCidr", "999.999.999.999/32", False),
+    ("SshCidr", "256.1.1.1/32", False),
+    ("SshCidr", "10.0.0.0/33", False),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), CASES, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(CASES)])
+def test_console_values_are_judged_like_the_job_file(
+    parameters: dict[str, dict[str, Any]], name: str, value: str, expected: bool
+) -> None:
+    assert accepted(parameters[name], value) is expected
+
+
+@pytest.mark.parametrize("name", [n for n, _, _ in CASES])
+def test_a_refused_value_says_what_is_expected(parameters: dict[str, dict[str, Any]], name: str) -> None:
+    assert parameters[name].get("ConstraintDescription"), f"{name}: the console would only say 'malformed'"
+
+
+def test_the_shipped_defaults_pass_their_own_constraints(parameters: dict[str, dict[str, Any]]) -> None:
+    for name, parameter in parameters.items():
+        if "Default" in parameter and parameter["Type"] in ("String", "Number"):
+            assert accepted(parameter, str(parameter["Default"])), name
+
+
+def test_the_cases_cover_every_constrained_text_parameter(parameters: dict[str, dict[str, Any]]) -> None:
+    named = {n for n, _, _ in CASES}
+    for name in ("TrainingCommand", "TrainArguments", "WorkingDirectory", "TrainerPackage", "SshCidr"):
+        assert name in named and "AllowedPattern" in parameters[name], name
+
+
