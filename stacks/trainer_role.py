@@ -47,7 +47,7 @@ class TrainerRole(Construct):
                 sid="ListJobPrefix",
                 actions=["s3:ListBucket"],
                 resources=[bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{job}/*", job]}},
+                conditions={"StringLike": {"s3:prefix": [f"{job}/*"]}},  # not "job": it would match job2/
             ),
             iam.PolicyStatement(
                 sid="JobLogs",

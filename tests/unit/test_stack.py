@@ -103,7 +103,8 @@ def test_role_is_scoped_to_the_job_prefix_log_group_and_own_group(example: Synth
     bucket_name = {"Fn::If": [example.condition_of(bucket_id), {"Ref": bucket_id}, {"Ref": "ExistingBucket"}]}
     assert statements["JobCheckpoints"]["Resource"] == {
         "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", bucket_name, "/example/*"]]}
-    assert statements["ListJobPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["example/*", "example"]}}
+    # "example/*": listing reaches this job's keys only, never those of a job named "example2".
+    assert statements["ListJobPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["example/*"]}}
     assert "autoScalingGroupName/spot-trainer-example" in json.dumps(statements["OwnGroup"]["Resource"])
     assert statements["JobMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "SpotTrainer"}}
     everything = json.dumps(statements)
