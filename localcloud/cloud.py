@@ -199,6 +199,8 @@ class LocalCloud:
                     process.wait()
         if returncode != 0:
             lines = [line for line in log_path.read_text().splitlines() if line.strip()]
+            # The app's own one-line verdict (a job file field) says more than the CLI's exit status.
+            ours = [line.removeprefix("spot-trainer: ") for line in lines if line.startswith("spot-trainer: ")]
             errors = [line for line in lines if "❌" in line or "Error" in line]
-            reason = (errors or lines or ["?"])[-1]
+            reason = (ours or errors or lines or ["?"])[-1]
             raise CloudError(f"cdk {what} failed: {reason.strip()} (full output: {log_path})")

@@ -14,7 +14,8 @@ PRICE_PATTERN = r"^$|^[0-9]*\.?[0-9]+$"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 # Empty (no SSH) or an IPv4 range narrower than the whole internet (/0 refused, as in the job file).
 CIDR_PATTERN = rf"^$|^({_OCTET}\.){{3}}{_OCTET}/([1-9]|[12][0-9]|3[0-2])$"
-BUCKET_PATTERN = r"^$|^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+# S3's rules: 3-63 of [a-z0-9.-], no "..", not shaped like an IP address.
+BUCKET_PATTERN = r"^$|^(?!.*\.\.)(?![0-9]+(\.[0-9]+){3}$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 DEFAULT_WORKDIR = "/opt/spot-trainer/work"
 
 
@@ -100,6 +101,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ("Storage", [
             _param(stack, "ExistingBucket", "Existing checkpoint bucket", type="String", default=storage.bucket,
                    allowed_pattern=BUCKET_PATTERN,
+                   constraint_description="empty, or an S3 bucket name: 3-63 lowercase letters, digits, '.' or "
+                                          "'-', no '..', not an IP address",
                    description="Empty = create a versioned bucket; else a bucket you own, e.g. the one a "
                                "destroyed stack of this job kept: training resumes from its checkpoints"),
             _param(stack, "VolumeSize", "Root volume size (GiB)", type="Number", default=cap.volume_size,

@@ -140,7 +140,8 @@ def _check_access(access: AccessSpec) -> None:
 
 
 def _check_storage(storage: StorageSpec) -> None:
-    if storage.bucket and not BUCKET_NAME.match(storage.bucket):
+    if storage.bucket and (not BUCKET_NAME.match(storage.bucket) or ".." in storage.bucket
+                           or ipaddress_shaped(storage.bucket)):
         raise _fail("storage.bucket", f"{storage.bucket!r} is not an S3 bucket name "
                     "(3-63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit)")
     if storage.keep_checkpoints < 1:
@@ -171,13 +172,25 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     if version == "v1" and sections["run"].trainer_package == DEFAULT_TRAINER_PACKAGE:
         raise _fail("userdata_version", "v1 starts the runtime as `trainer`, which spot-trainer 0.2 installs as "
                     f"`spot_trainer`: use {CURRENT_USERDATA_VERSION}, or pin run.trainer_package to 0.1.0")
+    description = _check_type("description", data.get("description", ""), str)
+    if len(description.encode()) > MAX_DESCRIPTION_BYTES:
+        raise _fail("description", f"{len(description.encode())} bytes; CloudFormation takes at most "
+                    f"{MAX_DESCRIPTION_BYTES}")
     return JobSpec(
         name=name,
         source=source,
-        description=_check_type("description", data.get("description", ""), str),
+        description=description,
         userdata_version=version,
         **sections,
     )
+
+
+MAX_DESCRIPTION_BYTES = 1024  # a template's Description
+
+
+def ipaddress_shaped(name: str) -> bool:
+    parts = name.split(".")
+    return len(parts) == 4 and all(part.isdigit() for part in parts)
 
 
 def check_cidr(value: str) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,13 @@ def test_rate_draws_poisson_gaps_of_the_asked_mean() -> None:
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert 90 <= sum(gaps) / len(gaps) <= 110
     assert min(gaps) < 20 < 300 < max(gaps)  # exponential: short and long gaps both occur
+
+
+def test_a_bad_job_file_field_is_named_not_hidden_behind_the_cli_exit_status(tmp_path: Path) -> None:
+    job = tmp_path / "bad.toml"
+    job.write_text("[capacity]\nmax_price = -1\n")
+    done = subprocess.run([sys.executable, "-m", "localcloud", "demo", "--job", str(job)], capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"{job}: capacity.max_price: expected a positive price, got '-1'" in last, done.stderr

@@ -120,3 +120,12 @@ def test_status_command_summarises_the_job(aws_env: dict[str, str], bucket: str)
     missing = run_status_cli(env, "--job", "x", "--bucket", "no-such-bkt")
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
     assert missing.stderr.startswith("spot-trainer: cannot read job 'x' in bucket 'no-such-bkt'")
+
+
+@pytest.mark.parametrize("bucket", ["Bad_Bucket!", "my..bucket", "192.168.5.4", "ab"])
+def test_status_with_a_malformed_bucket_name_is_one_line(bucket: str) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPOT_")}
+    result = run_status_cli(env, "--job", "x", "--bucket", bucket)
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"spot-trainer: --bucket {bucket!r} is not an S3 bucket name ")

@@ -50,6 +50,11 @@ CASES = [
     ("SshCidr", "999.999.999.999/32", False),
     ("SshCidr", "256.1.1.1/32", False),
     ("SshCidr", "10.0.0.0/33", False),
+    ("ExistingBucket", "", True),
+    ("ExistingBucket", "kept-checkpoints.v2", True),
+    ("ExistingBucket", "my..bucket", False),
+    ("ExistingBucket", "192.168.5.4", False),
+    ("ExistingBucket", "My_Bucket", False),
 ]
 
 

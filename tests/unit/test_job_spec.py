@@ -82,9 +82,12 @@ BAD_CASES = [
     (with_change("run", "stop_signal", "SIGKILL"), "run.stop_signal: expected one of"),
     (with_change("run", "workdir", "no-such-dir"), "run.workdir: 'no-such-dir' is not a directory"),
     (with_change(None, "userdata_version", "v9"), "userdata_version: 'v9' not found"),
+    (with_change(None, "description", "é" * 600), "description: 1200 bytes; CloudFormation takes at most 1024"),
     (with_change(None, "userdata_version", "v1"), "userdata_version: v1 starts the runtime as `trainer`"),
     (with_change("run", "grace_seconds", 1), "run.grace_seconds: expected 10..7200"),
     (with_change("storage", "bucket", "My_Bucket"), "storage.bucket: 'My_Bucket' is not an S3 bucket name"),
+    (with_change("storage", "bucket", "my..bucket"), "storage.bucket: 'my..bucket' is not an S3 bucket name"),
+    (with_change("storage", "bucket", "192.168.5.4"), "storage.bucket: '192.168.5.4' is not an S3 bucket name"),
 ]
 
 
@@ -124,6 +127,14 @@ def test_arm_types_with_an_arm_image_are_accepted() -> None:
 def test_unknown_job_lists_the_available_ones() -> None:
     with pytest.raises(JobSpecError, match=r"no file .*nope.toml \(jobs available: .*example"):
         load_job("nope")
+
+
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    job = tmp_path / "latin.toml"
+    job.write_bytes('description = "café"\n'.encode("latin-1"))
+    with pytest.raises(JobSpecError) as caught:
+        load_job(str(job))
+    assert str(caught.value) == f"{job}: not UTF-8 text (byte 18 is 0xe9); save the file as UTF-8"
 
 
 def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:

@@ -115,3 +115,13 @@ def test_unwritable_checkpoint_dir_fails_before_training(tmp_path: Path, capsys)
     code, errors = run_trainer(BASE[:6] + [str(blocker / "ck")], capsys)
 
     assert code == 1 and len(errors) == 1 and errors[0].startswith("error: ") and "file/ck" in errors[0]
+
+
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_a_checkpoint_dir_that_is_a_file_is_one_line_naming_the_flag(tmp_path: Path, capsys) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    for place in (tmp_path / "file", tmp_path / "file" / "ck"):
+        code, errors = run_trainer(["--model", "lm", "--steps", "2", "--synthetic", "--width", "8",
+                                    "--checkpoint-dir", str(place)], capsys)
+        assert code == 1 and errors == [f"error: --checkpoint-dir {place} is not a usable directory "
+                                        f"({'File exists' if place.name == 'file' else 'Not a directory'})"]

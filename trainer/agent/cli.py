@@ -20,6 +20,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..storage.lease import Lease
+from ..storage.names import bucket_name_problem
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.s3client import client_config, s3_client
 from .cloudwatch import CloudWatchSink
@@ -115,6 +116,8 @@ def _instance_id_from(imds: ImdsClient) -> str:
 
 
 def run_status(options: argparse.Namespace) -> int:
+    if problem := bucket_name_problem(options.bucket):
+        return fail(f"--bucket {problem}", EXIT_BAD_CONFIG)
     store = RemoteStore(s3_client(region=options.region, max_attempts=3), options.bucket, options.job)
     try:
         status = store.get_json(STATUS_NAME)

@@ -224,7 +224,11 @@ def run(args: argparse.Namespace, stop: StopFlag) -> int:
         BatchOrder(len(dataset), args.seed),
     )
     checkpoint_dir = Path(args.checkpoint_dir)
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)  # an unwritable place fails now, not after training
+    try:  # an unusable place fails now, not after training
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TrainError(f"--checkpoint-dir {checkpoint_dir} is not a usable directory "
+                         f"({error.strerror or error})") from None
     remove_stale_temps(checkpoint_dir)
     saved_step: int | None = None
     resume = find_resume_point(checkpoint_dir)

@@ -52,3 +52,16 @@ def read_marker(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return marker
+
+
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_IP_ADDRESS = re.compile(r"^[0-9]+(\.[0-9]+){3}$")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why S3 would refuse `name` as a bucket name, or None (checked before any request is made)."""
+    if not _BUCKET.match(name):
+        return f"{name!r} is not an S3 bucket name (3-63 lowercase letters, digits, '.' or '-')"
+    if ".." in name or _IP_ADDRESS.match(name):
+        return f"{name!r} is not an S3 bucket name (no '..', not an IP address)"
+    return None
