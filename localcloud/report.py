@@ -71,7 +71,7 @@ class Report:
             f"  useful work            {self.useful_work_fraction:.1%} of instance time",
             f"  cost ({self.instance_type})  spot ${self.spot_cost_usd:.5f} "
             f"vs on-demand ${self.on_demand_cost_usd:.5f} at {self.spot_discount:.0%} discount: "
-            f"{self.savings:.1%} saved",
+            + savings_phrase(self.savings, self.spot_discount),
         ]
         return "\n".join(lines)
 
@@ -79,6 +79,15 @@ class Report:
         if self.progress_from == "steps":
             return ""
         return " (counted from checkpoints: the command prints no steps, so steps after its last save are unseen)"
+
+
+def savings_phrase(savings: float, discount: float) -> str:
+    """The comparison with the same job run once, uninterrupted, on demand, in words: a negative
+    percentage ("-278% saved") reads like a bug, a ratio and its cause do not."""
+    if savings >= 0:
+        return f"{savings:.1%} saved"
+    return (f"{1 - savings:.2f}x the on-demand run: boots and redone work cost more than the "
+            f"{discount:.0%} discount saves on a run this short")
 
 
 def build_report(player: Player, status: dict[str, Any] | None, discount: float = DEFAULT_DISCOUNT) -> Report:
