@@ -57,6 +57,11 @@ def architecture(name: str) -> str:
     return "arm64" if parts and "g" in parts["attributes"] else "x86_64"
 
 
+# Accelerated families start at xlarge: g5.nano or p4d.large do not exist.
+_ACCELERATED = re.compile(r"^(g|gr|p|trn|inf|dl)[0-9]")
+_SMALL_SIZES = frozenset({"nano", "micro", "small", "medium", "large"})
+
+
 def instance_type_problem(name: str) -> str | None:
     """Why `name` is not a usable instance type, or None when it is."""
     match = INSTANCE_TYPE_PATTERN.match(name)
@@ -64,4 +69,6 @@ def instance_type_problem(name: str) -> str | None:
         return f"{name!r} is not an instance type name (expected family.size, e.g. g5.xlarge)"
     if match["family"] not in KNOWN_FAMILIES:
         return f"{name!r} has unknown instance family {match['family']!r}"
+    if _ACCELERATED.match(match["family"]) and match["size"] in _SMALL_SIZES:
+        return f"{name!r} does not exist: {match['family']} sizes start at xlarge"
     return None

@@ -97,6 +97,12 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise _fail("run.trainer_package", "missing: an s3:// URI or a pip requirement")
     if run.workdir and not (source.parent / run.workdir).is_dir():
         raise _fail("run.workdir", f"{run.workdir!r} is not a directory next to the job file")
+    if run.workdir and not (source.parent / run.workdir).resolve().is_relative_to(source.parent.resolve()):
+        raise _fail("run.workdir", f"{run.workdir!r} lies outside the job file's folder; everything in it "
+                    "would be shipped")
+    if run.command == "builtin" and not {"--model", "--steps"} <= set(_words(run.train_args)):
+        raise _fail("run.train_args", 'the built-in trainer needs --model and --steps, e.g. '
+                    '"--model resnet --steps 20000 --data s3://bucket/cifar10"')
 
 
 def _check_capacity(cap: CapacitySpec) -> None:
@@ -111,6 +117,9 @@ def _check_capacity(cap: CapacitySpec) -> None:
             raise _fail("capacity.max_price", f"expected USD per hour like 0.45, got {cap.max_price!r}") from None
         if not price > 0:
             raise _fail("capacity.max_price", f"expected a positive price, got {cap.max_price!r}")
+        if not price <= MAX_PRICE_USD:  # also catches inf and nan
+            raise _fail("capacity.max_price", f"{cap.max_price!r} USD/hour is beyond any instance's price "
+                        f"(at most {MAX_PRICE_USD:g}); leave it out for the on-demand cap")
     if not (SSM_PATH.match(cap.ami) or AMI_ID.match(cap.ami)):
         raise _fail("capacity.ami", f"expected an SSM parameter path or ami-… id, got {cap.ami!r}")
     if problem := check_image_architecture(cap.ami, cap.instance_types):
@@ -127,6 +136,9 @@ def _check_network(net: NetworkSpec) -> NetworkSpec:
         if not net.vpc_id.startswith("vpc-"):
             raise _fail("network.vpc_id", "required (vpc-…) when network.subnets lists subnets")
         return dataclasses.replace(net, create=False)
+    if net.vpc_id and net.create:
+        raise _fail("network.vpc_id", 'only used with network.subnets (a list, or "parameter"); with the '
+                    'default "create" the stack makes its own VPC')
     return net
 
 
@@ -186,6 +198,13 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
 
 
 MAX_DESCRIPTION_BYTES = 1024  # a template's Description
+MAX_INSTANCE_TYPES = 40  # overrides of one mixed instances policy
+MAX_PRICE_USD = 1000.0  # per instance-hour: far above any on-demand price, so a typo is caught
+
+
+def _words(text: str) -> list[str]:
+    """Shell words, with `--flag=value` counted as `--flag` (unparseable text is refused earlier)."""
+    return [word.split("=", 1)[0] for word in shlex.split(text)]
 
 
 def ipaddress_shaped(name: str) -> bool:
@@ -204,6 +223,8 @@ def check_cidr(value: str) -> str | None:
 def check_instance_types(types: list[str]) -> str | None:
     if not types:
         return "needs at least one instance type"
+    if len(types) > MAX_INSTANCE_TYPES:
+        return f"lists {len(types)} types; a mixed instances policy takes at most {MAX_INSTANCE_TYPES}"
     if len(set(types)) != len(types):
         return "lists an instance type twice"
     if problem := next((p for p in map(instance_type_problem, types) if p), None):

@@ -62,3 +62,12 @@ def render_user_data(version: str, variables: Mapping[str, str]) -> str:
         raise UserDataError(f"{script_path(version)} must start with a shebang line")
     header = "\n".join(export_line(k, v, version) for k, v in variables.items())
     return f"{shebang}\n# --- rendered by Spot Trainer at synth time ---\n{header}\n# --- end of header ---\n{body}"
+
+
+def deployed_size(version: str, header: Mapping[str, str], typed: Mapping[str, str]) -> int:
+    """Bytes of the user data once deployed with `typed` (the job file's values) in place of the
+    parameters that carry them: each arrives base64-encoded, 4/3 of its length, in a printf wrapper."""
+    preview = {**header, **{name: "" for name in typed}}
+    wrapper = len(export_line("X", Fn.ref("P"), version)) - len(str(Fn.ref("P")))
+    return len(render_user_data(version, preview).encode()) + sum(
+        4 * ((len(value.encode()) + 2) // 3) + wrapper for value in typed.values())

@@ -69,6 +69,17 @@ BAD_CASES = [
     (with_change("capacity", "instance_types", "g5.xlarge"), "capacity.instance_types: expected a list of strings"),
     (with_change("capacity", "max_price", -1), "capacity.max_price: expected a positive price"),
     (with_change("capacity", "max_price", "cheap"), "capacity.max_price: expected USD per hour"),
+    (with_change("capacity", "max_price", float("inf")), "capacity.max_price: 'inf' USD/hour is beyond any"),
+    (with_change("capacity", "max_price", 1e20), "capacity.max_price: '1e+20' USD/hour is beyond any"),
+    (with_change("capacity", "instance_types", [f"c7i.{n}xlarge" for n in range(2, 43)]),
+     "capacity.instance_types: lists 41 types; a mixed instances policy takes at most 40"),
+    (with_change("capacity", "instance_types", ["g5.nano"]),
+     "capacity.instance_types: 'g5.nano' does not exist: g5 sizes start at xlarge"),
+    ({**with_change("network", "vpc_id", "vpc-0abc"), "network": {"subnets": "create", "vpc_id": "vpc-0abc"}},
+     "network.vpc_id: only used with network.subnets"),
+    (with_change("run", "workdir", ".."), "run.workdir: '..' lies outside the job file's folder"),
+    (with_change("run", "train_args", "--model resnet"), "run.train_args: the built-in trainer needs --model and"),
+    ({}, "run.train_args: the built-in trainer needs --model and --steps"),
     (with_change("capacity", "nodes", 0), "capacity.nodes: expected 1 or more"),
     (with_change("capacity", "nodes", "2"), "capacity.nodes: expected an integer"),
     (with_change("capacity", "nodes", True), "capacity.nodes: expected an integer"),
@@ -146,7 +157,7 @@ def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
 
 def test_cdk_app_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
     job = tmp_path / "bad.toml"
-    job.write_text('[capacity]\ninstance_types = ["g5.huge"]\n')
+    job.write_text('[run]\ntrain_args = "--model lm --steps 10"\n[capacity]\ninstance_types = ["g5.huge"]\n')
     result = subprocess.run(
         [sys.executable, "app.py"], cwd=REPO, capture_output=True, text=True,
         env={"PATH": "/usr/bin:/bin", "CDK_CONTEXT_JSON": f'{{"job": "{job}"}}', "CDK_OUTDIR": str(tmp_path / "out"),
@@ -157,3 +168,19 @@ def test_cdk_app_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
         f"spot-trainer: {job}: capacity.instance_types: 'g5.huge' is not an instance type name "
         "(expected family.size, e.g. g5.xlarge)")
     assert "Traceback" not in result.stderr
+
+
+def test_user_data_over_16_kib_is_refused_at_synth_with_one_line(tmp_path: Path) -> None:
+    job = tmp_path / "long.toml"
+    setup = " && ".join(f"pip install package-number-{n}" for n in range(200))  # about 6 KB
+    job.write_text(f'[run]\ncommand = "python train.py"\nsetup = "{setup}"\n')
+    result = subprocess.run(
+        [sys.executable, "app.py"], cwd=REPO, capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", "CDK_CONTEXT_JSON": f'{{"job": "{job}"}}', "CDK_OUTDIR": str(tmp_path / "out"),
+             "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"},
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"spot-trainer: {job}: run.command, run.train_args and run.setup make the user data ")
+    assert "over EC2's 16384" in last
+
