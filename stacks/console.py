@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from aws_cdk import CfnParameter, Stack
 
-from stacks.job_spec import AMI_ID, LOG_RETENTION_DAYS, JobSpec
+from stacks.job_spec import AMI_ID, LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, JobSpec
 
 PRICE_PATTERN = r"^$|^[0-9]*\.?[0-9]+$"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
@@ -49,6 +49,17 @@ ONE_LINE_NOT_EMPTY = r"^[^\r\n]*[^\s][^\r\n]*$"
 ONE_LINE_RULE = "one line"
 
 
+NODES_PATTERN = r"^([0-9]|[1-5][0-9]|6[0-4])$"  # 0..MAX_NODES (64)
+KEEP_PATTERN = r"^[1-9][0-9]{0,2}$"  # 1..MAX_KEEP_CHECKPOINTS (999)
+
+
+def instance_types_pattern(count: int) -> str:
+    """Exactly `count` names: the template splits the value into that many overrides, so a longer list
+    would lose its tail silently and a shorter one fail at deploy."""
+    name = r"[a-z][a-z0-9-]*[0-9][a-z0-9-]*\.[a-z0-9-]+"
+    return rf"^{name}(,{name}){{{count - 1}}}$"
+
+
 def _param(stack: Stack, name: str, label: str, **props: object) -> tuple[str, str, CfnParameter]:
     return name, label, CfnParameter(stack, name, **props)
 
@@ -75,10 +86,14 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ]),
         ("Capacity", [
             _param(stack, "InstanceTypes", "Instance types", type="String",
-                   allowed_pattern=r"^[a-z0-9-]+\.[a-z0-9-]+(,[a-z0-9-]+\.[a-z0-9-]+)*$",
+                   allowed_pattern=instance_types_pattern(len(cap.instance_types)),
+                   constraint_description=f"exactly {len(cap.instance_types)} instance types, comma-separated, "
+                                          "e.g. g5.xlarge (the count is fixed when the template is made)",
                    default=",".join(cap.instance_types),
                    description=f"Exactly {len(cap.instance_types)} spot instance types, most preferred first"),
-            _param(stack, "Nodes", "Number of instances", type="Number", default=cap.nodes, min_value=0,
+            # A String with a pattern: a Number parameter takes 1.5, which the group refuses at deploy.
+            _param(stack, "Nodes", "Number of instances", type="String", default=str(cap.nodes),
+                   allowed_pattern=NODES_PATTERN, constraint_description=f"a whole number from 0 to {MAX_NODES}",
                    description="Instances kept running: one trains, the others stand by to take over at once "
                                "(no multi-node training); 0 pauses the job"),
             _param(stack, "SpotMaxPrice", "Spot max price (USD/hour)", type="String", default=cap.max_price,
@@ -107,8 +122,9 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                                "destroyed stack of this job kept: training resumes from its checkpoints"),
             _param(stack, "VolumeSize", "Root volume size (GiB)", type="Number", default=cap.volume_size,
                    min_value=8, max_value=16384, description="Encrypted gp3 root volume"),
-            _param(stack, "KeepCheckpoints", "Checkpoints kept", type="Number",
-                   default=storage.keep_checkpoints, min_value=1,
+            _param(stack, "KeepCheckpoints", "Checkpoints kept", type="String",
+                   default=str(storage.keep_checkpoints), allowed_pattern=KEEP_PATTERN,
+                   constraint_description=f"a whole number from 1 to {MAX_KEEP_CHECKPOINTS}",
                    description="How many of the newest checkpoints are kept in S3"),
             _param(stack, "CheckpointVersionRetentionDays", "Replaced checkpoint retention (days)",
                    type="Number", default=storage.noncurrent_days, min_value=1,

@@ -16,6 +16,8 @@ from stacks.job_spec import (
     DEFAULT_TRAINER_PACKAGE,
     JOB_NAME,
     LOG_RETENTION_DAYS,
+    MAX_KEEP_CHECKPOINTS,
+    MAX_NODES,
     SIGNALS,
     SSM_PATH,
     AccessSpec,
@@ -108,8 +110,8 @@ def _check_run(run: RunSpec, source: Path) -> None:
 def _check_capacity(cap: CapacitySpec) -> None:
     if problem := check_instance_types(list(cap.instance_types)):
         raise _fail("capacity.instance_types", problem)
-    if cap.nodes < 1:
-        raise _fail("capacity.nodes", f"expected 1 or more, got {cap.nodes}")
+    if not 1 <= cap.nodes <= MAX_NODES:
+        raise _fail("capacity.nodes", f"expected 1 to {MAX_NODES}, got {cap.nodes}")
     if cap.max_price:
         try:
             price = float(cap.max_price)
@@ -156,8 +158,9 @@ def _check_storage(storage: StorageSpec) -> None:
                            or ipaddress_shaped(storage.bucket)):
         raise _fail("storage.bucket", f"{storage.bucket!r} is not an S3 bucket name "
                     "(3-63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit)")
-    if storage.keep_checkpoints < 1:
-        raise _fail("storage.keep_checkpoints", f"expected 1 or more, got {storage.keep_checkpoints}")
+    if not 1 <= storage.keep_checkpoints <= MAX_KEEP_CHECKPOINTS:
+        raise _fail("storage.keep_checkpoints",
+                    f"expected 1 to {MAX_KEEP_CHECKPOINTS}, got {storage.keep_checkpoints}")
     if storage.noncurrent_days < 1:
         raise _fail("storage.noncurrent_days", f"expected 1 or more days, got {storage.noncurrent_days}")
     if storage.log_retention_days not in LOG_RETENTION_DAYS:

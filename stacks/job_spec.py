@@ -18,6 +18,9 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
                       2557, 2922, 3288, 3653)
 
 
+MAX_NODES = 64  # instances of one job; the console's Nodes pattern says the same
+MAX_KEEP_CHECKPOINTS = 999
+
 # v2 starts the runtime as spot_trainer (spot-trainer >= 0.2); v1 starts it as trainer (0.1 only).
 CURRENT_USERDATA_VERSION = "v2"
 

@@ -50,6 +50,19 @@ CASES = [
     ("SshCidr", "999.999.999.999/32", False),
     ("SshCidr", "256.1.1.1/32", False),
     ("SshCidr", "10.0.0.0/33", False),
+    ("Nodes", "0", True),
+    ("Nodes", "2", True),
+    ("Nodes", "64", True),
+    ("Nodes", "65", False),
+    ("Nodes", "1.5", False),
+    ("Nodes", "-1", False),
+    ("KeepCheckpoints", "3", True),
+    ("KeepCheckpoints", "0", False),
+    ("KeepCheckpoints", "1.5", False),
+    ("InstanceTypes", "c7i.xlarge,c6i.xlarge,m6i.xlarge", True),
+    ("InstanceTypes", "c7i.xlarge", False),
+    ("InstanceTypes", "c7i.xlarge,c6i.xlarge,m6i.xlarge,m7i.xlarge", False),
+    ("InstanceTypes", "c7i.xlarge, c6i.xlarge,m6i.xlarge", False),
     ("ExistingBucket", "", True),
     ("ExistingBucket", "kept-checkpoints.v2", True),
     ("ExistingBucket", "my..bucket", False),
@@ -78,7 +91,8 @@ def test_the_shipped_defaults_pass_their_own_constraints(parameters: dict[str, d
 
 def test_the_cases_cover_every_constrained_text_parameter(parameters: dict[str, dict[str, Any]]) -> None:
     named = {n for n, _, _ in CASES}
-    for name in ("TrainingCommand", "TrainArguments", "WorkingDirectory", "TrainerPackage", "SshCidr"):
+    for name in ("TrainingCommand", "TrainArguments", "WorkingDirectory", "TrainerPackage", "SshCidr", "Nodes",
+                 "KeepCheckpoints", "InstanceTypes", "ExistingBucket"):
         assert name in named and "AllowedPattern" in parameters[name], name
 
 
