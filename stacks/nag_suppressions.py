@@ -16,6 +16,9 @@ from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
 # One reason per accepted risk, shared where two scanners flag the same thing.
 NO_BUCKET_ACCESS_LOGS = ("Checkpoint objects are written only by the job's own role; CloudTrail data events "
                          "cover audit needs without a second logging bucket per job.")
+WRITE_WITHOUT_RESOURCE = ("Session Manager's channel actions and ssm:UpdateInstanceInformation, and "
+                          "cloudwatch:PutMetricData (held to the job's namespace by a condition), have no "
+                          "resource-level permissions; every other write names this job's own resources.")
 LOGS_WITHOUT_CUSTOMER_KEY = ("CloudWatch Logs already encrypts every log group at rest; a customer-managed KMS "
                              "key would add a monthly charge per job, a key policy for the logs service and a key "
                              "that outlives the stack, to guard training output that holds no secrets.")
@@ -40,14 +43,12 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group:
     iam5 = "AwsSolutions::AwsSolutions-IAM5"
     acks = {
         "AwsSolutions::AwsSolutions-S1": NO_BUCKET_ACCESS_LOGS,
-        "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]":
-        "Session Manager access instead of SSH; AWS maintains this policy's exact action list.",
         f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{_resolved(stack, bucket_name)}/{job}/*]":
         "Checkpoint object names are created at run time; access is confined to this job's prefix.",
         f"{iam5}[Resource::<{_ref(stack, log_group)}.Arn>:log-stream:*]":
         "One log stream per instance, named at run time, inside this job's own log group only.",
-        f"{iam5}[Resource::*]": "PutMetricData (scoped by a namespace condition) and "
-        "DescribeAutoScalingInstances support no resource-level permissions.",
+        f"{iam5}[Resource::*]": "PutMetricData (scoped by a namespace condition), "
+        "DescribeAutoScalingInstances and the five Session Manager actions support no resource-level permissions.",
         f"{iam5}[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
         f"autoScalingGroupName/{group_name}]":
             "The group's ARN holds a generated id; the name pins it to this job's group.",

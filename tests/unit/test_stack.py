@@ -111,6 +111,15 @@ def test_role_is_scoped_to_the_job_prefix_log_group_and_own_group(example: Synth
     assert '"s3:*"' not in everything and '"Action": "*"' not in everything
 
 
+def test_the_role_reads_no_ssm_parameter_and_keeps_session_manager(example: Synthesized) -> None:
+    role = example.one("AWS::IAM::Role")
+    assert "ManagedPolicyArns" not in role, "a managed policy would grant more than the statements below"
+    actions = [a for s in _role_statements(example).values() for a in ([s["Action"]] if isinstance(s["Action"], str)
+                                                                       else s["Action"])]
+    assert not [a for a in actions if a.startswith("ssm:Get") or a in ("ssm:*", "*")]
+    assert {"ssm:UpdateInstanceInformation", "ssmmessages:OpenDataChannel"} <= set(actions)
+
+
 def test_job_code_asset_is_readable_object_by_object(synthesized: dict[str, Synthesized]) -> None:
     byo = synthesized["byo"]
     artifacts = _role_statements(byo)["JobArtifacts"]
