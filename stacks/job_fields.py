@@ -97,6 +97,8 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise _fail("run.restart_budget", f"expected 0 or more, got {run.restart_budget}")
     if not run.trainer_package.strip():
         raise _fail("run.trainer_package", "missing: an s3:// URI or a pip requirement")
+    if run.data and not (run.data.startswith("s3://") and BUCKET_NAME.match(run.data[5:].partition("/")[0])):
+        raise _fail("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
     if run.workdir and not (source.parent / run.workdir).is_dir():
         raise _fail("run.workdir", f"{run.workdir!r} is not a directory next to the job file")
     if run.workdir and not (source.parent / run.workdir).resolve().is_relative_to(source.parent.resolve()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,22 @@ MAX_KEEP_CHECKPOINTS = 999
 CURRENT_USERDATA_VERSION = "v2"
 
 
+def data_location(run: RunSpec) -> tuple[str, str] | None:
+    """(bucket, prefix) of the S3 data the job reads: run.data, else the built-in trainer's --data."""
+    uri = run.data
+    if not uri and run.command == "builtin":
+        words = shlex.split(run.train_args)
+        for index, word in enumerate(words):
+            if word == "--data" and index + 1 < len(words):
+                uri = words[index + 1]
+            elif word.startswith("--data="):
+                uri = word.split("=", 1)[1]
+    if not uri.startswith("s3://"):
+        return None
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    return bucket, prefix.strip("/")
+
+
 class JobSpecError(ValueError):
     """A job file is unusable; str() is one line naming the file and field."""
 
@@ -35,6 +52,7 @@ class RunSpec:
     train_args: str = ""
     setup: str = ""
     workdir: str = ""  # local directory shipped with the job (a CDK asset); "" ships nothing
+    data: str = ""  # s3://bucket/prefix the job reads (read access is granted); "" = train_args' --data
     trainer_package: str = DEFAULT_TRAINER_PACKAGE
     stop_signal: str = "SIGTERM"
     grace_seconds: int = 110

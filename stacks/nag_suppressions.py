@@ -39,7 +39,8 @@ def _resolved(stack: Stack, token: str) -> str:
 
 
 def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group: CfnResource,
-                         group_name: str, created_vpc: bool, has_asset: bool) -> None:
+                         group_name: str, created_vpc: bool, has_asset: bool,
+                         data: tuple[str, str] | None = None) -> None:
     iam5 = "AwsSolutions::AwsSolutions-IAM5"
     acks = {
         "AwsSolutions::AwsSolutions-S1": NO_BUCKET_ACCESS_LOGS,
@@ -62,6 +63,10 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group:
     acks["CloudFormation-Validate::W1001"] = ("Only the bucket and its policy are conditional (no existing "
                                               "bucket given), and every reference to the bucket sits in an "
                                               "Fn::If on that same condition.")
+    if data is not None:
+        bucket, prefix = data
+        acks[f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{bucket}/{prefix + '/' if prefix else ''}*]"] = (
+            "Read-only: the dataset the job names, object names unknown until it runs.")
     if created_vpc:
         acks["AwsSolutions::AwsSolutions-VPC7"] = ("The created VPC carries only training instances with no "
                                                    "inbound traffic; flow logs would cost more than they show.")

@@ -10,7 +10,7 @@ from constructs import Construct
 
 from stacks.checkpoint_bucket import CheckpointBucket
 from stacks.console import JobParameters, add_job_parameters
-from stacks.job_spec import JobSpec, JobSpecError
+from stacks.job_spec import JobSpec, JobSpecError, data_location
 from stacks.log_group import JobLogGroup
 from stacks.nag_suppressions import acknowledge_findings
 from stacks.network import JobNetwork
@@ -37,7 +37,7 @@ class SpotTrainingStack(Stack):
         role = TrainerRole(
             self, "TrainerRole", job=job.name, bucket_arn=bucket.arn, log_group_arn=logs.arn,
             group_name=group_name(job.name), metrics_namespace=METRICS_NAMESPACE,
-            readable_objects=self._artifact_arns(job),
+            readable_objects=self._artifact_arns(job), data=data_location(job.run),
         )
         network = JobNetwork(self, "Network", params=params)
         header = user_data_header(job, params, bucket_name=bucket.name, log_group=logs.name, code_uri=code_uri)
@@ -54,6 +54,7 @@ class SpotTrainingStack(Stack):
         acknowledge_findings(
             self, job=job.name, bucket_name=bucket.name, log_group=logs.log_group,
             group_name=fleet.group_name, created_vpc=job.network.create, has_asset=self._code_asset is not None,
+            data=data_location(job.run),
         )
         CfnOutput(self, "CheckpointBucket", value=bucket.name, description="Checkpoints live here")
         CfnOutput(self, "AutoScalingGroup", value=fleet.group_name)

@@ -11,7 +11,7 @@ import pytest
 
 from stacks.instance_types import architecture
 from stacks.job_file import load_job, parse_job
-from stacks.job_spec import JOBS_DIR, JobSpecError
+from stacks.job_spec import JOBS_DIR, JobSpecError, RunSpec, data_location
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = tomllib.loads((JOBS_DIR / "example.toml").read_text())
@@ -79,6 +79,7 @@ BAD_CASES = [
      "network.vpc_id: only used with network.subnets"),
     (with_change("run", "workdir", ".."), "run.workdir: '..' lies outside the job file's folder"),
     (with_change("run", "train_args", "--model resnet"), "run.train_args: the built-in trainer needs --model and"),
+    (with_change("run", "data", "my-datasets/cifar10"), "run.data: expected s3://bucket/prefix"),
     ({}, "run.train_args: the built-in trainer needs --model and --steps"),
     (with_change("capacity", "nodes", 0), "capacity.nodes: expected 1 to 64, got 0"),
     (with_change("capacity", "nodes", 65), "capacity.nodes: expected 1 to 64, got 65"),
@@ -135,6 +136,17 @@ def test_arm_types_with_an_arm_image_are_accepted() -> None:
     data = with_change("capacity", "instance_types", ["g5g.xlarge", "c7g.xlarge"])
     data["capacity"]["ami"] = "/aws/service/deeplearning/ami/arm64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest"
     assert parse_job(data, JOBS_DIR / "example.toml").capacity.instance_types == ("g5g.xlarge", "c7g.xlarge")
+
+
+@pytest.mark.parametrize(("run", "expected"), [
+    ({"train_args": "--model resnet --steps 9 --data s3://sets/cifar10/"}, ("sets", "cifar10")),
+    ({"train_args": "--model resnet --steps 9 --data=s3://sets"}, ("sets", "")),
+    ({"train_args": "--model resnet --steps 9 --data /mnt/cifar"}, None),
+    ({"command": "python train.py", "data": "s3://sets/text/v2"}, ("sets", "text/v2")),
+    ({"command": "python train.py"}, None),
+])
+def test_the_data_a_job_reads_comes_from_run_data_or_the_builtin_data_flag(run: dict, expected: object) -> None:
+    assert data_location(RunSpec(**run)) == expected
 
 
 def test_unknown_job_lists_the_available_ones() -> None:

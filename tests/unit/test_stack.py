@@ -120,6 +120,16 @@ def test_the_role_reads_no_ssm_parameter_and_keeps_session_manager(example: Synt
     assert {"ssm:UpdateInstanceInformation", "ssmmessages:OpenDataChannel"} <= set(actions)
 
 
+def test_the_dataset_a_job_reads_is_readable_and_nothing_else_of_its_bucket(
+    synthesized: dict[str, Synthesized]
+) -> None:
+    statements = _role_statements(synthesized["cifar"])  # train_args: --data s3://my-datasets/cifar10
+    assert statements["ReadData"]["Action"] == "s3:GetObject"
+    assert "s3:::my-datasets/cifar10/*" in json.dumps(statements["ReadData"]["Resource"])
+    assert statements["ListData"]["Condition"] == {"StringLike": {"s3:prefix": ["cifar10/*"]}}
+    assert "ReadData" not in _role_statements(synthesized["example"])  # synthetic data: no grant
+
+
 def test_job_code_asset_is_readable_object_by_object(synthesized: dict[str, Synthesized]) -> None:
     byo = synthesized["byo"]
     artifacts = _role_statements(byo)["JobArtifacts"]
