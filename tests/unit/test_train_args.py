@@ -125,3 +125,20 @@ def test_a_checkpoint_dir_that_is_a_file_is_one_line_naming_the_flag(tmp_path: P
                                     "--checkpoint-dir", str(place)], capsys)
         assert code == 1 and errors == [f"error: --checkpoint-dir {place} is not a usable directory "
                                         f"({'File exists' if place.name == 'file' else 'Not a directory'})"]
+
+
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_an_unloadable_resume_point_is_never_replaced_by_step_0(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoints = tmp_path / "ck"
+    damaged = checkpoints / "step-00000099"
+    damaged.parent.mkdir()
+    damaged.write_text("not a checkpoint")  # what S3 held as the newest step, restored by the agent
+    monkeypatch.setenv("RESUME_FROM", str(damaged))
+    code, errors = run_trainer(["--model", "lm", "--steps", "2", "--synthetic", "--width", "8",
+                                "--checkpoint-dir", str(checkpoints)], capsys)
+    assert code == 1
+    assert errors[-1] == (f"error: RESUME_FROM {damaged} cannot be loaded and no older checkpoint is here: "
+                          "refusing to start over from step 0")
+    assert [p.name for p in checkpoints.iterdir()] == ["step-00000099"], "nothing was trained over it"

@@ -181,12 +181,17 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 
 def find_resume_point(checkpoint_dir: Path) -> tuple[Path, dict[str, Any]] | None:
     explicit = os.environ.get("RESUME_FROM", "")
-    if explicit:
-        try:
-            return Path(explicit), load_checkpoint(explicit)
-        except CheckpointError as error:
-            say(f"warning: RESUME_FROM ignored: {error}")
-    return load_latest_valid(checkpoint_dir)
+    if not explicit:
+        return load_latest_valid(checkpoint_dir)
+    try:
+        return Path(explicit), load_checkpoint(explicit)
+    except CheckpointError as error:
+        say(f"warning: RESUME_FROM ignored: {error}")
+        older = load_latest_valid(checkpoint_dir)
+        if older is None:  # starting over would silently throw away every step trained so far
+            raise TrainError(f"RESUME_FROM {explicit} cannot be loaded and no older checkpoint is here: "
+                             "refusing to start over from step 0") from None
+        return older
 
 
 def train_one_step(session: Session, dataset: Any, device: torch.device, amp: torch.dtype | None) -> torch.Tensor:
