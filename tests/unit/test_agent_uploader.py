@@ -74,3 +74,20 @@ def test_a_broken_callback_does_not_stop_later_uploads(tmp_path: Path) -> None:
         assert uploader.drain(timeout=10)
     uploader.close()
     assert done == [2] and uploader.uploaded_step == 2
+
+
+def test_a_checkpoint_pruned_before_its_turn_is_skipped_quietly_and_the_next_one_goes(tmp_path: Path) -> None:
+    uploaded: list[int] = []
+    lines: list[str] = []
+    uploader = CheckpointUploader(lambda path, step: uploaded.append(step) or True, lambda result: None,
+                                  log=lines.append)
+    gone = make_checkpoint(tmp_path, 5)
+    for item in gone.iterdir():
+        item.unlink()
+    gone.rmdir()  # the trainer's rotation got there first
+    assert uploader.offer(5, gone)
+    assert uploader.drain(timeout=10)
+    assert uploader.offer(6, make_checkpoint(tmp_path, 6))
+    assert uploader.drain(timeout=10)
+    uploader.close()
+    assert uploaded == [6] and lines == [] and uploader.uploaded_step == 6

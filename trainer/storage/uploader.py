@@ -108,9 +108,12 @@ class CheckpointUploader:
         staged: Path | None = None
         try:
             staged = self._stage(path)
+        except FileNotFoundError:  # pruned before its turn came: a newer checkpoint supersedes it
+            return
+        try:
             size = size_of(staged)
             published = self._upload(staged, step)
-        except Exception as error:  # pruned before staging, S3 down after retries: the next may succeed
+        except Exception as error:  # S3 down after retries, a file that changed: the next may succeed
             self._log(f"spot-trainer: upload of checkpoint step {step} failed: {_one_line(error)}")
             with self._cond:
                 self._failed_step = step
