@@ -51,6 +51,7 @@ ONE_LINE_RULE = "one line"
 
 NODES_PATTERN = r"^([0-9]|[1-5][0-9]|6[0-4])$"  # 0..MAX_NODES (64)
 KEEP_PATTERN = r"^[1-9][0-9]{0,2}$"  # 1..MAX_KEEP_CHECKPOINTS (999)
+VOLUME_PATTERN = r"^([89]|[1-9][0-9]{1,3}|1[0-5][0-9]{3}|16[0-2][0-9]{2}|163[0-7][0-9]|1638[0-4])$"  # 8..16384
 
 
 def instance_types_pattern(count: int) -> str:
@@ -120,8 +121,9 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                                           "'-', no '..', not an IP address",
                    description="Empty = create a versioned bucket; else a bucket you own, e.g. the one a "
                                "destroyed stack of this job kept: training resumes from its checkpoints"),
-            _param(stack, "VolumeSize", "Root volume size (GiB)", type="Number", default=cap.volume_size,
-                   min_value=8, max_value=16384, description="Encrypted gp3 root volume"),
+            _param(stack, "VolumeSize", "Root volume size (GiB)", type="String", default=str(cap.volume_size),
+                   allowed_pattern=VOLUME_PATTERN, constraint_description="a whole number of GiB from 8 to 16384",
+                   description="Encrypted gp3 root volume"),
             _param(stack, "KeepCheckpoints", "Checkpoints kept", type="String",
                    default=str(storage.keep_checkpoints), allowed_pattern=KEEP_PATTERN,
                    constraint_description=f"a whole number from 1 to {MAX_KEEP_CHECKPOINTS}",

@@ -3,7 +3,7 @@ Scaling group with a mixed instances policy, 100% spot, price-capacity-optimized
 
 from __future__ import annotations
 
-from aws_cdk import Aws, CfnCondition, CfnTag, Fn
+from aws_cdk import Aws, CfnCondition, CfnTag, Fn, Token
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -70,7 +70,7 @@ class SpotFleet(Construct):
                 block_device_mappings=[ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
                     device_name=root_device,
                     ebs=ec2.CfnLaunchTemplate.EbsProperty(
-                        volume_type="gp3", volume_size=params.volume_size.value_as_number,
+                        volume_type="gp3", volume_size=Token.as_number(params.volume_size.value_as_string),
                         encrypted=True, delete_on_termination=True),
                 )],
                 user_data=Fn.base64(user_data),

@@ -63,6 +63,12 @@ CASES = [
     ("InstanceTypes", "c7i.xlarge", False),
     ("InstanceTypes", "c7i.xlarge,c6i.xlarge,m6i.xlarge,m7i.xlarge", False),
     ("InstanceTypes", "c7i.xlarge, c6i.xlarge,m6i.xlarge", False),
+    ("VolumeSize", "100", True),
+    ("VolumeSize", "8", True),
+    ("VolumeSize", "16384", True),
+    ("VolumeSize", "8.5", False),
+    ("VolumeSize", "7", False),
+    ("VolumeSize", "16385", False),
     ("ExistingBucket", "", True),
     ("ExistingBucket", "kept-checkpoints.v2", True),
     ("ExistingBucket", "my..bucket", False),
@@ -92,7 +98,7 @@ def test_the_shipped_defaults_pass_their_own_constraints(parameters: dict[str, d
 def test_the_cases_cover_every_constrained_text_parameter(parameters: dict[str, dict[str, Any]]) -> None:
     named = {n for n, _, _ in CASES}
     for name in ("TrainingCommand", "TrainArguments", "WorkingDirectory", "TrainerPackage", "SshCidr", "Nodes",
-                 "KeepCheckpoints", "InstanceTypes", "ExistingBucket"):
+                 "KeepCheckpoints", "InstanceTypes", "ExistingBucket", "VolumeSize"):
         assert name in named and "AllowedPattern" in parameters[name], name
 
 
