@@ -37,6 +37,7 @@ def test_newest_local_checkpoint_ignores_temporaries_and_other_files(tmp_path: P
     assert newest_local_checkpoint(tmp_path / "missing") is None
     for name in ("step-00000009", "step-10", ".tmp-step-11-x", "step-12.partial", "notes.txt"):
         (tmp_path / name).mkdir()
+        (tmp_path / name / "state.pt").write_bytes(b"weights")
     assert newest_local_checkpoint(tmp_path) == (10, tmp_path / "step-10")
 
 

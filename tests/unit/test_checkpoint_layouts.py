@@ -149,3 +149,34 @@ def test_a_command_that_saves_or_resumed_is_not_warned_about(tmp_path: Path) -> 
     watch.check(object())
     watch.check(None, exited=True)
     assert warnings == []
+
+
+def test_an_empty_step_entry_is_no_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "step-00000010").write_bytes(b"weights")
+    (tmp_path / "step-00000020").write_bytes(b"")  # touched, never written
+    (tmp_path / "step-00000030").mkdir()
+    assert layouts.newest_complete(tmp_path, writer_done=True).step == 10
+
+
+def test_strict_reading_counts_only_what_its_content_proves(tmp_path: Path) -> None:
+    write_checkpoint(tmp_path, 10, {"w": torch.ones(2)})
+    (tmp_path / "step-00000099").write_bytes(b"stray bytes")  # no marker: nothing vouches for it
+    (tmp_path / "model_step200.pt").write_bytes(b"x")  # generic: complete only by convention
+    assert layouts.newest_complete(tmp_path, writer_done=True).step == 200
+    assert layouts.newest_complete(tmp_path, writer_done=True, strict=True).step == 10
+    hf_checkpoint(tmp_path, 300, state=json.dumps({"global_step": 300}))
+    assert layouts.newest_complete(tmp_path, writer_done=True, strict=True).step == 300
+
+
+def test_everything_above_the_restore_point_is_set_aside_unverified(tmp_path: Path) -> None:
+    restored = write_checkpoint(tmp_path, 10, {"w": torch.ones(2)})
+    (tmp_path / "step-00000005").write_bytes(b"older")
+    (tmp_path / "step-00000099").write_bytes(b"stray")
+    (tmp_path / "model_step200.pt").write_bytes(b"x")
+    assert layouts.set_aside_above(tmp_path, 10) == ["model_step200.pt", "step-00000099"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".unverified-model_step200.pt", ".unverified-step-00000099", "step-00000005", restored.name]
+    assert layouts.newest_complete(tmp_path, writer_done=True).step == 10
+    (tmp_path / "step-00000099").write_bytes(b"again")
+    assert layouts.set_aside_above(tmp_path, None) == ["step-00000005", "step-00000010", "step-00000099"]
+    assert (tmp_path / ".unverified-step-00000099").read_bytes() == b"again"

@@ -41,9 +41,10 @@ class AgentError(RuntimeError):
     """The agent cannot go on (S3 unreachable after retries, lease lost); the message says why."""
 
 
-def newest_local_checkpoint(directory: Path, *, writer_done: bool = False) -> tuple[int, Path] | None:
+def newest_local_checkpoint(directory: Path, *, writer_done: bool = False,
+                            strict: bool = False) -> tuple[int, Path] | None:
     """The newest complete checkpoint in the directory, in any layout the agent knows."""
-    newest = layouts.newest_complete(directory, writer_done=writer_done)
+    newest = layouts.newest_complete(directory, writer_done=writer_done, strict=strict)
     return (newest.step, newest.path) if newest else None
 
 
@@ -133,7 +134,8 @@ class Agent:
         directory.mkdir(parents=True, exist_ok=True)
         if leftovers := staging.remove_leftovers(directory):
             self.log(f"removed {', '.join(leftovers)}, left by an upload cut short")
-        local = newest_local_checkpoint(directory, writer_done=True)
+        # Strict: a local entry may win over S3 only when its content proves it whole.
+        local = newest_local_checkpoint(directory, writer_done=True, strict=True)
         remote_step = self.clients.store.latest_step()
         if local is not None and (remote_step is None or local[0] >= remote_step):
             restored: Path | None = local[1]  # this disk survived (agent restart): it is at least as new
@@ -143,6 +145,7 @@ class Agent:
             if restored is not None:
                 self.log(f"restored {restored.name} from S3 in {time.monotonic() - started:.2f}s")
         self._prepare_directory(restored)
+        self._set_aside_unverified(directory, restored)
         if restored is None:
             self.log("no checkpoint yet: starting fresh")
             return None, remote_step
@@ -185,7 +188,7 @@ class Agent:
             reporter.update(failures=failures)
             # Back off a little (a device or a mount that is not ready yet); a stop request cuts it short.
             self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures - 1)))
-            local = newest_local_checkpoint(Path(self.config.checkpoint_dir), writer_done=True)
+            local = self._newest_local(writer_done=True)
             resume_from = local[1] if local else resume_from
             self._prepare_directory(resume_from)
 
@@ -195,9 +198,29 @@ class Agent:
         if hidden:
             self.log(f"moved aside unfinished checkpoints {', '.join(hidden)} (as {layouts.INCOMPLETE_PREFIX}<name>)")
 
+    def _set_aside_unverified(self, directory: Path, restored: Path | None) -> None:
+        """Whatever sits above the restore point was not proven whole: it must neither be resumed
+        from nor published (a stray `step-00000099` would otherwise outrank every real step)."""
+        above = layouts.set_aside_above(directory, layouts.step_of(restored) if restored else None)
+        if above:
+            hint = " (a checkpoint of the built-in trainer carries a COMMITTED marker)" if self._builtin else ""
+            self.log(f"spot-trainer: set aside {', '.join(above)} in CHECKPOINT_DIR (as "
+                     f"{layouts.UNVERIFIED_PREFIX}<name>): newer than the restore point, and nothing "
+                     f"proves it complete{hint}")
+            self.telemetry.event("set_aside", names=above)
+
+    @property
+    def _builtin(self) -> bool:
+        return self.config.command == "builtin"
+
+    def _newest_local(self, *, writer_done: bool) -> tuple[int, Path] | None:
+        """The built-in trainer always writes a COMMITTED marker: for it, nothing else counts."""
+        return newest_local_checkpoint(Path(self.config.checkpoint_dir), writer_done=writer_done,
+                                       strict=self._builtin)
+
     def _start_command(self, resume_from: Path | None) -> CommandProcess:
         config = self.config
-        if config.command == "builtin":
+        if self._builtin:
             argv = runtime_argv("train", *shlex.split(config.train_args))
         else:
             argv = ["/bin/bash", "-c", config.command]
@@ -213,17 +236,16 @@ class Agent:
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": "29500",
         }
-        self.log(f"starting {'the built-in trainer' if config.command == 'builtin' else config.command!r}"
+        self.log(f"starting {'the built-in trainer' if self._builtin else config.command!r}"
                  f" (attempt {env['JOB_ATTEMPT']}, resume from {env['RESUME_FROM'] or 'scratch'})")
         return CommandProcess(argv, env, cwd=config.workdir, sink=self.telemetry.command_output).start()
 
     def _supervise(self, command: CommandProcess, uploader: CheckpointUploader,
                    watch: SaveWatch) -> tuple[str, int]:
         """Run until the command exits or must stop: ("exited" | notice reason | "lost-lease", code)."""
-        directory = Path(self.config.checkpoint_dir)
         while True:
             code = command.wait(timeout=self.config.poll_seconds)
-            newest = newest_local_checkpoint(directory, writer_done=code is not None)
+            newest = self._newest_local(writer_done=code is not None)
             if newest is not None:
                 uploader.offer(*newest)
             watch.check(newest, exited=code == 0)
@@ -246,7 +268,7 @@ class Agent:
 
     def _settle_uploads(self, uploader: CheckpointUploader) -> int | None:
         """Offer the newest checkpoint, wait for it to be safe in S3; the step now in S3."""
-        newest = newest_local_checkpoint(Path(self.config.checkpoint_dir), writer_done=True)
+        newest = self._newest_local(writer_done=True)
         if newest is not None:
             uploader.offer(*newest)
         uploader.drain()

@@ -1,8 +1,8 @@
 """Checkpoint layouts: which entries of CHECKPOINT_DIR are checkpoints, of which step, and whether
 each is complete enough to upload. The agent asks this module; nothing else knows the layouts.
 
-    ours       step-<N>                 complete on appearance (write, then rename); a directory
-                                        that carries a COMMITTED marker only while it is valid
+    ours       step-<N>                 complete on appearance (write, then rename), unless empty; a
+                                        directory that carries a COMMITTED marker only while it is valid
     hf         checkpoint-<N>/          HF Trainer writes in place, trainer_state.json last
                                         (transformers 5.23 `_save_checkpoint`): complete once that
                                         file parses and names global_step N
@@ -14,6 +14,11 @@ each is complete enough to upload. The agent asks this module; nothing else know
                                         command has exited
 
 Names starting with "." are writes in progress for every layout and are never looked at.
+
+*Strict* completeness asks the content to prove it: ours needs a valid COMMITTED marker, HF and
+Lightning keep their checks, generic never qualifies. The built-in trainer's directory is always
+read strictly (it always writes the marker), and so is any local entry newer than S3 at start: a
+file nobody can vouch for (a stray `step-00000099`) must not become the job's newest step.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from .names import MARKER_FILE, parse_step, read_marker
 OURS, HF, LIGHTNING, GENERIC = "ours", "hf", "lightning", "generic"
 HF_STATE_FILE = "trainer_state.json"
 INCOMPLETE_PREFIX = ".incomplete-"  # where prepare_for_resume moves what a dead writer left
+UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing proves complete
 LIGHTNING_LAST = re.compile(r"^last(-v?\d+)?\.ckpt$")
 _HF_NAME = re.compile(r"^checkpoint-(\d+)$")
 _LIGHTNING_NAME = re.compile(r"(?:^|[-_])step=(\d+)(?=[-_.]).*\.ckpt$")
@@ -63,13 +69,14 @@ def classify(path: Path) -> tuple[str, int] | None:
     return None
 
 
-def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = False) -> Checkpoint | None:
+def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = False,
+                    strict: bool = False) -> Checkpoint | None:
     """The highest step whose checkpoint is complete (ours first when two layouts share a step)."""
     # Newest first, and stop at the first complete one: each poll checks one or two entries, not all.
     candidates = sorted(_entries(directory), key=lambda item: (-item[0], _PREFERENCE.index(item[1])))
     highest = candidates[0][0] if candidates else -1
     for step, layout, path in candidates:
-        if _complete(layout, step, path, writer_done or step < highest):
+        if _complete(layout, step, path, writer_done or step < highest, strict=strict):
             return Checkpoint(step, path, layout)
     return None
 
@@ -89,17 +96,26 @@ def step_of(path: Path) -> int | None:
     return kind[1] if kind else None
 
 
-def _complete(layout: str, step: int, path: Path, superseded: bool) -> bool:
+def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool = False) -> bool:
     try:
         if layout == OURS:
-            return path.is_file() or not (path / MARKER_FILE).exists() or read_marker(path) is not None
+            return _ours_complete(path, strict)
         if layout == HF:
             return _hf_state_step(path) == step
         if layout == LIGHTNING:
             return path.is_file() and _zip_readable(path)
-        return superseded
+        return superseded and not strict
     except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
         return False
+
+
+def _ours_complete(path: Path, strict: bool) -> bool:
+    """A marker decides when there is one; without, only a non-empty entry and only when not strict."""
+    if path.is_dir() and (path / MARKER_FILE).exists():
+        return read_marker(path) is not None
+    if strict:
+        return False
+    return path.stat().st_size > 0 if path.is_file() else any(path.iterdir())
 
 
 def _hf_state_step(path: Path) -> int | None:
@@ -145,13 +161,30 @@ def _hide_unfinished(directory: Path) -> list[str]:
         return []
     unfinished = [path for path in directory.iterdir() if _unfinished(path)]
     for path in unfinished:
-        aside = path.with_name(f"{INCOMPLETE_PREFIX}{path.name}")
-        if aside.is_dir() and not aside.is_symlink():
-            shutil.rmtree(aside)
-        else:
-            aside.unlink(missing_ok=True)
-        os.replace(path, aside)
+        _move_aside(path, INCOMPLETE_PREFIX)
     return sorted(path.name for path in unfinished)
+
+
+def set_aside_above(directory: Path, step: int | None) -> list[str]:
+    """Move every checkpoint entry newer than the restore point `step` (all, when None) to
+    `.unverified-<name>`: at start nothing newer than the restore point is proven, and a framework's
+    own resume, or our upload, would otherwise take it for the newest. Returns the names moved."""
+    if not directory.is_dir():
+        return []
+    above = [path for path in directory.iterdir() if (found := step_of(path)) is not None
+             and (step is None or found > step)]
+    for path in above:
+        _move_aside(path, UNVERIFIED_PREFIX)
+    return sorted(path.name for path in above)
+
+
+def _move_aside(path: Path, prefix: str) -> None:
+    aside = path.with_name(f"{prefix}{path.name}")
+    if aside.is_dir() and not aside.is_symlink():
+        shutil.rmtree(aside)
+    else:
+        aside.unlink(missing_ok=True)
+    os.replace(path, aside)
 
 
 def _unfinished(path: Path) -> bool:
