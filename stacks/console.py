@@ -8,15 +8,18 @@ from dataclasses import dataclass
 
 from aws_cdk import CfnParameter, Stack
 
-from stacks.job_spec import AMI_ID, LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, JobSpec
+from stacks.job_spec import AMI_ID, LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, JobSpec, data_location
 
 PRICE_PATTERN = r"^$|^[0-9]*\.?[0-9]+$"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 # Empty (no SSH) or an IPv4 range narrower than the whole internet (/0 refused, as in the job file).
 CIDR_PATTERN = rf"^$|^({_OCTET}\.){{3}}{_OCTET}/([1-9]|[12][0-9]|3[0-2])$"
 # S3's rules: 3-63 of [a-z0-9.-], no "..", not shaped like an IP address.
+BUCKET_RULE = "empty, or an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-', no '..', not an IP address"
 BUCKET_PATTERN = r"^$|^(?!.*\.\.)(?![0-9]+(\.[0-9]+){3}$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 DEFAULT_WORKDIR = "/opt/spot-trainer/work"
+# A key prefix ending in "/" (so "cifar/" never matches "cifar2/"), or empty for the whole bucket.
+DATA_PREFIX_PATTERN = r"^$|^[^/\s][^\s]*/$"
 
 
 @dataclass
@@ -41,6 +44,8 @@ class JobParameters:
     log_retention: CfnParameter
     ssh_cidr: CfnParameter
     key_pair: CfnParameter
+    data_bucket: CfnParameter
+    data_prefix: CfnParameter
 
 
 # Values the agent reads from its environment file must be one line (user data refuses others at boot).
@@ -67,6 +72,8 @@ def _param(stack: Stack, name: str, label: str, **props: object) -> tuple[str, s
 
 def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
     run, cap, net, storage, access = job.run, job.capacity, job.network, job.storage, job.access
+    location = data_location(run)
+    data = (location[0], location[1] + "/" if location[1] else "") if location else ("", "")
     image_type = "AWS::EC2::Image::Id" if AMI_ID.match(cap.ami) else "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
     groups: list[tuple[str, list[tuple[str, str, CfnParameter]]]] = [
         ("What to run", [
@@ -76,6 +83,15 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
             _param(stack, "TrainArguments", "Built-in trainer arguments", type="String", default=run.train_args,
                    allowed_pattern=ONE_LINE, constraint_description=ONE_LINE_RULE,
                    description="Arguments of the built-in trainer (ignored for your own command)"),
+            _param(stack, "DataBucket", "Dataset bucket", type="String", default=data[0],
+                   allowed_pattern=BUCKET_PATTERN, constraint_description=BUCKET_RULE,
+                   description="Empty = the job reads no S3 data; else the bucket it reads its dataset from "
+                               "(read-only access, e.g. for --data s3://bucket/prefix)"),
+            _param(stack, "DataPrefix", "Dataset key prefix", type="String", default=data[1],
+                   allowed_pattern=DATA_PREFIX_PATTERN,
+                   constraint_description="empty (the whole bucket), or a key prefix ending in '/', "
+                                          "e.g. datasets/cifar/",
+                   description="Key prefix of the dataset in that bucket, ending in '/'; empty = the whole bucket"),
             _param(stack, "WorkingDirectory", "Working directory", type="String", default=DEFAULT_WORKDIR,
                    allowed_pattern=r"^/[^\s]*$", constraint_description="an absolute path without spaces",
                    description="Directory on the instance where the job's code lives and the command runs"),
@@ -116,9 +132,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
     groups += [
         ("Storage", [
             _param(stack, "ExistingBucket", "Existing checkpoint bucket", type="String", default=storage.bucket,
-                   allowed_pattern=BUCKET_PATTERN,
-                   constraint_description="empty, or an S3 bucket name: 3-63 lowercase letters, digits, '.' or "
-                                          "'-', no '..', not an IP address",
+                   allowed_pattern=BUCKET_PATTERN, constraint_description=BUCKET_RULE,
                    description="Empty = create a versioned bucket; else a bucket you own, e.g. the one a "
                                "destroyed stack of this job kept: training resumes from its checkpoints"),
             _param(stack, "VolumeSize", "Root volume size (GiB)", type="String", default=str(cap.volume_size),
@@ -167,4 +181,5 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         keep_checkpoints=found["KeepCheckpoints"],
         noncurrent_days=found["CheckpointVersionRetentionDays"], log_retention=found["LogRetentionDays"],
         ssh_cidr=found["SshCidr"], key_pair=found["KeyPair"],
+        data_bucket=found["DataBucket"], data_prefix=found["DataPrefix"],
     )

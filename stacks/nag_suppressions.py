@@ -40,7 +40,7 @@ def _resolved(stack: Stack, token: str) -> str:
 
 def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group: CfnResource,
                          group_name: str, created_vpc: bool, has_asset: bool,
-                         data: tuple[str, str] | None = None) -> None:
+                         data: tuple[str, str]) -> None:
     iam5 = "AwsSolutions::AwsSolutions-IAM5"
     acks = {
         "AwsSolutions::AwsSolutions-S1": NO_BUCKET_ACCESS_LOGS,
@@ -63,10 +63,10 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group:
     acks["CloudFormation-Validate::W1001"] = ("Only the bucket and its policy are conditional (no existing "
                                               "bucket given), and every reference to the bucket sits in an "
                                               "Fn::If on that same condition.")
-    if data is not None:
-        bucket, prefix = data
-        acks[f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{bucket}/{prefix + '/' if prefix else ''}*]"] = (
-            "Read-only: the dataset the job names, object names unknown until it runs.")
+    bucket, prefix = (stack.resolve(token)["Ref"] for token in data)  # the parameters' names
+    acks[f"{iam5}[Resource::arn:<AWS::Partition>:s3:::<{bucket}>/<{prefix}>*]"] = (
+        "Read-only, and only when DataBucket is given: the dataset the job names, object names unknown "
+        "until it runs.")
     if created_vpc:
         acks["AwsSolutions::AwsSolutions-VPC7"] = ("The created VPC carries only training instances with no "
                                                    "inbound traffic; flow logs would cost more than they show.")

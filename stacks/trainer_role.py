@@ -18,17 +18,6 @@ def s3_object_arn(uri: str) -> str:
     return f"arn:{Aws.PARTITION}:s3:::{bucket}/{key}"
 
 
-def data_statements(bucket: str, prefix: str) -> list[iam.PolicyStatement]:
-    """Read-only access to s3://bucket/prefix: its objects, and listing below it only."""
-    listing = {"conditions": {"StringLike": {"s3:prefix": [f"{prefix}/*"]}}} if prefix else {}
-    return [
-        iam.PolicyStatement(sid="ReadData", actions=["s3:GetObject"],
-                            resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}/{prefix + '/' if prefix else ''}*"]),
-        iam.PolicyStatement(sid="ListData", actions=["s3:ListBucket"],
-                            resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}"], **listing),
-    ]
-
-
 class TrainerRole(Construct):
     def __init__(
         self,
@@ -41,7 +30,6 @@ class TrainerRole(Construct):
         group_name: str,
         metrics_namespace: str,
         readable_objects: list[str],
-        data: tuple[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
@@ -95,8 +83,6 @@ class TrainerRole(Construct):
                 resources=["*"],  # Describe* calls support no resource-level permissions
             ),
         ]
-        if data is not None:  # the dataset the job names, read-only
-            statements += data_statements(*data)
         if readable_objects:  # the trainer wheel and the job's code, object by object
             statements.append(
                 iam.PolicyStatement(sid="JobArtifacts", actions=["s3:GetObject"], resources=readable_objects)

@@ -10,7 +10,8 @@ from constructs import Construct
 
 from stacks.checkpoint_bucket import CheckpointBucket
 from stacks.console import JobParameters, add_job_parameters
-from stacks.job_spec import JobSpec, JobSpecError, data_location
+from stacks.dataset_access import DatasetReadAccess
+from stacks.job_spec import JobSpec, JobSpecError
 from stacks.log_group import JobLogGroup
 from stacks.nag_suppressions import acknowledge_findings
 from stacks.network import JobNetwork
@@ -37,8 +38,10 @@ class SpotTrainingStack(Stack):
         role = TrainerRole(
             self, "TrainerRole", job=job.name, bucket_arn=bucket.arn, log_group_arn=logs.arn,
             group_name=group_name(job.name), metrics_namespace=METRICS_NAMESPACE,
-            readable_objects=self._artifact_arns(job), data=data_location(job.run),
+            readable_objects=self._artifact_arns(job),
         )
+        DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.data_bucket.value_as_string,
+                          prefix=params.data_prefix.value_as_string)
         network = JobNetwork(self, "Network", params=params)
         header = user_data_header(job, params, bucket_name=bucket.name, log_group=logs.name, code_uri=code_uri)
         check_user_data_size(job, header)
@@ -54,7 +57,7 @@ class SpotTrainingStack(Stack):
         acknowledge_findings(
             self, job=job.name, bucket_name=bucket.name, log_group=logs.log_group,
             group_name=fleet.group_name, created_vpc=job.network.create, has_asset=self._code_asset is not None,
-            data=data_location(job.run),
+            data=(params.data_bucket.value_as_string, params.data_prefix.value_as_string),
         )
         CfnOutput(self, "CheckpointBucket", value=bucket.name, description="Checkpoints live here")
         CfnOutput(self, "AutoScalingGroup", value=fleet.group_name)

@@ -93,8 +93,16 @@ def test_scale_in_waits_for_the_agent_through_a_termination_hook(synthesized: di
     assert "autoscaling:CompleteLifecycleAction" in _role_statements(example)["OwnGroup"]["Action"]
 
 
+def _policies(synth: Synthesized) -> tuple[dict, dict]:
+    """(the role's own policy, the dataset policy that exists only when DataBucket is given)."""
+    policies = synth.resources("AWS::IAM::Policy")
+    (dataset,) = [logical_id for logical_id, policy in policies.items() if "Condition" in policy]
+    (own,) = [policy for logical_id, policy in policies.items() if logical_id != dataset]
+    return own["Properties"], {**policies[dataset]["Properties"], "Condition": synth.condition_of(dataset)}
+
+
 def _role_statements(synth: Synthesized) -> dict[str, dict]:
-    return {s["Sid"]: s for s in synth.one("AWS::IAM::Policy")["PolicyDocument"]["Statement"]}
+    return {s["Sid"]: s for s in _policies(synth)[0]["PolicyDocument"]["Statement"]}
 
 
 def test_role_is_scoped_to_the_job_prefix_log_group_and_own_group(example: Synthesized) -> None:
@@ -123,11 +131,21 @@ def test_the_role_reads_no_ssm_parameter_and_keeps_session_manager(example: Synt
 def test_the_dataset_a_job_reads_is_readable_and_nothing_else_of_its_bucket(
     synthesized: dict[str, Synthesized]
 ) -> None:
-    statements = _role_statements(synthesized["cifar"])  # train_args: --data s3://my-datasets/cifar10
+    cifar = synthesized["cifar"]  # train_args: --data s3://my-datasets/cifar10
+    defaults = {name: cifar.raw["Parameters"][name]["Default"] for name in ("DataBucket", "DataPrefix")}
+    assert defaults == {"DataBucket": "my-datasets", "DataPrefix": "cifar10/"}
+    assert synthesized["example"].raw["Parameters"]["DataBucket"]["Default"] == ""  # synthetic data
+    dataset = _policies(cifar)[1]
+    # Granted only when the console (or the job file) names a bucket; "cifar10/" never lists cifar100/.
+    assert cifar.raw["Conditions"][dataset["Condition"]] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "DataBucket"}, ""]}]}
+    statements = {s["Sid"]: s for s in dataset["PolicyDocument"]["Statement"]}
     assert statements["ReadData"]["Action"] == "s3:GetObject"
-    assert "s3:::my-datasets/cifar10/*" in json.dumps(statements["ReadData"]["Resource"])
-    assert statements["ListData"]["Condition"] == {"StringLike": {"s3:prefix": ["cifar10/*"]}}
-    assert "ReadData" not in _role_statements(synthesized["example"])  # synthetic data: no grant
+    assert statements["ReadData"]["Resource"] == {"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": "DataBucket"}, "/", {"Ref": "DataPrefix"}, "*"]]}
+    assert statements["ListData"]["Condition"] == {
+        "StringLike": {"s3:prefix": [{"Fn::Join": ["", [{"Ref": "DataPrefix"}, "*"]]}]}}
+    assert "ReadData" not in _role_statements(cifar)
 
 
 def test_job_code_asset_is_readable_object_by_object(synthesized: dict[str, Synthesized]) -> None:
