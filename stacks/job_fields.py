@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import shlex
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from stacks.job_spec import (
     LOG_RETENTION_DAYS,
     MAX_KEEP_CHECKPOINTS,
     MAX_NODES,
+    PLACEMENTS,
     SIGNALS,
     SSM_PATH,
     AccessSpec,
@@ -132,6 +134,30 @@ def _check_capacity(cap: CapacitySpec) -> None:
         raise _fail("capacity.volume_size", f"expected 8..16384 GiB, got {cap.volume_size}")
 
 
+def _check_distributed(cap: CapacitySpec, given: Collection[str]) -> CapacitySpec:
+    """Multi-node fields; returns the spec with min_nodes filled in (default: every node)."""
+    if cap.distributed and cap.nodes < 2:
+        raise _fail("capacity.distributed", f"a distributed job needs at least 2 nodes, capacity.nodes is {cap.nodes}")
+    if "min_nodes" in given and not cap.distributed:
+        raise _fail("capacity.min_nodes", "only applies when capacity.distributed = true (otherwise one node "
+                    "trains and the others stand by)")
+    if "min_nodes" in given and not 1 <= cap.min_nodes <= cap.nodes:
+        raise _fail("capacity.min_nodes", f"expected 1 to capacity.nodes ({cap.nodes}), got {cap.min_nodes}")
+    if cap.placement not in PLACEMENTS:
+        raise _fail("capacity.placement", f'expected "cluster" or "", got {cap.placement!r}')
+    if cap.placement and not cap.distributed:
+        raise _fail("capacity.placement", "only applies when capacity.distributed = true: a standby gains "
+                    "nothing from sitting next to the node that trains")
+    return dataclasses.replace(cap, min_nodes=cap.min_nodes if "min_nodes" in given else cap.nodes)
+
+
+def _check_cluster_network(cap: CapacitySpec, net: NetworkSpec) -> None:
+    """A cluster placement group lives in one AZ; listed subnets' AZs are unknown at synth, so one subnet."""
+    if cap.placement == "cluster" and len(net.subnets) > 1:
+        raise _fail("capacity.placement", f'"cluster" keeps every node in one AZ: network.subnets must list '
+                    f"exactly one subnet, got {len(net.subnets)}")
+
+
 def _check_network(net: NetworkSpec) -> NetworkSpec:
     if net.subnets:
         bad = next((s for s in net.subnets if not s.startswith("subnet-")), None)
@@ -180,7 +206,9 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     sections = {key: _read_section(key, data.get(key, {}), cls) for key, cls in SECTIONS.items()}
     _check_run(sections["run"], source)
     _check_capacity(sections["capacity"])
+    sections["capacity"] = _check_distributed(sections["capacity"], given=data.get("capacity", {}))
     sections["network"] = _check_network(sections["network"])
+    _check_cluster_network(sections["capacity"], sections["network"])
     _check_access(sections["access"])
     _check_storage(sections["storage"])
     version = _check_type("userdata_version", data.get("userdata_version", CURRENT_USERDATA_VERSION), str)
@@ -189,6 +217,9 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     if version == "v1" and sections["run"].trainer_package == DEFAULT_TRAINER_PACKAGE:
         raise _fail("userdata_version", "v1 starts the runtime as `trainer`, which spot-trainer 0.2 installs as "
                     f"`spot_trainer`: use {CURRENT_USERDATA_VERSION}, or pin run.trainer_package to 0.1.0")
+    if version == "v1" and sections["capacity"].distributed:
+        raise _fail("capacity.distributed", "user data v1 and spot-trainer 0.1 have no multi-node training: "
+                    f"use {CURRENT_USERDATA_VERSION}")
     description = _check_type("description", data.get("description", ""), str)
     if len(description.encode()) > MAX_DESCRIPTION_BYTES:
         raise _fail("description", f"{len(description.encode())} bytes; CloudFormation takes at most "

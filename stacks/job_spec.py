@@ -13,6 +13,7 @@ SSM_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
+PLACEMENTS = ("", "cluster")
 DEFAULT_AMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 DEFAULT_TRAINER_PACKAGE = "spot-trainer==0.2.0"  # the version in pyproject.toml
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
@@ -64,6 +65,9 @@ class RunSpec:
 class CapacitySpec:
     instance_types: tuple[str, ...] = ("g5.xlarge", "g6.xlarge", "g4dn.xlarge")
     nodes: int = 1
+    distributed: bool = False  # True: the nodes train together (torchrun elastic); False: one trains, others stand by
+    min_nodes: int = 0  # distributed: fewest nodes that keep training; 0 = not given, read as `nodes`
+    placement: str = ""  # "cluster": every node in one cluster placement group (one AZ); "" = none
     max_price: str = ""  # USD/hour per instance; "" = the on-demand price caps it (AWS default)
     ami: str = DEFAULT_AMI  # SSM parameter path (or AMI id) of the image
     volume_size: int = 100

@@ -24,6 +24,15 @@ def with_change(section: str | None, key: str, value: object) -> dict:
     return data
 
 
+def with_changes(section: str, **values: object) -> dict:
+    return with_change(None, section, {**EXAMPLE.get(section, {}), **values})
+
+
+def distributed(**values: object) -> dict:
+    """The example as a three-node distributed job, with `values` changed in [capacity]."""
+    return with_changes("capacity", distributed=True, nodes=3, **values)
+
+
 @pytest.mark.parametrize("job", sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
 def test_every_shipped_job_loads(job: str) -> None:
     spec = load_job(job)
@@ -102,6 +111,18 @@ BAD_CASES = [
     (with_change("storage", "bucket", "My_Bucket"), "storage.bucket: 'My_Bucket' is not an S3 bucket name"),
     (with_change("storage", "bucket", "my..bucket"), "storage.bucket: 'my..bucket' is not an S3 bucket name"),
     (with_change("storage", "bucket", "192.168.5.4"), "storage.bucket: '192.168.5.4' is not an S3 bucket name"),
+    (with_changes("capacity", distributed=True, nodes=1),
+     "capacity.distributed: a distributed job needs at least 2 nodes, capacity.nodes is 1"),
+    (with_change("capacity", "distributed", "yes"), "capacity.distributed: expected true or false"),
+    (with_changes("capacity", nodes=3, min_nodes=2), "capacity.min_nodes: only applies when capacity.distributed"),
+    (distributed(min_nodes=4), "capacity.min_nodes: expected 1 to capacity.nodes (3), got 4"),
+    (distributed(min_nodes=0), "capacity.min_nodes: expected 1 to capacity.nodes (3), got 0"),
+    (distributed(placement="spread"), "capacity.placement: expected \"cluster\" or \"\", got 'spread'"),
+    (with_changes("capacity", nodes=3, placement="cluster"), "capacity.placement: only applies when capacity.distri"),
+    ({**distributed(placement="cluster"), "network": {"vpc_id": "vpc-0abc", "subnets": ["subnet-a1", "subnet-b2"]}},
+     "capacity.placement: \"cluster\" keeps every node in one AZ: network.subnets must list exactly one subnet, got 2"),
+    ({**distributed(), "userdata_version": "v1", "run": {**EXAMPLE["run"], "trainer_package": "spot-trainer==0.1.0"}},
+     "capacity.distributed: user data v1 and spot-trainer 0.1 have no multi-node training"),
 ]
 
 
@@ -115,6 +136,25 @@ def test_bad_field_is_one_line_naming_it(data: dict, message: str) -> None:
     text = str(caught.value)
     assert "\n" not in text
     assert text.startswith(f"{JOBS_DIR / 'example.toml'}: ") and message in text, text
+
+
+def test_several_nodes_stand_by_unless_the_job_says_distributed() -> None:
+    spec = parse_job(with_change("capacity", "nodes", 3), JOBS_DIR / "example.toml")
+    assert spec.capacity.distributed is False and spec.capacity.placement == ""
+
+
+@pytest.mark.parametrize(("values", "fewest"), [({}, 3), ({"min_nodes": 2}, 2), ({"min_nodes": 1}, 1),
+                                                ({"min_nodes": 3}, 3)])
+def test_a_distributed_job_keeps_training_down_to_min_nodes_every_node_by_default(values: dict, fewest: int) -> None:
+    spec = parse_job(distributed(**values), JOBS_DIR / "example.toml")
+    assert spec.capacity.distributed is True and spec.capacity.nodes == 3 and spec.capacity.min_nodes == fewest
+
+
+@pytest.mark.parametrize("network", [{"subnets": "parameter"}, {"subnets": "create"},
+                                     {"vpc_id": "vpc-0abc", "subnets": ["subnet-a1"]}])
+def test_a_cluster_placement_group_takes_one_subnet_or_leaves_the_choice_to_the_stack(network: dict) -> None:
+    spec = parse_job({**distributed(placement="cluster"), "network": network}, JOBS_DIR / "example.toml")
+    assert spec.capacity.placement == "cluster"
 
 
 def test_v1_still_deploys_with_the_runtime_it_was_written_for() -> None:
