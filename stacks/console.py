@@ -18,6 +18,7 @@ CIDR_PATTERN = rf"^$|^({_OCTET}\.){{3}}{_OCTET}/([1-9]|[12][0-9]|3[0-2])$"
 BUCKET_RULE = "empty, or an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-', no '..', not an IP address"
 BUCKET_PATTERN = r"^$|^(?!.*\.\.)(?![0-9]+(\.[0-9]+){3}$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 DEFAULT_WORKDIR = "/opt/spot-trainer/work"
+SINGLE_SUBNET_TYPE = "AWS::EC2::Subnet::Id"
 # A key prefix ending in "/" (so "cifar/" never matches "cifar2/"), or empty for the whole bucket.
 DATA_PREFIX_PATTERN = r"^$|^[^/\s][^\s]*/$"
 
@@ -33,6 +34,8 @@ class JobParameters:
     trainer_package: CfnParameter
     instance_types: CfnParameter
     nodes: CfnParameter
+    distributed: CfnParameter
+    min_nodes: CfnParameter
     max_price: CfnParameter
     image: CfnParameter
     vpc_id: CfnParameter | None
@@ -55,6 +58,7 @@ ONE_LINE_RULE = "one line"
 
 
 NODES_PATTERN = r"^([0-9]|[1-5][0-9]|6[0-4])$"  # 0..MAX_NODES (64)
+MIN_NODES_PATTERN = r"^([1-9]|[1-5][0-9]|6[0-4])$"  # 1..MAX_NODES: a round of zero nodes trains nothing
 KEEP_PATTERN = r"^[1-9][0-9]{0,2}$"  # 1..MAX_KEEP_CHECKPOINTS (999)
 VOLUME_PATTERN = r"^([89]|[1-9][0-9]{1,3}|1[0-5][0-9]{3}|16[0-2][0-9]{2}|163[0-7][0-9]|1638[0-4])$"  # 8..16384
 
@@ -111,8 +115,17 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
             # A String with a pattern: a Number parameter takes 1.5, which the group refuses at deploy.
             _param(stack, "Nodes", "Number of instances", type="String", default=str(cap.nodes),
                    allowed_pattern=NODES_PATTERN, constraint_description=f"a whole number from 0 to {MAX_NODES}",
-                   description="Instances kept running: one trains, the others stand by to take over at once "
-                               "(no multi-node training); 0 pauses the job"),
+                   description="Instances kept running; 0 pauses the job. Distributed: up to this many train "
+                               "together; otherwise one trains and the others stand by to take over at once"),
+            _param(stack, "Distributed", "Distributed training", type="String", default=str(cap.distributed).lower(),
+                   allowed_values=["true", "false"], constraint_description="true or false",
+                   description="true: the instances train one model together (data parallel, torchrun elastic); "
+                               "false: one trains, the others stand by"),
+            _param(stack, "MinNodes", "Fewest nodes to train", type="String", default=str(cap.min_nodes or cap.nodes),
+                   allowed_pattern=MIN_NODES_PATTERN,
+                   constraint_description=f"a whole number from 1 to {MAX_NODES}, at most Nodes",
+                   description="Distributed: training goes on while at least this many instances are up "
+                               "(at most Nodes); ignored otherwise"),
             _param(stack, "SpotMaxPrice", "Spot max price (USD/hour)", type="String", default=cap.max_price,
                    allowed_pattern=PRICE_PATTERN,
                    description="Highest hourly price per instance; empty = the on-demand price"),
@@ -125,9 +138,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         # No default when the job leaves the choice to deploy time (console pick or --parameters).
         vpc_id = _param(stack, "VpcId", "VPC", type="AWS::EC2::VPC::Id", default=net.vpc_id or None,
                         description="VPC of the subnets")
-        subnets = _param(stack, "Subnets", "Subnets", type="List<AWS::EC2::Subnet::Id>",
-                         default=",".join(net.subnets) or None,
-                         description="Subnets to launch in; several AZs widen the spot pools")
+        subnets = _subnets_param(stack, job)
         groups.append(("Network", [vpc_id, subnets]))
     groups += [
         ("Storage", [
@@ -175,7 +186,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
     return JobParameters(
         command=found["TrainingCommand"], train_args=found["TrainArguments"], workdir=found["WorkingDirectory"],
         setup=found["SetupCommand"], trainer_package=found["TrainerPackage"],
-        instance_types=found["InstanceTypes"], nodes=found["Nodes"], max_price=found["SpotMaxPrice"],
+        instance_types=found["InstanceTypes"], nodes=found["Nodes"], distributed=found["Distributed"],
+        min_nodes=found["MinNodes"], max_price=found["SpotMaxPrice"],
         image=found["ImageId"], vpc_id=vpc_id[2] if vpc_id else None, subnets=subnets[2] if subnets else None,
         volume_size=found["VolumeSize"], existing_bucket=found["ExistingBucket"],
         keep_checkpoints=found["KeepCheckpoints"],
@@ -183,3 +195,13 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ssh_cidr=found["SshCidr"], key_pair=found["KeyPair"],
         data_bucket=found["DataBucket"], data_prefix=found["DataPrefix"],
     )
+
+
+def _subnets_param(stack: Stack, job: JobSpec) -> tuple[str, str, CfnParameter]:
+    """Several subnets widen the spot pools; a cluster placement group lives in one AZ, so it takes one."""
+    default = ",".join(job.network.subnets) or None
+    if job.capacity.placement == "cluster":
+        return _param(stack, "Subnets", "Subnet", type=SINGLE_SUBNET_TYPE, default=default,
+                      description="The one subnet to launch in: a cluster placement group keeps every node in one AZ")
+    return _param(stack, "Subnets", "Subnets", type="List<AWS::EC2::Subnet::Id>", default=default,
+                  description="Subnets to launch in; several AZs widen the spot pools")

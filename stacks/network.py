@@ -7,14 +7,19 @@ from aws_cdk import CfnCondition, Fn
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from stacks.console import JobParameters
+from stacks.console import SINGLE_SUBNET_TYPE, JobParameters
 
 
 class JobNetwork(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, params: JobParameters, max_azs: int = 3) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, params: JobParameters, one_az: bool,
+                 max_azs: int = 3) -> None:
+        """`one_az`: the group launches in a single subnet, as a cluster placement group requires."""
         super().__init__(scope, construct_id)
         if params.subnets is None or params.vpc_id is None:
-            self.vpc_id, self.subnet_ids = self._create_vpc(max_azs)
+            self.vpc_id, created = self._create_vpc(max_azs)
+            self.subnet_ids = created[:1] if one_az else created
+        elif params.subnets.type == SINGLE_SUBNET_TYPE:
+            self.vpc_id, self.subnet_ids = params.vpc_id.value_as_string, [params.subnets.value_as_string]
         else:
             self.vpc_id, self.subnet_ids = params.vpc_id.value_as_string, params.subnets.value_as_list
         self.security_group = ec2.CfnSecurityGroup(
@@ -35,6 +40,19 @@ class JobNetwork(Construct):
             from_port=22, to_port=22, cidr_ip=params.ssh_cidr.value_as_string, description="SSH",
         )
         ingress.cfn_options.condition = has_ssh
+        self._open_to_peers(params)
+
+    def _open_to_peers(self, params: JobParameters) -> None:
+        """Distributed nodes reach each other on any TCP port (rendezvous store, gloo, NCCL pick theirs at
+        run time); only members of this same group, so nothing else gets in."""
+        distributed = CfnCondition(self, "DistributedTraining", expression=Fn.condition_equals(
+            params.distributed.value_as_string, "true"))
+        peers = ec2.CfnSecurityGroupIngress(
+            self, "PeerIngress", group_id=self.security_group.attr_group_id, ip_protocol="tcp",
+            from_port=0, to_port=65535, source_security_group_id=self.security_group.attr_group_id,
+            description="Distributed training between this job's own nodes",
+        )
+        peers.cfn_options.condition = distributed
 
     def _create_vpc(self, max_azs: int) -> tuple[str, list[str]]:
         vpc = ec2.Vpc(

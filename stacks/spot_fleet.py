@@ -49,10 +49,14 @@ class SpotFleet(Construct):
         root_device: str,
         capacity_rebalance: bool,
         grace_seconds: int,
+        placement: str,
     ) -> None:
         super().__init__(scope, construct_id)
         tags = [CfnTag(key="spot-trainer:job", value=job),
                 CfnTag(key="spot-trainer:userdata-version", value=userdata_version)]
+        # One AZ, close together: the network gives the group a single subnet when this is set.
+        self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy=placement,
+                                                     tags=tags[:1]) if placement else None
         has_key = CfnCondition(self, "KeyPairGiven", expression=Fn.condition_not(
             Fn.condition_equals(params.key_pair.value_as_string, "")))
         self.launch_template = ec2.CfnLaunchTemplate(
@@ -91,6 +95,7 @@ class SpotFleet(Construct):
             max_size=params.nodes.value_as_string,
             desired_capacity=params.nodes.value_as_string,
             vpc_zone_identifier=subnet_ids,
+            placement_group=self.placement_group.ref if self.placement_group else None,
             capacity_rebalance=capacity_rebalance,
             lifecycle_hook_specification_list=[drain_hook(grace_seconds)],
             mixed_instances_policy=autoscaling.CfnAutoScalingGroup.MixedInstancesPolicyProperty(

@@ -20,6 +20,8 @@ from stacks.trainer_role import TrainerRole, s3_object_arn
 from stacks.user_data import MAX_USER_DATA_BYTES, deployed_size, render_user_data
 
 METRICS_NAMESPACE = "SpotTrainer"
+# A deployed v1 stack keeps its exact user data on update; its runtime reads none of the later variables.
+FROZEN_HEADERS = frozenset({"v1"})
 
 
 class SpotTrainingStack(Stack):
@@ -42,7 +44,7 @@ class SpotTrainingStack(Stack):
         )
         DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.data_bucket.value_as_string,
                           prefix=params.data_prefix.value_as_string)
-        network = JobNetwork(self, "Network", params=params)
+        network = JobNetwork(self, "Network", params=params, one_az=job.capacity.placement == "cluster")
         header = user_data_header(job, params, bucket_name=bucket.name, log_group=logs.name, code_uri=code_uri)
         check_user_data_size(job, header)
         fleet = SpotFleet(
@@ -52,6 +54,7 @@ class SpotTrainingStack(Stack):
             user_data=render_user_data(job.userdata_version, header),
             userdata_version=job.userdata_version, root_device=job.capacity.root_device,
             capacity_rebalance=job.run.react_to_rebalance, grace_seconds=job.run.grace_seconds,
+            placement=job.capacity.placement,
         )
         fleet.node.add_dependency(logs)  # the first instance logs from its first second
         acknowledge_findings(
@@ -115,4 +118,9 @@ def user_data_header(
         "SPOT_RESTART_BUDGET": str(job.run.restart_budget),
         "SPOT_REACT_TO_REBALANCE": str(job.run.react_to_rebalance).lower(),
         "SPOT_KEEP_CHECKPOINTS": params.keep_checkpoints.value_as_string,
+        **({} if job.userdata_version in FROZEN_HEADERS else {
+            "SPOT_DISTRIBUTED": params.distributed.value_as_string,
+            "SPOT_MIN_NODES": params.min_nodes.value_as_string,
+            "SPOT_MAX_NODES": params.nodes.value_as_string,
+        }),
     }

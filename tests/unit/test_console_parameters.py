@@ -20,6 +20,8 @@ def accepted(parameter: dict[str, Any], value: str) -> bool:
     """CloudFormation's checks of a typed value (AllowedPattern must match the whole value)."""
     if "AllowedPattern" in parameter and not re.fullmatch(parameter["AllowedPattern"], value):
         return False
+    if "AllowedValues" in parameter and value not in parameter["AllowedValues"]:
+        return False
     if parameter["Type"] == "Number":
         try:
             number = float(value)
@@ -66,6 +68,19 @@ CASES = [
     ("Nodes", "65", False),
     ("Nodes", "1.5", False),
     ("Nodes", "-1", False),
+    ("Distributed", "true", True),
+    ("Distributed", "false", True),
+    ("Distributed", "True", False),
+    ("Distributed", "yes", False),
+    ("Distributed", "", False),
+    ("MinNodes", "1", True),
+    ("MinNodes", "2", True),
+    ("MinNodes", "64", True),
+    ("MinNodes", "0", False),  # a round of no nodes trains nothing
+    ("MinNodes", "65", False),
+    ("MinNodes", "02", False),
+    ("MinNodes", "1.5", False),
+    ("MinNodes", "", False),
     ("KeepCheckpoints", "3", True),
     ("KeepCheckpoints", "0", False),
     ("KeepCheckpoints", "1.5", False),
@@ -108,7 +123,8 @@ def test_the_shipped_defaults_pass_their_own_constraints(parameters: dict[str, d
 def test_the_cases_cover_every_constrained_text_parameter(parameters: dict[str, dict[str, Any]]) -> None:
     named = {n for n, _, _ in CASES}
     for name in ("TrainingCommand", "TrainArguments", "WorkingDirectory", "TrainerPackage", "SshCidr", "Nodes",
-                 "KeepCheckpoints", "InstanceTypes", "ExistingBucket", "VolumeSize"):
+                 "MinNodes", "KeepCheckpoints", "InstanceTypes", "ExistingBucket", "VolumeSize"):
         assert name in named and "AllowedPattern" in parameters[name], name
+    assert "Distributed" in named and parameters["Distributed"]["AllowedValues"], "Distributed"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -180,11 +181,105 @@ def test_log_group_has_job_name_and_retention_parameter(example: Synthesized) ->
         "Properties": {"LogGroupName": "/spot-trainer/example", "RetentionInDays": {"Ref": "LogRetentionDays"}}})
 
 
-def test_no_ssh_unless_asked(example: Synthesized) -> None:
-    (ingress,) = example.resources("AWS::EC2::SecurityGroupIngress").values()
-    assert ingress["Condition"] in example.raw["Conditions"]
-    assert example.raw["Parameters"]["SshCidr"]["Default"] == ""
-    assert example.raw["Parameters"]["KeyPair"]["Default"] == ""
+def _ingress_by_port(synth: Synthesized) -> dict[int, dict]:
+    rules = synth.resources("AWS::EC2::SecurityGroupIngress").values()
+    return {rule["Properties"]["FromPort"]: rule for rule in rules}
+
+
+def test_nothing_gets_in_unless_asked(example: Synthesized) -> None:
+    assert "SecurityGroupIngress" not in example.one("AWS::EC2::SecurityGroup")
+    rules = _ingress_by_port(example)
+    assert set(rules) == {22, 0}  # SSH, and the peers of a distributed job
+    conditions = {port: example.raw["Conditions"][rule["Condition"]] for port, rule in rules.items()}
+    assert conditions == {22: {"Fn::Not": [{"Fn::Equals": [{"Ref": "SshCidr"}, ""]}]},
+                          0: {"Fn::Equals": [{"Ref": "Distributed"}, "true"]}}
+    defaults = {name: example.raw["Parameters"][name]["Default"] for name in ("SshCidr", "KeyPair", "Distributed")}
+    assert defaults == {"SshCidr": "", "KeyPair": "", "Distributed": "false"}
+
+
+def test_distributed_nodes_reach_each_other_and_only_each_other(synthesized: dict[str, Synthesized]) -> None:
+    multinode = synthesized["multinode"]
+    peers = _ingress_by_port(multinode)[0]["Properties"]
+    (group_id,) = multinode.resources("AWS::EC2::SecurityGroup")
+    itself = {"Fn::GetAtt": [group_id, "GroupId"]}
+    assert peers["GroupId"] == itself and peers["SourceSecurityGroupId"] == itself
+    assert (peers["IpProtocol"], peers["FromPort"], peers["ToPort"]) == ("tcp", 0, 65535)
+    assert not {"CidrIp", "CidrIpv6", "SourcePrefixListId"} & set(peers)
+    assert multinode.raw["Parameters"]["Distributed"]["Default"] == "true"
+
+
+def test_a_cluster_placement_group_holds_the_nodes_in_one_created_subnet(
+    synthesized: dict[str, Synthesized]
+) -> None:
+    multinode = synthesized["multinode"]  # placement = "cluster", network created by the stack
+    (placement_id, placement), = multinode.resources("AWS::EC2::PlacementGroup").items()
+    assert placement["Properties"]["Strategy"] == "cluster"
+    group = multinode.one("AWS::AutoScaling::AutoScalingGroup")
+    assert group["PlacementGroup"] == {"Ref": placement_id}
+    (subnet,) = group["VPCZoneIdentifier"]
+    assert subnet["Ref"] in multinode.resources("AWS::EC2::Subnet")
+    assert len(multinode.resources("AWS::EC2::Subnet")) > 1  # the VPC keeps its AZs, the group uses one
+
+
+def test_without_a_placement_the_group_spreads_over_every_subnet(synthesized: dict[str, Synthesized]) -> None:
+    cifar = synthesized["cifar"]
+    group = cifar.one("AWS::AutoScaling::AutoScalingGroup")
+    assert not cifar.resources("AWS::EC2::PlacementGroup") and "PlacementGroup" not in group
+    assert {s["Ref"] for s in group["VPCZoneIdentifier"]} == set(cifar.resources("AWS::EC2::Subnet"))
+
+
+def test_a_cluster_job_choosing_its_network_at_deploy_picks_one_subnet(tmp_path: Path) -> None:
+    job = tmp_path / "pick.toml"
+    job.write_text((JOBS_DIR / "multinode.toml").read_text() + '\n[network]\nsubnets = "parameter"\n')
+    synthesized = synth(str(job), tmp_path / "out")
+    assert synthesized.raw["Parameters"]["Subnets"]["Type"] == "AWS::EC2::Subnet::Id"  # the console offers one
+    assert synthesized.one("AWS::AutoScaling::AutoScalingGroup")["VPCZoneIdentifier"] == [{"Ref": "Subnets"}]
+    result = cfn_lint(next(synthesized.outdir.glob("*.template.json")))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _header_at_boot(synth: Synthesized, names: tuple[str, ...], **typed: str) -> dict[str, str]:
+    """The user data header run by bash with each parameter at its default or as `typed` in the console:
+    the values the agent receives."""
+    user_data = synth.one("AWS::EC2::LaunchTemplate")["LaunchTemplateData"]["UserData"]["Fn::Base64"]
+    values = {name: str(p.get("Default", "x")) for name, p in synth.raw["Parameters"].items()} | typed
+
+    def deployed(part: str | dict) -> str:  # what CloudFormation puts in place of an intrinsic
+        if isinstance(part, str):
+            return part
+        inner = part.get("Fn::Base64")
+        value = values.get(inner["Ref"], "x") if isinstance(inner, dict) and "Ref" in inner else "x"
+        return base64.b64encode(value.encode()).decode() if inner is not None else value
+
+    text = "".join(map(deployed, user_data["Fn::Join"][1]))
+    script = text.split("# --- end of header ---")[0] + "".join(f'printf "%s\\n" "${name}"\n' for name in names)
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+    return dict(zip(names, out.splitlines(), strict=True))
+
+
+MULTI_NODE_HEADER = ("SPOT_DISTRIBUTED", "SPOT_MIN_NODES", "SPOT_MAX_NODES")
+
+
+def test_the_agent_is_told_whether_and_on_how_many_nodes_to_train(synthesized: dict[str, Synthesized]) -> None:
+    assert _header_at_boot(synthesized["multinode"], MULTI_NODE_HEADER) == {
+        "SPOT_DISTRIBUTED": "true", "SPOT_MIN_NODES": "2", "SPOT_MAX_NODES": "3"}
+    assert _header_at_boot(synthesized["cifar"], MULTI_NODE_HEADER) == {
+        "SPOT_DISTRIBUTED": "false", "SPOT_MIN_NODES": "1", "SPOT_MAX_NODES": "1"}
+
+
+def test_the_console_settings_reach_the_agent(synthesized: dict[str, Synthesized]) -> None:
+    typed = {"Distributed": "false", "MinNodes": "4", "Nodes": "6"}
+    assert _header_at_boot(synthesized["multinode"], MULTI_NODE_HEADER, **typed) == {
+        "SPOT_DISTRIBUTED": "false", "SPOT_MIN_NODES": "4", "SPOT_MAX_NODES": "6"}
+
+
+def test_a_v1_job_keeps_the_header_its_bootstrap_was_written_for(tmp_path: Path) -> None:
+    job = tmp_path / "old.toml"
+    job.write_text('userdata_version = "v1"\n' + (JOBS_DIR / "example.toml").read_text().replace(
+        "[run]\n", '[run]\ntrainer_package = "spot-trainer==0.1.0"\n'))
+    text = user_data_text(synth(str(job), tmp_path / "out"))
+    assert "SPOT_KEEP_CHECKPOINTS=" in text
+    assert not [name for name in MULTI_NODE_HEADER if name in text]
 
 
 def test_parameters_are_grouped_in_the_order_a_person_thinks(example: Synthesized) -> None:
@@ -228,10 +323,14 @@ def test_cdk_nag_has_no_unacknowledged_finding_and_each_has_a_reason(
     assert nag["suppressedViolations"] and all(len(s["reason"]) > 20 for s in nag["suppressedViolations"])
 
 
+def cfn_lint(template: Path) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).parent / "cfn-lint"), str(template)]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("job", JOBS)
 def test_cfn_lint_is_clean(synthesized: dict[str, Synthesized], job: str) -> None:
-    path = next(synthesized[job].outdir.glob("*.template.json"))
-    result = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), str(path)], capture_output=True, text=True)
+    result = cfn_lint(next(synthesized[job].outdir.glob("*.template.json")))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
