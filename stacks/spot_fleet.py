@@ -52,11 +52,11 @@ class SpotFleet(Construct):
         placement: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        tags = [CfnTag(key="spot-trainer:job", value=job),
-                CfnTag(key="spot-trainer:userdata-version", value=userdata_version)]
-        # One AZ, close together: the network gives the group a single subnet when this is set.
+        job_tag = CfnTag(key="spot-trainer:job", value=job)
+        tags = [job_tag, CfnTag(key="spot-trainer:userdata-version", value=userdata_version)]
+        # Nodes close together in one AZ: the network gives the group a single subnet when this is set.
         self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy=placement,
-                                                     tags=tags[:1]) if placement else None
+                                                     tags=[job_tag]) if placement else None
         has_key = CfnCondition(self, "KeyPairGiven", expression=Fn.condition_not(
             Fn.condition_equals(params.key_pair.value_as_string, "")))
         self.launch_template = ec2.CfnLaunchTemplate(
