@@ -1,0 +1,69 @@
+"""The `s3` rendezvous handler for torchrun, and its registration.
+
+`--rdzv-backend=s3 --rdzv-endpoint=<bucket>/<job>` keeps the rendezvous under
+`s3://<bucket>/<job>/rendezvous/<rdzv id>/`. torchrun finds the handler through the
+`torchrun.handlers` entry point when the package is installed; `register()` does the same for a
+process that runs torchrun in-process (our launcher), installed or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousParameters
+from torch.distributed.elastic.rendezvous.api import rendezvous_handler_registry
+from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
+    DynamicRendezvousHandler,
+    _RendezvousExitOp,
+    create_handler,
+)
+
+from ..storage.s3client import s3_client
+from .s3_backend import S3RendezvousBackend
+from .s3_objects import ConditionalObjects
+from .s3_store import S3Store
+
+BACKEND = "s3"
+
+
+def endpoint_parts(endpoint: str) -> tuple[str, str]:
+    """'bucket/job' (an s3:// prefix is accepted) → (bucket, job)."""
+    bucket, _, prefix = endpoint.removeprefix("s3://").partition("/")
+    if not bucket or not prefix.strip("/"):
+        raise ValueError(f"the s3 rendezvous endpoint must be <bucket>/<job prefix>, got {endpoint!r}")
+    return bucket, prefix.strip("/")
+
+
+class LeavingRendezvousHandler(DynamicRendezvousHandler):
+    """Shutting down leaves the rendezvous instead of closing it.
+
+    torchrun shuts its handler down whenever its workers fail, and torch's handler then *closes* the
+    rendezvous for every node, for good. Here a failure is a lost peer, after which the survivors'
+    agents start torchrun again under the same id: this node must step out, not lock the others out.
+    The job's end is the agents' business (status.json), not the rendezvous'.
+    """
+
+    def _close(self) -> None:
+        self._op_executor.run(_RendezvousExitOp(), self._get_deadline(self._settings.timeout.close))
+
+
+def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
+    bucket, prefix = endpoint_parts(params.endpoint)
+    objects = ConditionalObjects(s3_client(), bucket, f"{prefix}/rendezvous/{params.run_id}")
+    store_timeout = timedelta(seconds=params.get_as_int("store_timeout", 300) or 300)
+    handler = create_handler(S3Store(objects, store_timeout), S3RendezvousBackend(objects), params)
+    handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; only its shutdown differs
+    return handler
+
+
+def handler_factory() -> Callable[[RendezvousParameters], RendezvousHandler]:
+    """What the `torchrun.handlers` entry point names: torch calls it and registers the result."""
+    return create_s3_handler
+
+
+def register() -> None:
+    try:
+        rendezvous_handler_registry.register(BACKEND, create_s3_handler)
+    except ValueError:  # already registered (the entry point got there first): the same handler
+        pass
