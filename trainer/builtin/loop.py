@@ -5,6 +5,10 @@ Exit codes: 0 finished (final checkpoint committed), 75 stopped by SIGTERM/SIGIN
 checkpoint, anything else a failure. Resume order: $RESUME_FROM, else the newest valid checkpoint in
 the checkpoint directory, else a fresh start. Interrupted any number of times, training ends with
 weights bit-identical to an uninterrupted run on the same hardware.
+
+Under torchrun every rank runs this loop (see group.py): the ranks agree on the newest checkpoint
+any of them holds, its holder sends it to the others, and from then on they step, save and stop
+together; rank 0 writes the checkpoints.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from ..storage.local import (
     remove_stale_temps,
 )
 from .data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
+from .group import SOLO, Group, join_group
 from .models import MODEL_NAMES, build_model, compute_loss
 from .state import capture_rng, restore_rng, seed_everything
 
 EX_TEMPFAIL = 75
+EX_PEER_LOST = 76  # under torchrun: a collective failed because a peer died; not this rank's fault
 DEFAULT_WIDTH = {"resnet": 16, "lm": 64}
 LM_HEADS = 4
 
@@ -144,6 +150,8 @@ class Session:
     scaler: torch.amp.GradScaler
     order: BatchOrder
     step: int = 0
+    group: Group = SOLO
+    forward: torch.nn.Module | None = None  # the DDP wrapper of `model` under torchrun
 
     def identity(self) -> dict[str, Any]:
         return {"model": self.args.model, "width": self.args.width, "context": self.args.context}
@@ -157,6 +165,8 @@ class Session:
             "step": self.step,
             "data": self.order.state_dict(),
             "rng": capture_rng(),
+            # Every rank's generators (a collective: all ranks build the state together).
+            **({"rng_ranks": self.group.gather(capture_rng())} if self.group.distributed else {}),
             "identity": self.identity(),
         }
 
@@ -170,7 +180,14 @@ class Session:
         self.scaler.load_state_dict(state["scaler"])
         self.order.load_state_dict(state["data"])
         self.step = int(state["step"])
-        restore_rng(state["rng"])  # last: building the model above drew from the generators
+        self._restore_rng(state)  # last: building the model above drew from the generators
+
+    def _restore_rng(self, state: dict[str, Any]) -> None:
+        ranks = state.get("rng_ranks") or [state["rng"]]
+        if len(ranks) == self.group.world:
+            restore_rng(ranks[self.group.rank])
+        else:  # another world size: a fresh stream per rank, the same whoever resumes at this step
+            seed_everything(hash((self.args.seed, self.step, self.group.rank)) % 2**63)
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -195,15 +212,18 @@ def find_resume_point(checkpoint_dir: Path) -> tuple[Path, dict[str, Any]] | Non
 
 
 def train_one_step(session: Session, dataset: Any, device: torch.device, amp: torch.dtype | None) -> torch.Tensor:
-    inputs, targets = dataset.batch(session.order.next_indices(session.args.batch_size))
+    batch = session.args.batch_size
+    indices = session.group.shard(session.order.next_indices(batch))
+    inputs, targets = dataset.batch(indices)
     if session.args.model == "resnet":
         inputs = augment_images(inputs)
     inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
     session.model.train()
     with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-        loss = compute_loss(session.model, inputs, targets)
+        loss = compute_loss(session.forward or session.model, inputs, targets)
     session.optimizer.zero_grad(set_to_none=True)
-    session.scaler.scale(loss).backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+    weighted = loss * session.group.loss_weight(len(indices), batch) if session.group.distributed else loss
+    session.scaler.scale(weighted).backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     session.scaler.step(session.optimizer)
     session.scaler.update()
     session.scheduler.step()
@@ -211,14 +231,17 @@ def train_one_step(session: Session, dataset: Any, device: torch.device, amp: to
     return loss
 
 
-def run(args: argparse.Namespace, stop: StopFlag) -> int:
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def run(args: argparse.Namespace, stop: StopFlag, group: Group = SOLO) -> int:
+    device = group.device()
     if device.type == "cuda":  # CPU kernels are already deterministic; this mode slows them tenfold
         torch.use_deterministic_algorithms(True, warn_only=True)
     seed_everything(args.seed)
     dataset = load_dataset(args.model, args.data, args.seed, args.context, args.data_cache or default_cache_dir())
     if len(dataset) < args.batch_size:
         raise TrainError(f"--batch-size {args.batch_size} is larger than the data set ({len(dataset)} samples)")
+    if args.batch_size < group.world:
+        raise TrainError(f"--batch-size {args.batch_size} is the global batch: it must be at least the world "
+                         f"size ({group.world}) so that every rank gets a sample")
     model = build_model(args.model, args.width, args.context).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     amp = autocast_dtype(args.precision, device)
@@ -226,8 +249,12 @@ def run(args: argparse.Namespace, stop: StopFlag) -> int:
         args, model, optimizer,
         torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(args.warmup_steps, args.steps)),
         torch.amp.GradScaler(device.type, enabled=amp == torch.float16),
-        BatchOrder(len(dataset), args.seed),
+        BatchOrder(len(dataset), args.seed), group=group,
     )
+    if group.distributed:
+        session.forward = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+        seed_everything(hash((args.seed, 0, group.rank)) % 2**63)  # each rank its own augmentations
     checkpoint_dir = Path(args.checkpoint_dir)
     try:  # an unusable place fails now, not after training
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -236,7 +263,7 @@ def run(args: argparse.Namespace, stop: StopFlag) -> int:
                          f"({error.strerror or error})") from None
     remove_stale_temps(checkpoint_dir)
     saved_step: int | None = None
-    resume = find_resume_point(checkpoint_dir)
+    resume = agree_on_resume_point(group, find_resume_point(checkpoint_dir))
     if resume is not None:
         session.load_state_dict(resume[1], resume[0])
         saved_step = session.step if resume[0].parent.resolve() == checkpoint_dir.resolve() else None
@@ -249,8 +276,8 @@ def run(args: argparse.Namespace, stop: StopFlag) -> int:
     last_save = time.monotonic()
     window_start, window_steps = time.perf_counter(), 0
     while session.step < args.steps:
-        if stop.signal_name is not None:
-            return emergency_stop(session, store, saved_step, stop.signal_name)
+        if group.any(stop.signal_name is not None):
+            return emergency_stop(session, store, saved_step, stop.signal_name or "a peer's stop request")
         step_started = time.perf_counter()
         loss = train_one_step(session, dataset, device, amp)
         time.sleep(max(0.0, args.min_step_seconds - (time.perf_counter() - step_started)))
@@ -260,14 +287,33 @@ def run(args: argparse.Namespace, stop: StopFlag) -> int:
             emit("step", step=session.step, loss=round(loss.item(), 6),
                  samples_per_s=round(window_steps * args.batch_size / max(elapsed, 1e-9), 2))
             window_start, window_steps = time.perf_counter(), 0
-        if checkpoint_due(args, session.step, last_save):
-            store.save(session.step, session.state_dict())
+        if group.any(checkpoint_due(args, session.step, last_save)):
+            state = session.state_dict()
+            if group.writer:
+                store.save(session.step, state)
             saved_step, last_save = session.step, time.monotonic()
     if saved_step != session.step:
-        store.save_now(session.step, session.state_dict())
+        state = session.state_dict()
+        if group.writer:
+            store.save_now(session.step, state)
     store.close()
+    group.barrier()  # the others finish only once rank 0's last checkpoint is committed
     emit("done", step=session.step)
     return 0
+
+
+def agree_on_resume_point(
+    group: Group, local: tuple[Path, dict[str, Any]] | None
+) -> tuple[Path, dict[str, Any]] | None:
+    """Every rank resumes from the newest checkpoint any rank holds, sent by the lowest rank that
+    holds it: a node that just joined, or one whose disk is behind, loses nothing."""
+    if not group.distributed:
+        return local
+    step, holder = group.max_int(int(local[1]["step"]) if local else -1)
+    if step < 0:
+        return None
+    path, state = group.broadcast((str(local[0]), local[1]) if group.rank == holder and local else None, holder)
+    return Path(path), state
 
 
 def checkpoint_due(args: argparse.Namespace, step: int, last_save: float) -> bool:
@@ -277,7 +323,8 @@ def checkpoint_due(args: argparse.Namespace, step: int, last_save: float) -> boo
 
 
 def emergency_stop(session: Session, store: AsyncCheckpointer, saved_step: int | None, signal_name: str) -> int:
-    """Stop at this step boundary: finish the save in flight, save this step synchronously, exit 75."""
+    """Stop at this step boundary: finish the save in flight, save this step synchronously, exit 75.
+    Under torchrun every rank stops at the same step; rank 0 saves and the others wait for it."""
     say(f"{signal_name} received: saving step {session.step} before exiting")
     started = time.perf_counter()
     try:
@@ -285,12 +332,17 @@ def emergency_stop(session: Session, store: AsyncCheckpointer, saved_step: int |
     except CheckpointError as error:  # the periodic save failed; the emergency one may still succeed
         say(f"warning: {error}")
         saved_step = None
-    if saved_step == session.step and store.last_committed is not None:
-        path = store.last_committed
-    else:
-        path = store.save_now(session.step, session.state_dict())
-    emit("emergency_checkpoint", step=session.step, path=str(path), signal=signal_name,
-         stall_s=round(time.perf_counter() - started, 6))
+    path: Path | None = store.last_committed
+    # Decided together: building the state is a collective, and only rank 0 knows its own saves.
+    if session.group.any(saved_step != session.step or (session.group.writer and path is None)):
+        state = session.state_dict()
+        path = store.save_now(session.step, state) if session.group.writer else None
+    if session.group.distributed:
+        emit("group_stop", step=session.step, rank=session.group.rank)
+        session.group.barrier()
+    if session.group.writer:
+        emit("emergency_checkpoint", step=session.step, path=str(path), signal=signal_name,
+             stall_s=round(time.perf_counter() - started, 6))
     return EX_TEMPFAIL
 
 
@@ -299,11 +351,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     stop = StopFlag()
     stop.install()
+    group = join_group()
     try:
-        return run(args, stop)
+        return run(args, stop, group)
     except (TrainError, DataError, CheckpointError, OSError) as error:
         say(f"error: {error}")
         return 1
+    except RuntimeError as error:  # a collective failed: a peer is gone, and the world re-forms
+        if not group.distributed:
+            raise
+        emit("peer_lost", rank=group.rank, reason=str(error).splitlines()[0][:300])
+        say(f"error: lost a peer at a collective: {str(error).splitlines()[0][:300]}")
+        return EX_PEER_LOST
+    finally:
+        group.close()
 
 
 if __name__ == "__main__":
