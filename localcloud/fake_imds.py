@@ -40,8 +40,10 @@ class FakeImds:
         region: str = "us-east-1",
         port: int = 0,
         instance_type: str = "g5.xlarge",
+        local_ipv4: str = "127.0.0.1",
     ) -> None:
         self.instance_id, self.region, self.instance_type = instance_id, region, instance_type
+        self.local_ipv4 = local_ipv4  # each node of a multi-node job gets its own loopback address
         self.port = port
         self._lock = threading.Lock()
         self._tokens: dict[str, float] = {}
@@ -109,6 +111,7 @@ class FakeImds:
             documents: dict[str, object] = {
                 "/latest/meta-data/instance-id": self.instance_id,
                 "/latest/meta-data/instance-type": self.instance_type,
+                "/latest/meta-data/local-ipv4": self.local_ipv4,
                 "/latest/meta-data/placement/region": self.region,
                 "/latest/meta-data/placement/availability-zone": self.region + "a",
                 "/latest/meta-data/autoscaling/target-lifecycle-state": self._lifecycle,

@@ -119,6 +119,16 @@ class AgentProcess:
                 pass
         self.process.wait(timeout=10)
 
+    def freeze(self) -> None:
+        """SIGSTOP the agent and everything below it: a node that goes silent without closing a
+        socket, as a power-off does."""
+        assert self.process is not None
+        for pid in [self.process.pid, *descendants(self.process.pid)]:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.kill_tree()

@@ -69,7 +69,7 @@ def offenders(package: str, forbidden: tuple[str, ...], *, allow: tuple[str, ...
 
 
 def test_the_rooms_exist_with_their_contract_written_down() -> None:
-    for room in ("agent", "storage", "builtin", "integrations"):
+    for room in ("agent", "storage", "builtin", "integrations", "distributed"):
         init = ROOT / "trainer" / room / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and "import" in doc, f"trainer/{room}/__init__.py must say what it owns and may import"
@@ -86,7 +86,13 @@ def test_storage_knows_nothing_of_the_agent_the_program_or_torch_but_the_local_s
 
 
 def test_the_agent_never_imports_the_training_program_or_torch() -> None:
-    assert offenders("trainer.agent", ("trainer.builtin", "trainer.storage.local", "torch", "numpy")) == []
+    assert offenders("trainer.agent", ("trainer.builtin", "trainer.storage.local", "trainer.distributed",
+                                       "torch", "numpy")) == []
+
+
+def test_the_rendezvous_knows_nothing_of_the_agent_or_the_program() -> None:
+    # The agent starts it as a process (torchrun); the training program meets it only as a torch world.
+    assert offenders("trainer.distributed", ("trainer.agent", "trainer.builtin", "trainer.storage.local")) == []
 
 
 def test_the_product_never_imports_the_stand_ins_or_the_tests() -> None:

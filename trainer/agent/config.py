@@ -45,6 +45,13 @@ class AgentConfig:
     # Warn when the command has saved nothing recognisable by then. Not an SPOT_* setting yet: every
     # setting is written by the user data, and v1 stays as it is.
     checkpoint_warn_seconds: float = 1800.0
+    # Several nodes as one (torchrun elastic): training goes on while at least min_nodes are alive.
+    distributed: bool = False
+    min_nodes: int = 1
+    max_nodes: int = 1
+    procs_per_node: int = 1  # one worker per GPU; single-GPU spot nodes by default
+    local_addr: str = ""  # this node's address for its peers; default: IMDS local-ipv4
+    rdzv_last_call_seconds: float = 15.0  # after min_nodes joined, how long a round waits for more
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -71,6 +78,12 @@ ENV_NAMES: dict[str, str] = {
     "SPOT_LIFECYCLE_HOOK": "lifecycle_hook",
     "SPOT_STATUS_INTERVAL": "status_interval_seconds",
     "SPOT_BOOTSTRAP_LOG": "bootstrap_log",
+    "SPOT_DISTRIBUTED": "distributed",
+    "SPOT_MIN_NODES": "min_nodes",
+    "SPOT_MAX_NODES": "max_nodes",
+    "SPOT_PROCS_PER_NODE": "procs_per_node",
+    "SPOT_LOCAL_ADDR": "local_addr",
+    "SPOT_RDZV_LAST_CALL_SECONDS": "rdzv_last_call_seconds",
 }
 REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")
 
@@ -155,10 +168,14 @@ def check_config(config: AgentConfig) -> None:
          config.lease_ttl_seconds > 2 * config.poll_seconds),
         ("SPOT_KEEP_CHECKPOINTS", config.keep_checkpoints, config.keep_checkpoints >= 1),
         ("SPOT_STATUS_INTERVAL", config.status_interval_seconds, config.status_interval_seconds > 0),
+        ("SPOT_MIN_NODES", config.min_nodes, not config.distributed or 1 <= config.min_nodes <= config.max_nodes),
+        ("SPOT_PROCS_PER_NODE", config.procs_per_node, config.procs_per_node >= 1),
+        ("SPOT_RDZV_LAST_CALL_SECONDS", config.rdzv_last_call_seconds, config.rdzv_last_call_seconds >= 0),
     ]
     for name, value, ok in checks:
         if not ok:
-            hint = " (must exceed twice SPOT_POLL_SECONDS)" if name == "SPOT_LEASE_TTL_SECONDS" else ""
+            hint = {"SPOT_LEASE_TTL_SECONDS": " (must exceed twice SPOT_POLL_SECONDS)",
+                    "SPOT_MIN_NODES": f" (1 to SPOT_MAX_NODES={config.max_nodes})"}.get(name, "")
             raise ConfigError(f"{name}={value!r} is out of range{hint}")
     if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
         raise ConfigError(f"SPOT_WORKDIR={config.workdir!r} is not a directory")

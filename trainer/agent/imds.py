@@ -63,6 +63,9 @@ class ImdsClient:
     def instance_id(self) -> str:
         return self._require("/latest/meta-data/instance-id")
 
+    def local_ipv4(self) -> str:
+        return self._require("/latest/meta-data/local-ipv4")
+
     def region(self) -> str:
         return self._require("/latest/meta-data/placement/region")
 

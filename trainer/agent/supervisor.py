@@ -32,7 +32,9 @@ from .own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
 from .save_watch import SaveWatch
 from .status import JobStatus, StatusReporter
 from .telemetry import RunTelemetry
+from .torchrun import torchrun_argv, worker_argv
 
+SINGLE_NODE_ENV = {"NODE_RANK": "0", "NNODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 IMDS_BACKOFF_SECONDS = 30.0
 
@@ -77,6 +79,8 @@ class Agent:
     def run(self) -> int:
         self.log(f"agent on {self.instance_id} for job {self.config.job} (s3://{self.config.bucket})")
         self._forward_bootstrap_log()
+        if self.config.distributed:  # every node trains: the rendezvous and step fencing replace the lease
+            return self._run_holding_lease()
         if not self._wait_for_lease():
             self.log("stopped while waiting for the job lease; nothing to do")
             self._own_group().release()  # a standby chosen for scale-in has nothing to save
@@ -98,7 +102,7 @@ class Agent:
         self.telemetry.event("start", attempt=reporter.status.attempt + 1)
         resume_from, remote_step = self._restore()
         uploader = CheckpointUploader(
-            lambda path, step: store.upload(path, step, lease=self.clients.lease),
+            lambda path, step: store.upload(path, step, lease=None if self.config.distributed else self.clients.lease),
             self.telemetry.uploaded,
             uploaded_step=remote_step,
             log=self.log,
@@ -161,6 +165,7 @@ class Agent:
         while True:
             reporter = self._require_reporter()
             reporter.update(state=states.TRAINING, attempt=reporter.status.attempt + 1, reason="")
+            step_at_start = reporter.status.step or 0
             command = self._start_command(resume_from)
             watch = self._save_watch().start(resumed=resume_from is not None)
             try:
@@ -176,7 +181,17 @@ class Agent:
                 # SIGTERM must not end the job. If it had really finished, the next run confirms DONE.
                 return self._interrupted(outcome, newest)
             if code == 0:
+                if self.config.distributed:  # rank 0 may have written on another node
+                    newest = self.clients.store.latest_step()
                 return self._done(newest)
+            if self.config.distributed and (reporter.status.step or 0) > step_at_start:
+                # The world lost a node after training a while: a new round, not a broken command.
+                failures = 0
+                self.telemetry.event("reform", exit_code=code, step=reporter.status.step)
+                self.log(f"torchrun exited with code {code} after progress (a peer left or died): "
+                         "joining the next round")
+                resume_from = self._catch_up(uploader)
+                continue
             failures += 1
             reason = f"command exited with code {code}" + (
                 f": {command.last_stderr_line}" if command.last_stderr_line else ""
@@ -191,6 +206,27 @@ class Agent:
             local = self._newest_local(writer_done=True)
             resume_from = local[1] if local else resume_from
             self._prepare_directory(resume_from)
+
+    def _catch_up(self, uploader: CheckpointUploader) -> Path | None:
+        """Before this node joins a new round, its disk gets the newest checkpoint in S3: the last
+        round's writer may have been another node. When the world stopped together to save, wait
+        (up to the grace period) for that checkpoint to reach S3, so the round loses no step."""
+        directory, store = Path(self.config.checkpoint_dir), self.clients.store
+        target, deadline = self.telemetry.group_stop_step, time.monotonic() + self.config.grace_seconds
+        while True:
+            remote, local = store.latest_step(), self._newest_local(writer_done=True)
+            have = max(remote if remote is not None else -1, local[0] if local else -1)
+            if target is None or have >= target or time.monotonic() >= deadline:
+                break
+            if self.stop_requested.wait(self.config.poll_seconds):
+                break
+        if remote is not None and (local is None or remote > local[0]):
+            if (restored := store.restore_at_or_below(directory, remote)) is not None:
+                uploader.already_in_s3(layouts.step_of(restored) or 0)
+                self.log(f"fetched {restored.name} from S3 for the next round")
+                self._prepare_directory(restored)
+                return restored
+        return local[1] if local else None
 
     def _prepare_directory(self, resume_from: Path | None) -> None:
         """What a dead writer left half-written goes aside, so the framework resumes from `resume_from`."""
@@ -220,7 +256,9 @@ class Agent:
 
     def _start_command(self, resume_from: Path | None) -> CommandProcess:
         config = self.config
-        if self._builtin:
+        if config.distributed:
+            argv = torchrun_argv(config, self._local_addr(), worker_argv(config, shlex.split(config.train_args)))
+        elif self._builtin:
             argv = runtime_argv("train", *shlex.split(config.train_args))
         else:
             argv = ["/bin/bash", "-c", config.command]
@@ -231,10 +269,8 @@ class Agent:
             "RESUME_FROM": str(resume_from.resolve()) if resume_from else "",
             "JOB_NAME": config.job,
             "JOB_ATTEMPT": str(self._require_reporter().status.attempt),
-            "NODE_RANK": "0",
-            "NNODES": "1",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": "29500",
+            # Several nodes: torchrun gives each rank RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT.
+            **({} if config.distributed else SINGLE_NODE_ENV),
         }
         self.log(f"starting {'the built-in trainer' if self._builtin else config.command!r}"
                  f" (attempt {env['JOB_ATTEMPT']}, resume from {env['RESUME_FROM'] or 'scratch'})")
@@ -252,7 +288,7 @@ class Agent:
             if code is not None:
                 return "exited", code
             reason = self._notice() or ("agent asked to stop" if self.stop_requested.is_set() else None)
-            if self._require_keeper().lost.is_set():
+            if self._keeper is not None and self._keeper.lost.is_set():
                 self._stop_command(command)
                 return "lost-lease", -1
             if reason:
@@ -338,9 +374,10 @@ class Agent:
         return None
 
     # ---- small accessors ----------------------------------------------------------------------
-    def _require_keeper(self) -> LeaseKeeper:
-        assert self._keeper is not None, "the keeper starts once the lease is held"
-        return self._keeper
+    def _local_addr(self) -> str:
+        """The address peers reach this node at: the instance's private IPv4 (each loopback address
+        of its own in the local spot cloud)."""
+        return self.config.local_addr or self.clients.imds.local_ipv4()
 
     def _require_reporter(self) -> StatusReporter:
         assert self.telemetry.reporter is not None, "status is created once the lease is held"

@@ -30,6 +30,7 @@ class RunTelemetry:
     cloud: CloudWatchSink | None
     reporter: StatusReporter | None = None  # set once the lease is held
     _last_metric: float = 0.0
+    group_stop_step: int | None = None  # several nodes: the step at which the world last stopped to save
 
     def log(self, line: str) -> None:
         print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
@@ -64,6 +65,8 @@ class RunTelemetry:
             return
         if isinstance(event, dict) and event.get("event") == "step":
             self._progress(event)
+        elif isinstance(event, dict) and event.get("event") == "group_stop" and isinstance(event.get("step"), int):
+            self.group_stop_step = max(event["step"], self.group_stop_step or 0)
 
     def _progress(self, event: dict[str, Any]) -> None:
         self.update(step=event.get("step"), loss=event.get("loss"), samples_per_s=event.get("samples_per_s"))

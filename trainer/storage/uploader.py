@@ -70,6 +70,12 @@ class CheckpointUploader:
             self._cond.notify_all()
             return True
 
+    def already_in_s3(self, step: int) -> None:
+        """`step` came from S3 (another node wrote it): nothing at or below it needs uploading."""
+        with self._cond:
+            self.uploaded_step = max(step, self.uploaded_step or step)
+            self._offered_step = max(step, self._offered_step or step)
+
     def drain(self, timeout: float | None = None) -> bool:
         """Wait for the queued and in-flight uploads; False if `timeout` ran out first."""
         deadline = None if timeout is None else time.monotonic() + timeout

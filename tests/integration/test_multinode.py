@@ -1,0 +1,126 @@
+"""Three nodes train as one under torchrun elastic, with the rendezvous in S3 (moto) and gloo between
+real processes on their own loopback addresses. Losing any node, the one holding rank 0 included,
+costs only that node: the survivors' agents keep running, fetch the newest checkpoint and re-form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+
+from localcloud.fake_imds import FakeImds
+from spot_trainer.storage.remote import RemoteStore
+from tests.integration.agent_runner import AgentProcess, agent_env
+
+STEPS = 60
+TRAIN_ARGS = (f"--model lm --synthetic --steps {STEPS} --width 16 --context 16 --batch-size 12 "
+              "--checkpoint-every-steps 5 --log-every 1 --min-step-seconds 0.15")
+NODES = 3
+
+
+@contextlib.contextmanager
+def cluster(aws_env: dict[str, str], bucket: str, job: str, root: Path,
+            **settings: str) -> Iterator[list[AgentProcess]]:
+    """NODES agents, each with its own IMDS (its own 127.0.0.x address) and checkpoint disk."""
+    with contextlib.ExitStack() as stack:
+        agents = []
+        for node in range(1, NODES + 1):
+            imds = stack.enter_context(FakeImds(instance_id=f"i-node{node}", local_ipv4=f"127.0.0.{node}"))
+            env = agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=root / f"node{node}",
+                            imds_url=imds.url, instance_id=f"i-node{node}", command="builtin",
+                            train_args=TRAIN_ARGS, distributed="true", min_nodes="2", max_nodes=str(NODES),
+                            rdzv_last_call_seconds="2", grace_seconds="30", **settings)
+            env["OMP_NUM_THREADS"] = "1"
+            agent = AgentProcess(env).start()
+            agent.imds = imds  # type: ignore[attr-defined]
+            agents.append(agent)
+        try:
+            yield agents
+        finally:
+            for agent in agents:
+                agent.stop()
+
+
+def job_store(aws_env: dict[str, str], bucket: str, job: str) -> RemoteStore:
+    return RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
+
+
+def train_a_while(agents: list[AgentProcess], step: int = 12) -> None:
+    agents[0].wait_for(lambda: any(e["step"] >= step for e in agents[0].events("step")), timeout=120,
+                       what=f"step {step}")
+
+
+def writer(agents: list[AgentProcess]) -> AgentProcess:
+    """The node whose rank 0 writes checkpoints (it prints the built-in trainer's checkpoint events)."""
+    found = [agent for agent in agents if agent.events("checkpoint")]
+    assert len(found) == 1, [len(a.events("checkpoint")) for a in agents]
+    return found[0]
+
+
+def test_hard_kill_of_the_rank_zero_node_costs_only_that_node(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    job = f"multi-{bucket[-8:]}"
+    with cluster(aws_env, bucket, job, tmp_path) as agents:
+        train_a_while(agents)
+        doomed = writer(agents)
+        survivors = [agent for agent in agents if agent is not doomed]
+        doomed.kill_tree()  # a power-off of the node that held rank 0 and the round's TCP store
+        for agent in survivors:
+            assert agent.wait(timeout=240) == 0, agent.text()
+    store = job_store(aws_env, bucket, job)
+    assert store.latest_step() == STEPS
+    assert store.get_json("status.json")["state"] == "DONE"
+    for agent in survivors:
+        steps = [e["step"] for e in agent.events("step")]
+        assert steps[-1] == STEPS
+        resumed = [e["step"] for e in agent.events("resumed")]
+        assert resumed and resumed[-1] > 0, "the survivors resumed from a checkpoint, not from scratch"
+        assert any("joining the next round" in line for line in agent.lines), agent.text()
+
+
+def test_a_notice_on_a_non_writer_node_loses_no_completed_step(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    job = f"multi-notice-{bucket[-8:]}"
+    with cluster(aws_env, bucket, job, tmp_path) as agents:
+        train_a_while(agents)
+        notified = next(agent for agent in agents if agent is not writer(agents))
+        notified.imds.announce_interruption(in_seconds=120)  # type: ignore[attr-defined]
+        assert notified.wait(timeout=120) == 0, notified.text()
+        survivors = [agent for agent in agents if agent is not notified]
+        for agent in survivors:
+            assert agent.wait(timeout=240) == 0, agent.text()
+    (stopped_at,) = {e["step"] for e in notified.events("group_stop")}
+    for agent in survivors:
+        # Every rank stopped at the same step, rank 0 saved it, and the next round began right there.
+        assert [e["step"] for e in agent.events("group_stop")] == [stopped_at]
+        assert [e["step"] for e in agent.events("resumed")] == [stopped_at], agent.text()
+    store = job_store(aws_env, bucket, job)
+    assert store.latest_step() == STEPS
+    interruptions = [e for e in store.events() if e["kind"] == "interruption"]
+    assert [e["reason"] for e in interruptions] == ["spot interruption notice"]
+
+
+def test_a_node_that_goes_silent_is_given_up_within_the_collective_timeout(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """A power-off closes no socket: the survivors notice only because the collective times out."""
+    job = f"multi-silent-{bucket[-8:]}"
+    timeout = 8.0
+    with cluster(aws_env, bucket, job, tmp_path, collective_timeout=str(int(timeout))) as agents:
+        train_a_while(agents)
+        frozen = next(agent for agent in agents if agent is not writer(agents))
+        frozen.freeze()
+        frozen_at = time.monotonic()
+        survivors = [agent for agent in agents if agent is not frozen]
+        for agent in survivors:
+            agent.wait_for(lambda agent=agent: bool(agent.events("peer_lost")), timeout=60, what="peer lost")
+            noticed = agent.first_time(lambda line: '"peer_lost"' in line)
+            assert noticed is not None and noticed - frozen_at < timeout + 5
+        for agent in survivors:
+            assert agent.wait(timeout=240) == 0, agent.text()
