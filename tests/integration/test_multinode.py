@@ -6,6 +6,7 @@ costs only that node: the survivors' agents keep running, fetch the newest check
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,26 +23,44 @@ TRAIN_ARGS = (f"--model lm --synthetic --steps {STEPS} --width 16 --context 16 -
 NODES = 3
 
 
+@dataclass
+class Cluster:
+    """Agents of one job, each with its own IMDS (its own 127.0.0.x address) and checkpoint disk."""
+
+    aws_env: dict[str, str]
+    bucket: str
+    job: str
+    root: Path
+    stack: contextlib.ExitStack
+    settings: dict[str, str]
+    agents: list[AgentProcess] = field(default_factory=list)
+
+    def add(self) -> AgentProcess:
+        node = len(self.agents) + 1
+        imds = self.stack.enter_context(FakeImds(instance_id=f"i-node{node}", local_ipv4=f"127.0.0.{node}"))
+        env = agent_env(self.aws_env, bucket=self.bucket, job=self.job, checkpoint_dir=self.root / f"node{node}",
+                        imds_url=imds.url, instance_id=f"i-node{node}", command=self.settings.pop("command", "builtin"),
+                        train_args=TRAIN_ARGS, distributed="true", min_nodes="2", max_nodes=str(NODES),
+                        rdzv_last_call_seconds="2", grace_seconds="30", **self.settings)
+        env["OMP_NUM_THREADS"] = "1"
+        agent = AgentProcess(env).start()
+        agent.imds = imds  # type: ignore[attr-defined]
+        self.agents.append(agent)
+        return agent
+
+
 @contextlib.contextmanager
-def cluster(aws_env: dict[str, str], bucket: str, job: str, root: Path,
-            **settings: str) -> Iterator[list[AgentProcess]]:
-    """NODES agents, each with its own IMDS (its own 127.0.0.x address) and checkpoint disk."""
+def cluster(aws_env: dict[str, str], bucket: str, job: str, root: Path, *, nodes: int = NODES,
+            **settings: str) -> Iterator[Cluster]:
+    """`nodes` agents started at once; a test may add more."""
     with contextlib.ExitStack() as stack:
-        agents = []
-        for node in range(1, NODES + 1):
-            imds = stack.enter_context(FakeImds(instance_id=f"i-node{node}", local_ipv4=f"127.0.0.{node}"))
-            env = agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=root / f"node{node}",
-                            imds_url=imds.url, instance_id=f"i-node{node}", command="builtin",
-                            train_args=TRAIN_ARGS, distributed="true", min_nodes="2", max_nodes=str(NODES),
-                            rdzv_last_call_seconds="2", grace_seconds="30", **settings)
-            env["OMP_NUM_THREADS"] = "1"
-            agent = AgentProcess(env).start()
-            agent.imds = imds  # type: ignore[attr-defined]
-            agents.append(agent)
+        group = Cluster(aws_env, bucket, job, root, stack, settings)
+        for _ in range(nodes):
+            group.add()
         try:
-            yield agents
+            yield group
         finally:
-            for agent in agents:
+            for agent in group.agents:
                 agent.stop()
 
 
@@ -65,7 +84,8 @@ def test_hard_kill_of_the_rank_zero_node_costs_only_that_node(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
     job = f"multi-{bucket[-8:]}"
-    with cluster(aws_env, bucket, job, tmp_path) as agents:
+    with cluster(aws_env, bucket, job, tmp_path) as group:
+        agents = group.agents
         train_a_while(agents)
         doomed = writer(agents)
         survivors = [agent for agent in agents if agent is not doomed]
@@ -87,7 +107,8 @@ def test_a_notice_on_a_non_writer_node_loses_no_completed_step(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
     job = f"multi-notice-{bucket[-8:]}"
-    with cluster(aws_env, bucket, job, tmp_path) as agents:
+    with cluster(aws_env, bucket, job, tmp_path) as group:
+        agents = group.agents
         train_a_while(agents)
         notified = next(agent for agent in agents if agent is not writer(agents))
         notified.imds.announce_interruption(in_seconds=120)  # type: ignore[attr-defined]
@@ -112,7 +133,8 @@ def test_a_node_that_goes_silent_is_given_up_within_the_collective_timeout(
     """A power-off closes no socket: the survivors notice only because the collective times out."""
     job = f"multi-silent-{bucket[-8:]}"
     timeout = 8.0
-    with cluster(aws_env, bucket, job, tmp_path, collective_timeout=str(int(timeout))) as agents:
+    with cluster(aws_env, bucket, job, tmp_path, collective_timeout=str(int(timeout))) as group:
+        agents = group.agents
         train_a_while(agents)
         frozen = next(agent for agent in agents if agent is not writer(agents))
         frozen.freeze()
@@ -124,3 +146,21 @@ def test_a_node_that_goes_silent_is_given_up_within_the_collective_timeout(
             assert noticed is not None and noticed - frozen_at < timeout + 5
         for agent in survivors:
             assert agent.wait(timeout=240) == 0, agent.text()
+
+
+def test_a_replacement_joins_the_next_round_and_no_step_is_lost(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    job = f"multi-join-{bucket[-8:]}"
+    with cluster(aws_env, bucket, job, tmp_path, nodes=2) as group:
+        agents = group.agents
+        train_a_while(agents)
+        joined = group.add()
+        for agent in agents:
+            assert agent.wait(timeout=240) == 0, agent.text()
+    first, second = agents[0], agents[1]
+    (stopped_at,) = {e["step"] for e in first.events("group_stop")}  # the two stopped together to let it in
+    assert {e["step"] for e in second.events("group_stop")} == {stopped_at}
+    assert [e["step"] for e in joined.events("resumed")] == [stopped_at], joined.text()
+    assert [e["step"] for e in joined.events("step")][-1] == STEPS
+    assert job_store(aws_env, bucket, job).latest_step() == STEPS

@@ -4,6 +4,7 @@ installed (a wheel on an instance, or the runtime on PYTHONPATH in the local spo
 
 from __future__ import annotations
 
+import os
 import sys
 
 from torch.distributed import run as torchrun
@@ -12,6 +13,10 @@ from .handler import register
 
 
 def main(argv: list[str] | None = None) -> None:
+    # torch shares one TCP store across rounds, hosted by whoever was rank 0 when it began, and skips
+    # publishing its address again while that node lives: a node that joins later, or a new rank 0,
+    # then waits for an address nobody writes. Each round publishes its own address instead.
+    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     register()
     torchrun.main(argv if argv is not None else sys.argv[1:])
 
