@@ -6,9 +6,9 @@ costs only that node: the survivors' agents keep running, fetch the newest check
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import boto3
