@@ -38,10 +38,10 @@ class Cluster:
     def add(self) -> AgentProcess:
         node = len(self.agents) + 1
         imds = self.stack.enter_context(FakeImds(instance_id=f"i-node{node}", local_ipv4=f"127.0.0.{node}"))
+        settings = {"command": "builtin", "train_args": TRAIN_ARGS, "distributed": "true", "min_nodes": "2",
+                    "max_nodes": str(NODES), "rdzv_last_call_seconds": "2", "grace_seconds": "30", **self.settings}
         env = agent_env(self.aws_env, bucket=self.bucket, job=self.job, checkpoint_dir=self.root / f"node{node}",
-                        imds_url=imds.url, instance_id=f"i-node{node}", command=self.settings.pop("command", "builtin"),
-                        train_args=TRAIN_ARGS, distributed="true", min_nodes="2", max_nodes=str(NODES),
-                        rdzv_last_call_seconds="2", grace_seconds="30", **self.settings)
+                        imds_url=imds.url, instance_id=f"i-node{node}", **settings)
         env["OMP_NUM_THREADS"] = "1"
         agent = AgentProcess(env).start()
         agent.imds = imds  # type: ignore[attr-defined]
@@ -164,3 +164,20 @@ def test_a_replacement_joins_the_next_round_and_no_step_is_lost(
     assert [e["step"] for e in joined.events("resumed")] == [stopped_at], joined.text()
     assert [e["step"] for e in joined.events("step")][-1] == STEPS
     assert job_store(aws_env, bucket, job).latest_step() == STEPS
+
+
+def test_an_own_command_runs_once_per_rank_with_torchruns_environment(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    report = ('echo "{\\"event\\": \\"env\\", \\"rank\\": $RANK, \\"world\\": $WORLD_SIZE, '
+              '\\"local_rank\\": $LOCAL_RANK, \\"master\\": \\"$MASTER_ADDR:$MASTER_PORT\\"}"')
+    job = f"multi-own-{bucket[-8:]}"
+    with cluster(aws_env, bucket, job, tmp_path, nodes=2, command=report, min_nodes="2",
+                 max_nodes="2") as group:
+        for agent in group.agents:
+            assert agent.wait(timeout=120) == 0, agent.text()
+    seen = [event for agent in group.agents for event in agent.events("env")]
+    assert sorted(e["rank"] for e in seen) == [0, 1]
+    assert {(e["world"], e["local_rank"]) for e in seen} == {(2, 0)}
+    assert len({e["master"] for e in seen}) == 1, "both ranks meet at rank 0's address"
+    assert job_store(aws_env, bucket, job).get_json("status.json")["state"] == "DONE"
