@@ -27,6 +27,7 @@ AGENT_TUNING = {
     "SPOT_POLL_SECONDS": "0.5",
     "SPOT_LEASE_TTL_SECONDS": "12",
     "SPOT_STATUS_INTERVAL": "1",
+    "SPOT_RDZV_LAST_CALL_SECONDS": "3",  # several nodes: a round waits 3 s for late joiners, not 15
     "SPOT_RESTART_SEC": "1",
     "SPOT_RETRY_ATTEMPTS": "3",
     "SPOT_RETRY_BASE_MS": "200",
@@ -41,6 +42,7 @@ class Instance:
     root: Path
     aws_env: dict[str, str]
     settings: dict[str, str] = field(default_factory=dict)  # extra SPOT_* for the agent (tests)
+    local_ipv4: str = "127.0.0.1"  # its own loopback address, so several nodes tell each other apart
     imds: FakeImds | None = None
     bootstrap: subprocess.Popen[bytes] | None = None
     launched_at: float = 0.0
@@ -80,7 +82,8 @@ class Instance:
         """Boot: start the metadata service, then run the user data the way cloud-init does."""
         self.root.mkdir(parents=True, exist_ok=True)
         region = self.aws_env.get("AWS_DEFAULT_REGION", "us-east-1")
-        self.imds = FakeImds(instance_id=self.instance_id, region=region, instance_type=self.instance_type).start()
+        self.imds = FakeImds(instance_id=self.instance_id, region=region, instance_type=self.instance_type,
+                             local_ipv4=self.local_ipv4).start()
         script = self.root.parent / f"{self.instance_id}-user-data.sh"
         script.write_text(user_data)
         with open(self.console, "ab") as console:

@@ -87,7 +87,7 @@ class Player:
                 continue
             root = self.cloud.workdir / "instances" / iid
             instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge", root, self.cloud.aws_env,
-                                self._instance_settings())
+                                self._instance_settings(), local_ipv4=f"127.0.0.{len(self.instances) % 250 + 2}")
             self.instances[iid] = instance.launch(self._launch_template_user_data(member, group))
             self.logs[iid] = TrainingLog(instance.journal)
             self.cloud.log(f"instance {iid} ({instance.instance_type}) launched")

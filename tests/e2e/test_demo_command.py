@@ -27,3 +27,24 @@ def test_demo_finishes_reports_and_leaves_nothing_running(tmp_path: Path) -> Non
     roots = [root for root in (run_dir / "instances").glob("i-*") if root.is_dir()]
     instances = [Instance(root.name, "", root, {}) for root in roots]
     assert len(instances) == 4 and all(instance.processes() == [] for instance in instances)
+
+
+MULTINODE_ARGS = ("--model lm --synthetic --steps 150 --width 16 --context 16 --batch-size 12 "
+                  "--checkpoint-every-steps 10 --log-every 5 --min-step-seconds 0.1")
+
+
+@pytest.mark.slow
+def test_three_nodes_as_one_survive_notices_and_a_hard_kill(tmp_path: Path) -> None:
+    """Every instance its own 127.0.0.x and its own agent; the rendezvous in (moto's) S3."""
+    report_file = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "localcloud", "demo", "--job", "multinode", "--train-args",
+                           MULTINODE_ARGS, "--interruptions", "2", "--hard-kill", "1", "--json", str(report_file)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(report_file.read_text())
+    assert report["state"] == "DONE" and report["steps"] == report["total_steps"] == 150
+    assert report["completed_steps_lost"] == 0
+    run_dir = max((WORK_ROOT / "runs").glob("multinode-*"))
+    roots = [root for root in (run_dir / "instances").glob("i-*") if root.is_dir()]
+    assert len(roots) >= 4, "three nodes, and a replacement for each one lost"
+    assert all(Instance(root.name, "", root, {}).processes() == [] for root in roots)

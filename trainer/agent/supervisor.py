@@ -177,6 +177,8 @@ class Agent:
                 raise AgentError("the job lease was taken over by another agent; stopped training")
             newest = self._settle_uploads(uploader)
             if outcome != "exited":
+                if self.config.distributed and self._finished_by_a_peer():
+                    return self._done_elsewhere()
                 # Even an exit 0 after our stop signal is an interruption: a script that exits 0 on
                 # SIGTERM must not end the job. If it had really finished, the next run confirms DONE.
                 return self._interrupted(outcome, newest)
@@ -327,6 +329,18 @@ class Agent:
         self._require_reporter().update(state=states.DONE)
         self.telemetry.event("done", step=step)
         self._end_job(f"training finished at checkpoint step {step}")
+        return 0
+
+    def _finished_by_a_peer(self) -> bool:
+        """Several nodes finish together, and the first to finish scales the group to zero: the
+        others then get a scale-in notice while their own last step is already done."""
+        status = self.clients.store.get_json(states.STATUS_NAME)
+        return bool(status and status.get("state") == states.DONE)
+
+    def _done_elsewhere(self) -> int:
+        self._require_reporter().update(state=states.DONE)  # ours must not overwrite the peer's DONE
+        self.log("another node finished the job; this one leaves too")
+        self._own_group().release()
         return 0
 
     def _failed(self, reason: str, failures: int) -> int:
