@@ -1,0 +1,106 @@
+"""The s3 rendezvous against moto over HTTP: torch's compare-and-set contract under racing joiners,
+the store torchrun's agents use, and torch's own dynamic rendezvous forming a world through them."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import boto3
+import pytest
+import torch.distributed as dist
+from torch.distributed.elastic.rendezvous import RendezvousParameters
+
+from spot_trainer.distributed.handler import create_s3_handler, endpoint_parts
+from spot_trainer.distributed.s3_backend import S3RendezvousBackend
+from spot_trainer.distributed.s3_objects import ConditionalObjects
+from spot_trainer.distributed.s3_store import S3Store
+
+
+@pytest.fixture
+def objects(aws_env: dict[str, str], bucket: str) -> ConditionalObjects:
+    return ConditionalObjects(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket,
+                              "job/rendezvous/job")
+
+
+def test_compare_and_set_has_exactly_one_winner_per_version(objects: ConditionalObjects) -> None:
+    backend = S3RendezvousBackend(objects)
+    assert backend.get_state() is None
+    state, token, won = backend.set_state(b"first")
+    assert (state, won) == (b"first", True)
+    assert backend.set_state(b"also first") == (b"first", token, False)  # lost: handed the winner's state
+    assert backend.set_state(b"stale", "not-the-etag")[2] is False
+    assert backend.set_state(b"second", token)[:3:2] == (b"second", True)
+    assert backend.get_state()[0] == b"second"
+
+
+def test_racing_joiners_never_lose_an_update(objects: ConditionalObjects) -> None:
+    """Each joiner reads, adds itself and writes conditionally, retrying on a lost race, as torch's
+    dynamic rendezvous does: every one of them ends up in the state exactly once."""
+    backend = S3RendezvousBackend(objects)
+    backend.set_state(b"")
+    joiners, lost_races = 12, []
+
+    def join(name: str) -> None:
+        while True:
+            state, token = backend.get_state()
+            result = backend.set_state(state + name.encode() + b",", token)
+            if result and result[2]:
+                return
+            lost_races.append(name)
+
+    with ThreadPoolExecutor(max_workers=joiners) as pool:
+        list(pool.map(join, [f"node{i}" for i in range(joiners)]))
+    members = backend.get_state()[0].decode().strip(",").split(",")
+    assert sorted(members) == sorted(f"node{i}" for i in range(joiners))
+    assert lost_races, "the joiners raced (a lost conditional write was retried)"
+
+
+def test_store_waits_for_a_key_and_names_it_when_it_never_comes(objects: ConditionalObjects) -> None:
+    store = S3Store(objects, timeout=timedelta(seconds=1))
+    threading.Timer(0.3, store.set, args=("MASTER_ADDR", "10.0.0.7")).start()
+    assert store.get("MASTER_ADDR") == b"10.0.0.7"  # written after the get began
+    with pytest.raises(dist.DistStoreError, match="'MASTER_PORT'"):
+        store.get("MASTER_PORT")
+    prefixed = dist.PrefixStore("torch.rendezvous.job.3", store)  # how torch wraps it per round
+    prefixed.multi_set(["a", "b"], ["1", "2"])
+    assert prefixed.multi_get(["a", "b"]) == [b"1", b"2"] and store.check(["torch.rendezvous.job.3/a"])
+
+
+def test_store_counters_and_compare_set_hold_under_races(objects: ConditionalObjects) -> None:
+    store = S3Store(objects)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda _: store.add("members", 1), range(8)))
+    assert sorted(results) == list(range(1, 9))  # every increment counted once
+    assert store.compare_set("leader", "", "node1") == b"node1"
+    assert store.compare_set("leader", "", "node2") == b"node1"  # taken: the current value comes back
+    assert store.compare_set("leader", "node1", "node3") == b"node3"
+    assert store.delete_key("leader") and not store.check(["leader"]) and store.num_keys() == 1
+
+
+def handler_params(bucket: str, node: int) -> RendezvousParameters:
+    return RendezvousParameters(backend="s3", endpoint=f"{bucket}/job", run_id="job", min_nodes=2, max_nodes=3,
+                                local_addr=f"127.0.0.{node}", last_call_timeout=1, join_timeout=60)
+
+
+def test_torch_forms_one_world_through_it_and_a_leaving_node_does_not_close_it(
+    aws_env: dict[str, str], bucket: str
+) -> None:
+    handlers = [create_s3_handler(handler_params(bucket, node)) for node in (1, 2, 3)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        infos = list(pool.map(lambda handler: handler.next_rendezvous(), handlers))
+    assert sorted(info.rank for info in infos) == [0, 1, 2] and {info.world_size for info in infos} == {3}
+    masters = {(info.bootstrap_store_info.master_addr, info.bootstrap_store_info.master_port) for info in infos}
+    assert len(masters) == 1, "every node meets at the address rank 0 published"
+    assert handlers[0].shutdown()  # torchrun does this when its workers fail
+    replacement = create_s3_handler(handler_params(bucket, 4))  # reads the state afresh (no cache)
+    assert not replacement.is_closed(), "the survivors and a replacement can still form the next round"
+    for handler in handlers[1:]:
+        handler.shutdown()
+
+
+def test_the_endpoint_names_bucket_and_job() -> None:
+    assert endpoint_parts("s3://my-bucket/job-a") == endpoint_parts("my-bucket/job-a/") == ("my-bucket", "job-a")
+    with pytest.raises(ValueError, match="<bucket>/<job prefix>"):
+        endpoint_parts("my-bucket")
