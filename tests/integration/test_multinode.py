@@ -181,3 +181,22 @@ def test_an_own_command_runs_once_per_rank_with_torchruns_environment(
     assert {(e["world"], e["local_rank"]) for e in seen} == {(2, 0)}
     assert len({e["master"] for e in seen}) == 1, "both ranks meet at rank 0's address"
     assert job_store(aws_env, bucket, job).get_json("status.json")["state"] == "DONE"
+
+
+def test_a_hard_kill_during_the_replacements_join_leaves_the_others_training(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    job = f"multi-joinkill-{bucket[-8:]}"
+    with cluster(aws_env, bucket, job, tmp_path, nodes=2) as group:
+        first, second = group.agents
+        train_a_while(group.agents)
+        joining = group.add()
+        # The two stop together to let it in; it dies before the bigger round has trained a step.
+        first.wait_for(lambda: bool(first.events("group_stop")), timeout=120, what="the stop to let it in")
+        joining.kill_tree()
+        for agent in (first, second):
+            assert agent.wait(timeout=240) == 0, agent.text()
+    assert [e["step"] for e in first.events("step")][-1] == STEPS
+    assert job_store(aws_env, bucket, job).latest_step() == STEPS
+    (stopped_at,) = {e["step"] for e in first.events("group_stop")}
+    assert stopped_at in [e["step"] for e in second.events("resumed")], "no completed step lost"
