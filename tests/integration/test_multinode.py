@@ -39,7 +39,8 @@ class Cluster:
         node = len(self.agents) + 1
         imds = self.stack.enter_context(FakeImds(instance_id=f"i-node{node}", local_ipv4=f"127.0.0.{node}"))
         settings = {"command": "builtin", "train_args": TRAIN_ARGS, "distributed": "true", "min_nodes": "2",
-                    "max_nodes": str(NODES), "rdzv_last_call_seconds": "2", "grace_seconds": "30", **self.settings}
+                    "max_nodes": str(NODES), "rdzv_last_call_seconds": "2", "rdzv_keep_alive_seconds": "2",
+                    "grace_seconds": "30", **self.settings}
         env = agent_env(self.aws_env, bucket=self.bucket, job=self.job, checkpoint_dir=self.root / f"node{node}",
                         imds_url=imds.url, instance_id=f"i-node{node}", **settings)
         env["OMP_NUM_THREADS"] = "1"

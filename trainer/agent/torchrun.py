@@ -19,7 +19,8 @@ JOIN_TIMEOUT_SECONDS = 3600  # a replacement may take long to boot; the survivor
 
 def torchrun_argv(config: AgentConfig, local_addr: str, worker: list[str]) -> list[str]:
     """`python -P -m spot_trainer.distributed.launch <torchrun options> --no-python <worker...>`."""
-    conf = f"last_call_timeout={int(config.rdzv_last_call_seconds)},join_timeout={JOIN_TIMEOUT_SECONDS}"
+    conf = (f"last_call_timeout={int(config.rdzv_last_call_seconds)},join_timeout={JOIN_TIMEOUT_SECONDS},"
+            f"keep_alive_interval={int(config.rdzv_keep_alive_seconds)},keep_alive_max_attempt=3")
     return [
         sys.executable, "-P", "-m", f"{RUNTIME_PACKAGE}.distributed.launch",
         f"--nnodes={config.min_nodes}:{config.max_nodes}",

@@ -1,0 +1,141 @@
+"""P7: what losing one node of three costs, this design against a whole-group restart.
+
+Three agents train the built-in LM as one torchrun world (gloo, real processes, each node its own
+127.0.0.x and disk, the rendezvous in moto's S3). At the same step the node holding rank 0 is
+SIGKILLed; a replacement "boots" for --boot-seconds and then starts. Side by side:
+
+- this design: the two survivors keep their agents, fetch the newest checkpoint and train on as a
+  world of two; the replacement joins the next round.
+- whole-group restart (what SkyPilot, dstack, SageMaker or a Slurm requeue do): every node is
+  stopped, three fresh ones boot for the same --boot-seconds, restore from S3 and rendezvous.
+
+For each: seconds from the loss to training again at full size (the replacement's first step in a
+world of three), and the useful steps trained during that outage (global steps beyond the
+checkpoint both resume from). Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import boto3  # noqa: E402
+
+from localcloud.fake_imds import FakeImds  # noqa: E402
+from localcloud.moto_server import MotoServer  # noqa: E402
+from tests.integration.agent_runner import AgentProcess, agent_env  # noqa: E402
+
+TRAIN_ARGS = ("--model lm --synthetic --steps 100000 --width 16 --context 16 --batch-size 12 "
+              "--checkpoint-every-steps 10 --log-every 1 --min-step-seconds {pace}")
+
+
+class Nodes:
+    """Agents of one job; each `start` is a new instance with its own address, IMDS and disk."""
+
+    def __init__(self, env: dict[str, str], bucket: str, job: str, root: Path, pace: float) -> None:
+        self.env, self.bucket, self.job, self.root, self.pace = env, bucket, job, root, pace
+        self.stack = contextlib.ExitStack()
+        self.agents: list[AgentProcess] = []
+
+    def start(self) -> AgentProcess:
+        node = len(self.agents) + 1
+        imds = self.stack.enter_context(FakeImds(instance_id=f"i-{node}", local_ipv4=f"127.0.0.{node + 1}"))
+        env = agent_env(self.env, bucket=self.bucket, job=self.job, checkpoint_dir=self.root / f"node{node}",
+                        imds_url=imds.url, instance_id=f"i-{node}", command="builtin",
+                        train_args=TRAIN_ARGS.format(pace=self.pace), distributed="true", min_nodes="2",
+                        max_nodes="3", rdzv_last_call_seconds="2", rdzv_keep_alive_seconds="2", grace_seconds="30")
+        env["OMP_NUM_THREADS"] = "1"
+        agent = AgentProcess(env).start()
+        self.agents.append(agent)
+        return agent
+
+    def writer(self) -> AgentProcess:
+        return next(agent for agent in self.agents if agent.events("checkpoint"))
+
+    def close(self) -> None:
+        for agent in self.agents:
+            agent.stop()
+        self.stack.close()
+
+
+def wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"p7: timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def first_step_after(agent: AgentProcess, timeout: float) -> tuple[float, int, int]:
+    """(when, step, resumed-from step) of the agent's first training step."""
+    wait(lambda: bool(agent.events("step")), timeout, "the first step at full size")
+    when = agent.first_time(lambda line: line.startswith('{"event": "step"'))
+    assert when is not None
+    return when, agent.events("step")[0]["step"], agent.events("resumed")[0]["step"]
+
+
+def lose_a_node(nodes: Nodes, warmup_step: int) -> tuple[float, AgentProcess]:
+    for _ in range(3):
+        nodes.start()
+    wait(lambda: any(e["step"] >= warmup_step for e in nodes.agents[0].events("step")), 180, "warm-up")
+    doomed = nodes.writer()
+    doomed.kill_tree()
+    return time.monotonic(), doomed
+
+
+def this_design(nodes: Nodes, boot_seconds: float, warmup_step: int) -> dict[str, float]:
+    lost_at, doomed = lose_a_node(nodes, warmup_step)
+    time.sleep(boot_seconds)
+    replacement = nodes.start()
+    full_at, step, resumed = first_step_after(replacement, 240)
+    survivor = next(agent for agent in nodes.agents[:3] if agent is not doomed)
+    resumed_after_loss = [e["step"] for e in survivor.events("resumed")][0]
+    return {"seconds_to_full_size": round(full_at - lost_at, 2),
+            "useful_steps_during_outage": step - 1 - resumed_after_loss, "resumed_from": resumed_after_loss,
+            "replacement_resumed_at": resumed}
+
+
+def whole_group_restart(nodes: Nodes, boot_seconds: float, warmup_step: int) -> dict[str, float]:
+    lost_at, _ = lose_a_node(nodes, warmup_step)
+    for agent in nodes.agents:  # stop all: the survivors' work in flight is thrown away with them
+        agent.stop()
+    time.sleep(boot_seconds)
+    fresh = [nodes.start() for _ in range(3)]
+    full_at, step, resumed = first_step_after(fresh[0], 240)
+    return {"seconds_to_full_size": round(full_at - lost_at, 2), "useful_steps_during_outage": step - 1 - resumed,
+            "resumed_from": resumed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--boot-seconds", type=float, default=10.0, help="how long a new instance takes to boot")
+    parser.add_argument("--pace", type=float, default=0.2, help="seconds per training step")
+    parser.add_argument("--warmup-step", type=int, default=15)
+    args = parser.parse_args()
+    results: dict[str, object] = {"benchmark": "p7_multinode", "nodes": 3, "min_nodes": 2,
+                                  "boot_seconds": args.boot_seconds, "seconds_per_step": args.pace}
+    with TemporaryDirectory() as scratch, MotoServer(log_path=Path(scratch) / "moto.log") as server:
+        env = server.env()
+        os.environ.update(env)  # boto3 here and in every agent: moto, with its test credentials
+        s3 = boto3.client("s3")
+        for name, scenario in (("this_design", this_design), ("whole_group_restart", whole_group_restart)):
+            s3.create_bucket(Bucket=f"p7-{name.replace('_', '-')}")
+            nodes = Nodes(env, f"p7-{name.replace('_', '-')}", "p7", Path(scratch) / name, args.pace)
+            try:
+                results[name] = scenario(nodes, args.boot_seconds, args.warmup_step)
+            finally:
+                nodes.close()
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
