@@ -358,6 +358,8 @@ class Agent:
 
     def _save_watch(self) -> SaveWatch:
         def warn(message: str) -> None:
+            if self.config.distributed and self.clients.store.latest_step() is not None:
+                return  # rank 0 writes on another node, and S3 shows it has saved
             self.log(f"WARNING: {message}")
             self.telemetry.event("warning", message=message)
             self.telemetry.update(warning=message)
