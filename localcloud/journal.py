@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 LEASE_WAIT = "another agent holds the job lease"
@@ -42,6 +42,8 @@ class TrainingLog:
     command_started_at: float | None = None
     reports_steps: bool = False  # the command prints step lines (else progress is its checkpoints)
     stall_measured: bool = False  # its checkpoint lines carry the time training stalled
+    # [when the command resumed, when its first step after that came]: when training was going again
+    restarts: list[list[float | None]] = field(default_factory=list)
 
     def poll(self, now: float | None = None) -> bool:
         """Read what was appended since the last poll; True when a new step was seen."""
@@ -76,6 +78,7 @@ class TrainingLog:
         kind, step = event.get("event"), event.get("step")
         if kind == "resumed" and isinstance(step, int):
             self.resumed_step = step
+            self.restarts.append([stamp, None])
         elif kind == "step" and isinstance(step, int):
             self.reports_steps = True
             self._saw_step(step, stamp)
@@ -105,6 +108,8 @@ class TrainingLog:
             self._saw_step(int(match.group(1)), stamp)
 
     def _saw_step(self, step: int, stamp: float) -> None:
+        if self.restarts and self.restarts[-1][1] is None:
+            self.restarts[-1][1] = stamp
         if self.first_step_at is None:
             self.first_step_at = stamp
         self.last_step_at = stamp
@@ -117,3 +122,10 @@ class TrainingLog:
         if self.first_step_at is None or self.last_step_at is None:
             return 0.0
         return self.last_step_at - self.first_step_at
+
+
+def training_again_after(logs: list[TrainingLog], moment: float) -> float | None:
+    """When any instance first stepped after resuming at or after `moment` (None: never)."""
+    times = [stepped for log in logs for resumed, stepped in log.restarts
+             if resumed is not None and stepped is not None and resumed >= moment]
+    return min(times) if times else None

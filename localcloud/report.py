@@ -12,6 +12,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from localcloud.interruptions import Interruption
+from localcloud.journal import TrainingLog, training_again_after
 from localcloud.player import Player
 from stacks.instance_types import ON_DEMAND_USD_PER_HOUR
 
@@ -52,13 +54,19 @@ class Report:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
 
+    def _recoveries(self) -> str:
+        """', training again after 12.3s, 31.0s': one figure per interruption, in order."""
+        seconds = [event.get("recovery_seconds") for event in self.events]
+        shown = [f"{value:.1f}s" if value is not None else "never" for value in seconds]
+        return f", training again after {', '.join(shown)}" if shown else ""
+
     def text(self) -> str:
         steps = f"{self.steps}" + (f"/{self.total_steps}" if self.total_steps else "")
         lines = [
             f"job {self.job}: {self.state}" + (f" ({self.reason})" if self.reason else ""),
             f"  steps                  {steps} (latest checkpoint in S3: {self.final_checkpoint_step})",
             f"  interruptions          {self.interruptions} ({self.announced} announced, "
-            f"{self.hard_kills} without notice)",
+            f"{self.hard_kills} without notice)" + self._recoveries(),
             f"  completed steps lost   {self.completed_steps_lost}" + self._unseen(),
             f"  steps computed         {self.steps_computed} "
             f"(redone: {max(0, self.steps_computed - (self.steps or 0))})" + self._unseen(),
@@ -139,5 +147,13 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         spot_cost_usd=round(spot_cost, 6),
         on_demand_cost_usd=round(on_demand_cost, 6),
         savings=round(1 - spot_cost / on_demand_cost, 4) if on_demand_cost else 0.0,
-        events=[{**asdict(r), "lost_steps": r.lost_steps} for r in records],
+        events=[{**asdict(r), "lost_steps": r.lost_steps, "recovery_seconds": recovery_seconds(r, logs)}
+                for r in records],
     )
+
+
+def recovery_seconds(interruption: Interruption, logs: list[TrainingLog]) -> float | None:
+    """From the notice (or the kill) to the first step after the next resume: how long training
+    stood still, whoever took it up (a replacement, or the surviving nodes of a world)."""
+    again = training_again_after(logs, interruption.at)
+    return round(again - interruption.at, 2) if again is not None else None
