@@ -165,7 +165,7 @@ class Agent:
         while True:
             reporter = self._require_reporter()
             reporter.update(state=states.TRAINING, attempt=reporter.status.attempt + 1, reason="")
-            step_at_start = reporter.status.step or 0
+            step_at_start, self.telemetry.peer_lost = reporter.status.step or 0, False
             command = self._start_command(resume_from)
             watch = self._save_watch().start(resumed=resume_from is not None)
             try:
@@ -186,8 +186,9 @@ class Agent:
                 if self.config.distributed:  # rank 0 may have written on another node
                     newest = self.clients.store.latest_step()
                 return self._done(newest)
-            if self.config.distributed and (reporter.status.step or 0) > step_at_start:
-                # The world lost a node after training a while: a new round, not a broken command.
+            if self.config.distributed and ((reporter.status.step or 0) > step_at_start or self.telemetry.peer_lost):
+                # The world lost a node (this rank said so, or it had trained a while): a new round,
+                # not a broken command.
                 failures = 0
                 self.telemetry.event("reform", exit_code=code, step=reporter.status.step)
                 self.log(f"torchrun exited with code {code} after progress (a peer left or died): "
@@ -205,6 +206,9 @@ class Agent:
             reporter.update(failures=failures)
             # Back off a little (a device or a mount that is not ready yet); a stop request cuts it short.
             self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures - 1)))
+            if self.config.distributed:
+                resume_from = self._catch_up(uploader)
+                continue
             local = self._newest_local(writer_done=True)
             resume_from = local[1] if local else resume_from
             self._prepare_directory(resume_from)

@@ -31,6 +31,7 @@ class RunTelemetry:
     reporter: StatusReporter | None = None  # set once the lease is held
     _last_metric: float = 0.0
     group_stop_step: int | None = None  # several nodes: the step at which the world last stopped to save
+    peer_lost: bool = False  # several nodes: a rank here saw a collective fail (a peer died)
 
     def log(self, line: str) -> None:
         print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
@@ -65,6 +66,8 @@ class RunTelemetry:
             return
         if isinstance(event, dict) and event.get("event") == "step":
             self._progress(event)
+        elif isinstance(event, dict) and event.get("event") == "peer_lost":
+            self.peer_lost = True
         elif isinstance(event, dict) and event.get("event") == "group_stop" and isinstance(event.get("step"), int):
             self.group_stop_step = max(event["step"], self.group_stop_step or 0)
 
