@@ -106,7 +106,7 @@ class SpotFleet(Construct):
                     ),
                     overrides=[
                         autoscaling.CfnAutoScalingGroup.LaunchTemplateOverridesProperty(
-                            instance_type=Fn.select(i, types))
+                            instance_type=types[i])  # already Fn::Select(i, Fn::Split): linear in the count
                         for i in range(type_count)
                     ],
                 ),

@@ -361,3 +361,20 @@ def test_an_unacknowledged_finding_fails_synth(tmp_path: Path) -> None:
     s3.Bucket(build_app(app), "PlainBucket")  # no SSL-only policy: AwsSolutions-S10
     with pytest.raises(Exception, match="AwsSolutions-S10"):
         app.synth()
+
+
+def test_forty_instance_types_still_deploy_without_a_bootstrapped_account(tmp_path: Path) -> None:
+    """CloudFormation takes a template body of at most 51,200 bytes; beyond, `cdk deploy` needs an
+    assets bucket (bootstrap). Each override must cost a constant, not a share of the whole list."""
+    sizes = {}
+    every = [f"{family}.{size}" for family in ("c5", "c6i", "c7i", "m5", "m6i", "r5")
+             for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge")]
+    for count in (1, 40):
+        listed = ", ".join(f'"{name}"' for name in every[:count])
+        job = tmp_path / f"types{count}.toml"
+        job.write_text(re.sub(r"(?m)^instance_types = .*$", f"instance_types = [{listed}]",
+                              (JOBS_DIR / "example.toml").read_text()))
+        synthesized = synth(str(job), tmp_path / f"out{count}")
+        sizes[count] = len(json.dumps(synthesized.raw, separators=(",", ":")))
+    assert sizes[40] < 51_200, sizes
+    assert sizes[40] - sizes[1] < 39 * 400, f"each extra type should add a few hundred bytes: {sizes}"
