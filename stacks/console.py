@@ -55,6 +55,8 @@ class JobParameters:
 ONE_LINE = r"^[^\r\n]*$"
 ONE_LINE_NOT_EMPTY = r"^[^\r\n]*[^\s][^\r\n]*$"
 ONE_LINE_RULE = "one line"
+# Exactly "builtin", or a command that does not start with the word builtin (`builtin;` exits 0 at once).
+COMMAND_PATTERN = r"^builtin$|^(?!builtin(?:[\s;&|#]|$))[^\r\n]*[^\s][^\r\n]*$"
 
 
 NODES_PATTERN = r"^([0-9]|[1-5][0-9]|6[0-4])$"  # 0..MAX_NODES (64)
@@ -82,7 +84,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
     groups: list[tuple[str, list[tuple[str, str, CfnParameter]]]] = [
         ("What to run", [
             _param(stack, "TrainingCommand", "Training command", type="String", default=run.command,
-                   allowed_pattern=ONE_LINE_NOT_EMPTY, constraint_description=ONE_LINE_RULE + ", not empty",
+                   allowed_pattern=COMMAND_PATTERN,
+                   constraint_description='one line, not empty: exactly "builtin", or your own command',
                    description='"builtin" for the built-in PyTorch trainer, or the shell command that trains'),
             _param(stack, "TrainArguments", "Built-in trainer arguments", type="String", default=run.train_args,
                    allowed_pattern=ONE_LINE, constraint_description=ONE_LINE_RULE,

@@ -85,10 +85,16 @@ def _check_run(run: RunSpec, source: Path) -> None:
                         ("run.trainer_package", run.trainer_package)):
         if "\n" in text or "\r" in text:
             raise _fail(field, "must be one line (the agent reads it from a one-line setting)")
+        if any(ord(char) < 32 and char != "\t" or ord(char) == 127 for char in text):
+            raise _fail(field, f"holds a control character: {text!r}")
         try:
             shlex.split(text)
         except ValueError as error:
             raise _fail(field, f"cannot be parsed as shell words ({error}): {text!r}") from None
+    if run.command != "builtin" and run.command.split(maxsplit=1)[0].rstrip(";&|") == "builtin":
+        # `bash -c "builtin; …"` exits 0 at once and the job would end DONE after zero steps.
+        raise _fail("run.command", f'{run.command!r}: the built-in trainer is exactly "builtin", with its '
+                    "arguments in run.train_args")
     if run.train_args and run.command != "builtin":
         raise _fail("run.train_args", 'only applies when run.command = "builtin"')
     if run.stop_signal not in SIGNALS:
@@ -221,8 +227,11 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
         raise _fail("capacity.distributed", "user data v1 and spot-trainer 0.1 have no multi-node training: "
                     f"use {CURRENT_USERDATA_VERSION}")
     description = _check_type("description", data.get("description", ""), str)
-    if len(description.encode()) > MAX_DESCRIPTION_BYTES:
-        raise _fail("description", f"{len(description.encode())} bytes; CloudFormation takes at most "
+    # The template's Description is "Spot Trainer job NAME: " + this; the limit applies to the whole.
+    whole = len(f"Spot Trainer job {name}: {description}".encode())
+    if whole > MAX_DESCRIPTION_BYTES:
+        raise _fail("description", f"{len(description.encode())} bytes; with the stack's own prefix the "
+                    f"template's description would be {whole}, and CloudFormation takes at most "
                     f"{MAX_DESCRIPTION_BYTES}")
     return JobSpec(
         name=name,

@@ -10,7 +10,7 @@ import pytest
 from spot_trainer.agent.config import AgentConfig, ConfigError, check_config, config_from_env
 from spot_trainer.agent.supervisor import newest_local_checkpoint
 
-BASE = {"SPOT_JOB": "j", "SPOT_BUCKET": "b", "SPOT_COMMAND": "builtin"}
+BASE = {"SPOT_JOB": "j", "SPOT_BUCKET": "bucket-b", "SPOT_COMMAND": "builtin"}
 
 
 def test_lifecycle_hook_and_status_interval_are_read() -> None:
@@ -26,9 +26,14 @@ def test_lifecycle_hook_and_status_interval_are_read() -> None:
     ({"keep_checkpoints": 0}, "SPOT_KEEP_CHECKPOINTS=0 is out of range"),
     ({"command": "python 'unclosed"}, "SPOT_COMMAND cannot be parsed"),
     ({"train_args": "--model 'lm"}, "SPOT_TRAIN_ARGS cannot be parsed as shell words"),
+    ({"stop_signal": "SIGKILL"}, "SPOT_STOP_SIGNAL='SIGKILL' cannot be caught"),
+    ({"region": "us-east-1 "}, "SPOT_REGION='us-east-1 ' is not an AWS region name"),
+    ({"bucket": "My_Bucket"}, "SPOT_BUCKET: 'My_Bucket' is not an S3 bucket name"),
+    ({"command": "builtin;"}, "SPOT_COMMAND='builtin;': the built-in trainer is exactly"),
+    ({"command": "python a.py\x00 --fast"}, "SPOT_COMMAND holds a control character"),
 ])
 def test_settings_the_agent_cannot_act_on_are_named(change: dict, message: str) -> None:
-    config = dataclasses.replace(AgentConfig(job="j", bucket="b", command="builtin"), **change)
+    config = dataclasses.replace(AgentConfig(job="j", bucket="bucket-b", command="builtin"), **change)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
         check_config(config)
 

@@ -7,11 +7,14 @@ names from its environment, so there is exactly one place where a setting is spe
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..storage.names import bucket_name_problem
 from .command import parse_signal
 
 
@@ -158,12 +161,29 @@ def _env_entry(line: str) -> tuple[str, str] | None:
     return key, parts[0] if len(parts) == 1 else " ".join(parts)
 
 
+UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}  # a command cannot save on these: every notice would lose work
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
+
+
 def check_config(config: AgentConfig) -> None:
     """Reject settings the agent cannot act on, naming the variable, before anything starts."""
     try:
-        parse_signal(config.stop_signal)
+        stop = parse_signal(config.stop_signal)
     except ValueError:
         raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} is not a signal name") from None
+    if stop in UNCATCHABLE:
+        raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} cannot be caught, so the command could "
+                          "never save before it stops: use SIGTERM, SIGINT or SIGUSR1")
+    if not REGION.match(config.region):
+        raise ConfigError(f"SPOT_REGION={config.region!r} is not an AWS region name (like us-east-1)")
+    if problem := bucket_name_problem(config.bucket):
+        raise ConfigError(f"SPOT_BUCKET: {problem}")
+    if config.command != "builtin" and config.command.split(maxsplit=1)[0].rstrip(";&|") == "builtin":
+        raise ConfigError(f"SPOT_COMMAND={config.command!r}: the built-in trainer is exactly \"builtin\" "
+                          "(its arguments go in SPOT_TRAIN_ARGS); this would exit at once and end the job")
+    for name, text in (("SPOT_COMMAND", config.command), ("SPOT_TRAIN_ARGS", config.train_args)):
+        if any(ord(char) < 32 and char != "\t" or ord(char) == 127 for char in text):
+            raise ConfigError(f"{name} holds a control character: {text!r}")
     checks = [
         ("SPOT_GRACE_SECONDS", config.grace_seconds, config.grace_seconds >= 0),
         ("SPOT_RESTART_BUDGET", config.restart_budget, config.restart_budget >= 0),
