@@ -129,3 +129,14 @@ def test_status_with_a_malformed_bucket_name_is_one_line(bucket: str) -> None:
     assert result.returncode == 2 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"spot-trainer: --bucket {bucket!r} is not an S3 bucket name ")
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b"null", b'"DONE"'])
+def test_status_over_a_record_that_is_not_an_object_is_one_line(aws_env: dict[str, str], bucket: str,
+                                                                body: bytes) -> None:
+    boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]).put_object(
+        Bucket=bucket, Key="odd/status.json", Body=body)
+    result = run_status_cli({**os.environ, **aws_env}, "--job", "odd", "--bucket", bucket)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "odd/status.json: expected a JSON object" in lines[0], result.stderr

@@ -354,7 +354,7 @@ class RemoteStore:
         key = name if absolute else self.key(name)
         try:
             response = self.s3.get_object(Bucket=self.bucket, Key=key)
-            return json.loads(response["Body"].read()), response["ETag"]
+            record = json.loads(response["Body"].read())
         except ClientError as error:
             if is_missing(error):
                 return None, None
@@ -363,6 +363,9 @@ class RemoteStore:
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
         except ValueError as error:
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: not valid JSON ({error})") from error
+        if not isinstance(record, dict):  # every record we write is an object: this one was not ours
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: expected a JSON object, found {type(record).__name__}")
+        return record, response["ETag"]
 
     @staticmethod
     def _remove(path: Path) -> None:
