@@ -34,6 +34,9 @@ BASE = ["--model", "lm", "--steps", "10", "--synthetic", "--checkpoint-dir", "ck
         (BASE + ["--checkpoint-every-seconds", "nan"], "expected a positive number, got nan"),
         (BASE + ["--width", "30"], "--width 30 must be a multiple of 4"),
         (BASE + ["--warmup-steps", "11"], "--warmup-steps 11 must be between 0 and --steps 10"),
+        (BASE + ["--min-step-seconds", "inf"], "expected a finite number of 0 or more, got inf"),
+        (BASE + ["--min-step-seconds", "-1"], "expected a finite number of 0 or more, got -1"),
+        (BASE[:-1] + [""], "--checkpoint-dir must not be empty"),
     ],
 )
 def test_bad_flags_are_named_in_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

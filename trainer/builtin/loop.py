@@ -63,6 +63,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of 0 or more, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainer train", description=__doc__.split("\n")[0])
     parser.add_argument("--model", choices=MODEL_NAMES, required=True)
@@ -81,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (AdamW)")
     parser.add_argument("--warmup-steps", type=int, default=None, help="default: 10%% of --steps")
     parser.add_argument("--log-every", type=positive_int, default=10)
-    parser.add_argument("--min-step-seconds", type=float, default=0.0, metavar="S",
+    parser.add_argument("--min-step-seconds", type=non_negative_float, default=0.0, metavar="S",
                         help="pace steps to at least S seconds each (demos, tests); results are unchanged")
     parser.add_argument("--width", type=positive_int, default=None, help="model width (resnet 16, lm 64)")
     parser.add_argument("--context", type=positive_int, default=64, help="lm: bytes per sample")
@@ -97,6 +104,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.width = args.width or DEFAULT_WIDTH[args.model]
     if args.checkpoint_dir is None:
         parser.error("--checkpoint-dir is required when $CHECKPOINT_DIR is not set")
+    if not args.checkpoint_dir.strip():  # '' would write checkpoints into whatever directory this runs in
+        parser.error("--checkpoint-dir must not be empty")
     if args.checkpoint_every_steps is None and args.checkpoint_every_seconds is None:
         args.checkpoint_every_steps = max(1, min(100, args.steps // 10))
     if args.warmup_steps is None:
