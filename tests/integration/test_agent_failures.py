@@ -94,10 +94,10 @@ def test_unknown_bucket_is_one_line_and_nothing_runs(aws_env: dict[str, str], tm
                         imds_url=imds.url, instance_id="i-nobucket", command=f"touch {marker}")
         result = subprocess.run([sys.executable, "-m", "spot_trainer", "agent"], env=env, cwd=REPO_ROOT,
                                 capture_output=True, text=True, timeout=120)
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 1
-    assert lines[-1].startswith("spot-trainer: cannot work with s3://no-such-bucket-anywhere/j: ")
-    assert "NoSuchBucket" in lines[-1] and "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if "cannot work with" in line]
+    assert result.returncode == EXIT_FAILED, "no restart can create the bucket: systemd must not retry"
+    assert lines and lines[0].startswith("spot-trainer: cannot work with s3://no-such-bucket-anywhere/j: ")
+    assert "NoSuchBucket" in lines[0] and "Traceback" not in result.stderr
     assert not marker.exists()
 
 

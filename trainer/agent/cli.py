@@ -73,7 +73,10 @@ def run_agent(options: argparse.Namespace) -> int:
         return fail(str(error), 1)
     except (ClientError, BotoCoreError, RuntimeError) as error:  # S3 or the network: a restart may help
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return fail(f"cannot work with s3://{config.bucket}/{config.job}: {first}", 1)
+        message = f"cannot work with s3://{config.bucket}/{config.job}: {first}"
+        if "NoSuchBucket" in first:  # no restart creates the bucket: stop paying for the instance
+            return give_up(env, None, message, EXIT_FAILED)
+        return fail(message, 1)
     except Exception as error:  # a disk that broke under us, a bug: every restart would end the same
         traceback.print_exc()
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
