@@ -1,4 +1,5 @@
-"""The live progress line: a bar of steps done, loss, the instance training, interruptions so far.
+"""The live progress line: a bar of steps done, loss, the instance training (or, when several train
+as one, every node training and the world size), interruptions so far.
 
 On a terminal the line redraws in place (carriage return); elsewhere (CI logs, pipes) a line is
 printed only when something changes, at most every few seconds, so logs stay readable.
@@ -11,9 +12,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from localcloud.instance import Instance
+from localcloud.journal import TrainingLog
 from localcloud.player import Player
 
 BAR_WIDTH = 28
+WORLD_WINDOW_SECONDS = 5.0  # a node that stepped this recently is part of the world training now
 
 
 def bar(done: int, total: int | None, width: int = BAR_WIDTH) -> str:
@@ -28,11 +32,20 @@ def describe(player: Player) -> str:
     total = player.options.total_steps
     current = player.training_instance()
     loss = player.logs[current.instance_id].loss if current else None
-    alive = len(player.alive())
+    alive = player.alive()
     counted = f"{step}/{total}" if total else f"{step}"
+    world = training_nodes(alive, player.logs, time.time())
+    who = (f"nodes {' '.join(node.instance_id for node in world)}  world {len(world)}" if len(world) > 1
+           else f"instance {current.instance_id if current else '(booting)'}")
     return (f"{bar(step, total)} step {counted}  loss {'-' if loss is None else f'{loss:.4f}'}  "
-            f"instance {current.instance_id if current else '(booting)'}  live {alive}  "
+            f"{who}  live {len(alive)}  "
             f"interruptions {len(player.interruptions)}  {time.time() - player.started_at:5.0f}s")
+
+
+def training_nodes(alive: list[Instance], logs: dict[str, TrainingLog], now: float) -> list[Instance]:
+    """The instances that stepped within the last few seconds: the world training right now."""
+    return [node for node in alive if (at := logs[node.instance_id].last_step_at) is not None
+            and now - at < WORLD_WINDOW_SECONDS]
 
 
 @dataclass

@@ -1,11 +1,14 @@
-"""The local report's recovery time: from an interruption to the first step after the next resume,
-whichever instance took training up (a replacement, or the surviving nodes of a world)."""
+"""The local spot cloud's view of recoveries: the report's time from an interruption to the first
+step after the next resume (a replacement, or the surviving nodes of a world), and the live line's
+world of nodes training now."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from localcloud.instance import Instance
 from localcloud.journal import TrainingLog, training_again_after
+from localcloud.progress import training_nodes
 
 
 def journal_with(path: Path, entries: list[tuple[float, str]]) -> TrainingLog:
@@ -34,3 +37,11 @@ def test_training_is_going_again_at_the_first_step_after_a_resume(tmp_path: Path
     assert training_again_after(logs, 8.0) == 14.0
     assert training_again_after(logs, 20.0) == 33.0
     assert training_again_after(logs, 40.0) is None  # nobody has resumed since
+
+
+def test_the_world_training_now_is_every_node_that_stepped_in_the_last_seconds(tmp_path: Path) -> None:
+    nodes = [Instance(f"i-{n}", "c7i.xlarge", tmp_path / str(n), {}) for n in range(3)]
+    logs = {"i-0": journal_with(tmp_path / "0.log", [(100.0, '{"event": "step", "step": 7}')]),
+            "i-1": journal_with(tmp_path / "1.log", [(98.0, '{"event": "step", "step": 7}')]),
+            "i-2": journal_with(tmp_path / "2.log", [(80.0, '{"event": "step", "step": 3}')])}  # left the world
+    assert [node.instance_id for node in training_nodes(nodes, logs, now=101.0)] == ["i-0", "i-1"]
