@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 import shlex
 from collections.abc import Collection
 from pathlib import Path
@@ -29,6 +30,7 @@ from stacks.job_spec import (
     NetworkSpec,
     RunSpec,
     StorageSpec,
+    data_location,
 )
 from stacks.user_data import available_versions
 
@@ -67,10 +69,12 @@ def _read_section(name: str, raw: Any, cls: type) -> Any:
         if key not in defaults:
             raise _fail(f"{name}.{key}", f"unknown key (known: {', '.join(defaults)})")
         if key == "max_price" and isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)
+            value = _fixed_point(value)
         if key == "subnets" and value in ("create", "parameter"):
             values["create"] = value == "create"  # "parameter": VPC and subnets chosen at deploy time
             continue
+        if key == "subnets" and isinstance(value, str):
+            raise _fail("network.subnets", f'expected "create", "parameter" or a list of subnet-… ids, got {value!r}')
         expected = type(defaults[key].default)
         values[key] = _check_type(f"{name}.{key}", value, expected)
     return cls(**values)
@@ -107,6 +111,7 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise _fail("run.trainer_package", "missing: an s3:// URI or a pip requirement")
     if run.data and not (run.data.startswith("s3://") and BUCKET_NAME.match(run.data[5:].partition("/")[0])):
         raise _fail("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
+    _check_dataset(run)
     if run.workdir and not (source.parent / run.workdir).is_dir():
         raise _fail("run.workdir", f"{run.workdir!r} is not a directory next to the job file")
     if run.workdir and not (source.parent / run.workdir).resolve().is_relative_to(source.parent.resolve()):
@@ -115,6 +120,32 @@ def _check_run(run: RunSpec, source: Path) -> None:
     if run.command == "builtin" and not {"--model", "--steps"} <= set(_words(run.train_args)):
         raise _fail("run.train_args", 'the built-in trainer needs --model and --steps, e.g. '
                     '"--model resnet --steps 20000 --data s3://bucket/cifar10"')
+
+
+def _check_dataset(run: RunSpec) -> None:
+    """The dataset read access is granted for must pass the DataBucket/DataPrefix parameters' own rules,
+    and be the one the built-in trainer reads."""
+    field = "run.data" if run.data else "run.train_args"
+    location = data_location(run)
+    if location is not None:
+        bucket, prefix = location
+        if problem := bucket_problem(bucket):
+            raise _fail(field, f"dataset {problem}")
+        if not DATA_PREFIX.match(prefix):
+            raise _fail(field, f"dataset key prefix {prefix!r} has spaces, which the DataPrefix parameter refuses")
+    if run.data and run.command == "builtin":
+        flagged = data_location(dataclasses.replace(run, data=""))
+        if flagged is not None and flagged != location:
+            raise _fail("run.data", f"names s3://{'/'.join(filter(None, location or ()))} but the built-in "
+                        f"trainer reads --data s3://{'/'.join(filter(None, flagged))}: read access would be "
+                        "granted to the wrong one")
+
+
+def _fixed_point(price: float) -> str:
+    """1e-05 → '0.00001': the SpotMaxPrice parameter (and EC2) take plain decimals only."""
+    if not 0 < price <= MAX_PRICE_USD:  # out of range (or nan): refused below, in the user's own spelling
+        return str(price)
+    return f"{price:.6f}".rstrip("0").rstrip(".")
 
 
 def _check_capacity(cap: CapacitySpec) -> None:
@@ -132,6 +163,8 @@ def _check_capacity(cap: CapacitySpec) -> None:
         if not price <= MAX_PRICE_USD:  # also catches inf and nan
             raise _fail("capacity.max_price", f"{cap.max_price!r} USD/hour is beyond any instance's price "
                         f"(at most {MAX_PRICE_USD:g}); leave it out for the on-demand cap")
+        if not PLAIN_DECIMAL.match(cap.max_price):  # "0.45 ", "1_000": float() reads them, the template does not
+            raise _fail("capacity.max_price", f"expected a plain decimal like 0.45, got {cap.max_price!r}")
     if not (SSM_PATH.match(cap.ami) or AMI_ID.match(cap.ami)):
         raise _fail("capacity.ami", f"expected an SSM parameter path or ami-… id, got {cap.ami!r}")
     if problem := check_image_architecture(cap.ami, cap.instance_types):
@@ -187,11 +220,16 @@ def _check_access(access: AccessSpec) -> None:
         raise _fail("access.key_pair", "required when access.ssh_cidr opens SSH")
 
 
+def bucket_problem(name: str) -> str | None:
+    if not BUCKET_NAME.match(name) or ".." in name or ipaddress_shaped(name):
+        return (f"{name!r} is not an S3 bucket name (3-63 lowercase letters, digits, '.' or '-', starting "
+                "and ending with a letter or digit, no '..', not an IP address)")
+    return None
+
+
 def _check_storage(storage: StorageSpec) -> None:
-    if storage.bucket and (not BUCKET_NAME.match(storage.bucket) or ".." in storage.bucket
-                           or ipaddress_shaped(storage.bucket)):
-        raise _fail("storage.bucket", f"{storage.bucket!r} is not an S3 bucket name "
-                    "(3-63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit)")
+    if storage.bucket and (problem := bucket_problem(storage.bucket)):
+        raise _fail("storage.bucket", problem)
     if not 1 <= storage.keep_checkpoints <= MAX_KEEP_CHECKPOINTS:
         raise _fail("storage.keep_checkpoints",
                     f"expected 1 to {MAX_KEEP_CHECKPOINTS}, got {storage.keep_checkpoints}")
@@ -243,6 +281,8 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
 
 
 MAX_DESCRIPTION_BYTES = 1024  # a template's Description
+PLAIN_DECIMAL = re.compile(r"^[0-9]*\.?[0-9]+$")  # the SpotMaxPrice parameter's own pattern, less the empty value
+DATA_PREFIX = re.compile(r"^[^\s]*$")  # the DataPrefix parameter takes no spaces
 MAX_INSTANCE_TYPES = 40  # overrides of one mixed instances policy
 MAX_PRICE_USD = 1000.0  # per instance-hour: far above any on-demand price, so a typo is caught
 

@@ -23,7 +23,7 @@ def read_job_file(job: str) -> tuple[dict[str, Any], Path]:
         known = ", ".join(sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
         raise JobSpecError(f"job {job!r}: no file {path} (jobs available: {known})")
     try:
-        return tomllib.loads(path.read_bytes().decode("utf-8")), path
+        return tomllib.loads(path.read_bytes().decode("utf-8-sig")), path  # -sig: editors' byte-order mark
     except UnicodeDecodeError as err:
         raise JobSpecError(f"{path}: not UTF-8 text (byte {err.start} is {err.object[err.start]:#04x}); "
                            "save the file as UTF-8") from None

@@ -83,6 +83,16 @@ BAD_CASES = [
     (with_change("capacity", "max_price", "cheap"), "capacity.max_price: expected USD per hour"),
     (with_change("capacity", "max_price", float("inf")), "capacity.max_price: 'inf' USD/hour is beyond any"),
     (with_change("capacity", "max_price", 1e20), "capacity.max_price: '1e+20' USD/hour is beyond any"),
+    (with_change("capacity", "max_price", "0.45 "), "capacity.max_price: expected a plain decimal like 0.45"),
+    (with_change("capacity", "max_price", "1_000"), "capacity.max_price: expected a plain decimal like 0.45"),
+    (with_change("network", "subnets", "Create"), 'network.subnets: expected "create", "parameter" or a list'),
+    (with_change("run", "data", "s3://192.168.5.4/x"), "run.data: dataset '192.168.5.4' is not an S3 bucket name"),
+    (with_change("run", "train_args", "--model lm --steps 9 --data s3://my..data/x"),
+     "run.train_args: dataset 'my..data' is not an S3 bucket name"),
+    (with_change("run", "train_args", "--model lm --steps 9 --data 's3://my-data/my set/'"),
+     "run.train_args: dataset key prefix 'my set' has spaces"),
+    (with_changes("run", data="s3://my-data/cifar", train_args="--model resnet --steps 9 --data s3://other-data/cifar"),
+     "run.data: names s3://my-data/cifar but the built-in trainer reads --data s3://other-data/cifar"),
     (with_change("capacity", "instance_types", [f"c7i.{n}xlarge" for n in range(2, 43)]),
      "capacity.instance_types: lists 41 types; a mixed instances policy takes at most 40"),
     (with_change("capacity", "instance_types", ["g5.nano"]),
@@ -205,6 +215,12 @@ def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(JobSpecError) as caught:
         load_job(str(job))
     assert str(caught.value) == f"{job}: not UTF-8 text (byte 18 is 0xe9); save the file as UTF-8"
+
+
+def test_a_byte_order_mark_from_an_editor_is_no_error(tmp_path: Path) -> None:
+    job = tmp_path / "example.toml"
+    job.write_bytes(b"\xef\xbb\xbf" + (JOBS_DIR / "example.toml").read_bytes())
+    assert load_job(str(job)).name == "example"
 
 
 def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
