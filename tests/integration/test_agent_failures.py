@@ -140,3 +140,15 @@ def test_status_over_a_record_that_is_not_an_object_is_one_line(aws_env: dict[st
     assert result.returncode == 1 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "odd/status.json: expected a JSON object" in lines[0], result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--job", "", "--bucket", "some-bucket"], "--job '' is not a job name"),
+    (["--job", "x", "--bucket", "some-bucket", "--region", "us-east-1 "], "--region 'us-east-1 ' is not an AWS region"),
+    (["--job", "x", "--bucket", "some-bucket", "--region", "mars"], "--region 'mars' is not an AWS region"),
+])
+def test_status_with_a_malformed_job_or_region_is_one_line(args: list[str], message: str) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPOT_")}
+    result = run_status_cli(env, *args)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr

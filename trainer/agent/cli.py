@@ -24,7 +24,7 @@ from ..storage.names import bucket_name_problem
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.s3client import client_config, s3_client
 from .cloudwatch import CloudWatchSink
-from .config import AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
+from .config import REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
 from .fatal import end_job_as_failed
 from .imds import ImdsClient
 from .status import STATUS_NAME, describe_job
@@ -121,6 +121,10 @@ def _instance_id_from(imds: ImdsClient) -> str:
 def run_status(options: argparse.Namespace) -> int:
     if problem := bucket_name_problem(options.bucket):
         return fail(f"--bucket {problem}", EXIT_BAD_CONFIG)
+    if not options.job.strip() or "/" in options.job:
+        return fail(f"--job {options.job!r} is not a job name (the name in its job file, e.g. cifar)", EXIT_BAD_CONFIG)
+    if options.region is not None and not REGION.match(options.region):
+        return fail(f"--region {options.region!r} is not an AWS region name (like us-east-1)", EXIT_BAD_CONFIG)
     store = RemoteStore(s3_client(region=options.region, max_attempts=3), options.bucket, options.job)
     try:
         status = store.get_json(STATUS_NAME)
