@@ -99,6 +99,10 @@ def _check_run(run: RunSpec, source: Path) -> None:
         # `bash -c "builtin; …"` exits 0 at once and the job would end DONE after zero steps.
         raise _fail("run.command", f'{run.command!r}: the built-in trainer is exactly "builtin", with its '
                     "arguments in run.train_args")
+    try:  # the setup command runs under bash at every boot: an unbalanced quote would fail each one
+        shlex.split(run.setup)
+    except ValueError as error:
+        raise _fail("run.setup", f"cannot be parsed as shell words ({error}): {run.setup!r}") from None
     if run.train_args and run.command != "builtin":
         raise _fail("run.train_args", 'only applies when run.command = "builtin"')
     if run.stop_signal not in SIGNALS:
@@ -165,6 +169,9 @@ def _check_capacity(cap: CapacitySpec) -> None:
                         f"(at most {MAX_PRICE_USD:g}); leave it out for the on-demand cap")
         if not PLAIN_DECIMAL.match(cap.max_price):  # "0.45 ", "1_000": float() reads them, the template does not
             raise _fail("capacity.max_price", f"expected a plain decimal like 0.45, got {cap.max_price!r}")
+    if not ROOT_DEVICE.match(cap.root_device):
+        raise _fail("capacity.root_device",
+                    f"expected a device name like /dev/sda1 or /dev/xvda, got {cap.root_device!r}")
     if not (SSM_PATH.match(cap.ami) or AMI_ID.match(cap.ami)):
         raise _fail("capacity.ami", f"expected an SSM parameter path or ami-… id, got {cap.ami!r}")
     if problem := check_image_architecture(cap.ami, cap.instance_types):
@@ -224,6 +231,8 @@ def bucket_problem(name: str) -> str | None:
     if not BUCKET_NAME.match(name) or ".." in name or ipaddress_shaped(name):
         return (f"{name!r} is not an S3 bucket name (3-63 lowercase letters, digits, '.' or '-', starting "
                 "and ending with a letter or digit, no '..', not an IP address)")
+    if name.startswith(RESERVED_BUCKET_PREFIXES) or name.endswith(RESERVED_BUCKET_SUFFIXES):
+        return f"{name!r} is not an S3 bucket name (S3 reserves its prefix or suffix)"
     return None
 
 
@@ -281,6 +290,9 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
 
 
 MAX_DESCRIPTION_BYTES = 1024  # a template's Description
+RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")  # S3's bucket naming rules
+RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", "--x-s3", "--table-s3")
+ROOT_DEVICE = re.compile(r"^/dev/[a-z0-9]+$")
 PLAIN_DECIMAL = re.compile(r"^[0-9]*\.?[0-9]+$")  # the SpotMaxPrice parameter's own pattern, less the empty value
 DATA_PREFIX = re.compile(r"^[^\s]*$")  # the DataPrefix parameter takes no spaces
 MAX_INSTANCE_TYPES = 40  # overrides of one mixed instances policy
