@@ -10,6 +10,8 @@ parameter's default when a value is passed for it, so a default naming a public 
 lacks (the Deep Learning AMI's) fails the deploy even though the value passed exists. And moto
 leaves a template's route tables behind on stack deletion, so a job's own VPC cannot be deleted.
 Its Fn::Base64 fails on a Ref to a Number parameter (its Ref yields an int; AWS's yields the text).
+Its UpdateAutoScalingGroup replaces the whole mixed instances policy (and fails without its launch
+template); AWS changes only the properties a request names, which is how a job switches market.
 Run: python -m localcloud.moto_app with moto_server's arguments.
 """
 
@@ -96,7 +98,27 @@ def _clean_json_base64_of_text(resource_json: Any, resources_map: Any) -> Any:
     return _clean_json(resource_json, resources_map)
 
 
+_update_group = FakeAutoScalingGroup.update
+
+
+def _update_group_named_properties(self: FakeAutoScalingGroup, *args: Any, **kwargs: Any) -> None:
+    """Merge a partial MixedInstancesPolicy into the group's own, as AWS does."""
+    policy = kwargs.get("mixed_instances_policy")
+    current = self.mixed_instances_policy or {}
+    if current:
+        merged = {**current, **(policy or {})}
+        merged["InstancesDistribution"] = {**current.get("InstancesDistribution", {}),
+                                           **(policy or {}).get("InstancesDistribution", {})}
+        spec = {**merged["LaunchTemplate"]["LaunchTemplateSpecification"]}
+        if spec.get("LaunchTemplateId"):  # moto stores both; a request may name only one
+            spec.pop("LaunchTemplateName", None)
+        merged["LaunchTemplate"] = {**merged["LaunchTemplate"], "LaunchTemplateSpecification": spec}
+        kwargs["mixed_instances_policy"] = merged
+    _update_group(self, *args, **kwargs)
+
+
 def install() -> None:
+    FakeAutoScalingGroup.update = _update_group_named_properties  # type: ignore[method-assign]
     FakeAutoScalingGroup.create_from_cloudformation_json = classmethod(_create_group_with_hooks)  # type: ignore[method-assign,assignment]
     AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action  # type: ignore[attr-defined]
     ResourceMap.load_parameters = _load_parameters_in_use  # type: ignore[method-assign]
