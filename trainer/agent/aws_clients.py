@@ -19,6 +19,10 @@ class AutoScalingClient(Protocol):
     def complete_lifecycle_action(self, *, LifecycleHookName: str, AutoScalingGroupName: str,
                                   LifecycleActionResult: str, InstanceId: str) -> Any: ...
 
+    def describe_auto_scaling_groups(self, *, AutoScalingGroupNames: list[str]) -> Any: ...
+
+    def update_auto_scaling_group(self, *, AutoScalingGroupName: str, MixedInstancesPolicy: Any) -> Any: ...
+
 
 class LogsClient(Protocol):
     """boto3 "logs": the instance's stream in the job's log group."""

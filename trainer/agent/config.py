@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..capacity.policy import parse_deadline, parse_duration
 from ..storage.names import bucket_name_problem
 from .command import parse_signal
 
@@ -58,6 +59,14 @@ class AgentConfig:
     # A node that stops heartbeating is dropped from the rendezvous after 3 intervals; each beat is a
     # conditional PUT of the state object (3 nodes at 5 s: about 52,000 PUTs a day, $0.26).
     rdzv_keep_alive_seconds: float = 5.0
+    notify_topic: str = ""  # the job's SNS topic ARN; empty: no notifications
+    # A deadline the job keeps by switching its group to on-demand when it falls behind (uniform
+    # progress): a UTC timestamp or a duration from the job's first start; empty: none.
+    deadline: str = ""
+    total_steps: int = 0  # the job's size for the deadline; 0: the built-in trainer's --steps
+    deadline_margin: str = "30m"  # boot, restore and safety kept in hand before the deadline
+    heartbeat_seconds: float = 60.0  # how often this instance's record (for its cost) is refreshed
+    deadline_check_seconds: float = 30.0  # a deadline is hours away: a decision every half minute will do
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -91,6 +100,12 @@ ENV_NAMES: dict[str, str] = {
     "SPOT_LOCAL_ADDR": "local_addr",
     "SPOT_RDZV_LAST_CALL_SECONDS": "rdzv_last_call_seconds",
     "SPOT_RDZV_KEEP_ALIVE_SECONDS": "rdzv_keep_alive_seconds",
+    "SPOT_NOTIFY_TOPIC": "notify_topic",
+    "SPOT_DEADLINE": "deadline",
+    "SPOT_TOTAL_STEPS": "total_steps",
+    "SPOT_DEADLINE_MARGIN": "deadline_margin",
+    "SPOT_HEARTBEAT_SECONDS": "heartbeat_seconds",
+    "SPOT_DEADLINE_CHECK_SECONDS": "deadline_check_seconds",
 }
 REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")
 
@@ -196,12 +211,16 @@ def check_config(config: AgentConfig) -> None:
         ("SPOT_PROCS_PER_NODE", config.procs_per_node, config.procs_per_node >= 1),
         ("SPOT_RDZV_LAST_CALL_SECONDS", config.rdzv_last_call_seconds, config.rdzv_last_call_seconds >= 0),
         ("SPOT_RDZV_KEEP_ALIVE_SECONDS", config.rdzv_keep_alive_seconds, config.rdzv_keep_alive_seconds >= 1),
+        ("SPOT_TOTAL_STEPS", config.total_steps, config.total_steps >= 0),
+        ("SPOT_HEARTBEAT_SECONDS", config.heartbeat_seconds, config.heartbeat_seconds > 0),
+        ("SPOT_DEADLINE_CHECK_SECONDS", config.deadline_check_seconds, config.deadline_check_seconds > 0),
     ]
     for name, value, ok in checks:
         if not ok:
             hint = {"SPOT_LEASE_TTL_SECONDS": " (must exceed twice SPOT_POLL_SECONDS)",
                     "SPOT_MIN_NODES": f" (1 to SPOT_MAX_NODES={config.max_nodes})"}.get(name, "")
             raise ConfigError(f"{name}={value!r} is out of range{hint}")
+    _check_schedule(config)
     if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
         raise ConfigError(f"SPOT_WORKDIR={config.workdir!r} is not a directory")
     _check_writable(Path(config.checkpoint_dir))
@@ -211,6 +230,18 @@ def check_config(config: AgentConfig) -> None:
         shlex.split(text)
     except ValueError as error:
         raise ConfigError(f"{name} cannot be parsed as shell words ({error}): {text!r}") from None
+
+
+def _check_schedule(config: AgentConfig) -> None:
+    """A deadline or margin the policy cannot read would only show once training ran for hours."""
+    for name, parse in (("SPOT_DEADLINE", lambda text: parse_deadline(text, 0.0)),
+                        ("SPOT_DEADLINE_MARGIN", parse_duration)):
+        text = getattr(config, ENV_NAMES[name])
+        try:
+            if text:
+                parse(text)
+        except ValueError as error:
+            raise ConfigError(f"{name}: {error}") from None
 
 
 def _check_writable(directory: Path) -> None:

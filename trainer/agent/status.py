@@ -44,6 +44,11 @@ class JobStatus:
     failures: int = 0
     reason: str = ""
     warning: str = ""  # something the user must fix, e.g. a command that saves nothing recognisable
+    first_started_at: float | None = None  # epoch of the job's first start: a relative deadline counts from it
+    # A deadline's line, for the capacity watch to draw while no instance runs (None: no deadline).
+    deadline_at: float | None = None
+    total_steps: int | None = None
+    margin_seconds: float | None = None
     updated_at: str = field(default_factory=utc_now)
 
     @classmethod
@@ -57,6 +62,7 @@ class JobStatus:
             checkpoint_step=previous.get("checkpoint_step"),
             attempt=int(previous.get("attempt") or 0),
             interruptions=int(previous.get("interruptions") or 0),
+            first_started_at=previous.get("first_started_at") or time.time(),
         )
 
 

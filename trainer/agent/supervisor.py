@@ -26,8 +26,10 @@ from .aws_clients import AutoScalingClient
 from .cloudwatch import CloudWatchSink
 from .command import CommandProcess, parse_signal, runtime_argv
 from .config import AgentConfig
+from .deadline_watch import DeadlineWatch, builtin_steps, plan_from, status_fields
 from .imds import ImdsClient
 from .lease_keeper import LeaseKeeper
+from .notify import Notifier, SnsClient
 from .own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
 from .save_watch import SaveWatch
 from .status import JobStatus, StatusReporter
@@ -59,6 +61,7 @@ class Clients:
     imds: ImdsClient
     autoscaling: AutoScalingClient
     cloud: CloudWatchSink | None
+    sns: SnsClient | None = None
 
 
 @dataclass
@@ -71,9 +74,12 @@ class Agent:
     telemetry: RunTelemetry = field(init=False)
     _warned_imds: bool = False
     _imds_retry_at: float = 0.0
+    _deadline: DeadlineWatch | None = None
 
     def __post_init__(self) -> None:
         self.telemetry = RunTelemetry(store=self.clients.store, cloud=self.clients.cloud)
+        if self.config.notify_topic and self.clients.sns is not None:
+            self.telemetry.notifier = Notifier(self.config.notify_topic, self.clients.sns, self.config.job, self.log)
 
     # ---- entry point --------------------------------------------------------------------------
     def run(self) -> int:
@@ -100,6 +106,7 @@ class Agent:
         )
         reporter.update(state=states.RESTORING)
         self.telemetry.event("start", attempt=reporter.status.attempt + 1)
+        self._deadline = self._deadline_watch(reporter.status.first_started_at or time.time())
         resume_from, remote_step = self._restore()
         uploader = CheckpointUploader(
             lambda path, step: store.upload(path, step, lease=None if self.config.distributed else self.clients.lease),
@@ -293,6 +300,8 @@ class Agent:
             watch.check(newest, exited=code == 0)
             if code is not None:
                 return "exited", code
+            if self._deadline is not None:
+                self._deadline.check(self._require_reporter().status.step)
             reason = self._notice() or ("agent asked to stop" if self.stop_requested.is_set() else None)
             if self._keeper is not None and self._keeper.lost.is_set():
                 self._stop_command(command)
@@ -349,6 +358,7 @@ class Agent:
 
     def _failed(self, reason: str, failures: int) -> int:
         self._require_reporter().update(state=states.FAILED, reason=reason, failures=failures)
+        self.telemetry.event("failed", reason=reason)
         self._end_job(f"giving up after {failures} failures: {reason}")
         return EXIT_FAILED
 
@@ -369,6 +379,25 @@ class Agent:
             self.telemetry.update(warning=message)
 
         return SaveWatch(Path(self.config.checkpoint_dir), self.config.checkpoint_warn_seconds, warn)
+
+    def _deadline_watch(self, first_start: float) -> DeadlineWatch | None:
+        """The deadline policy for this run, or None without a deadline (or a job size to judge it by)."""
+        config = self.config
+        if not config.deadline:
+            return None
+        total = config.total_steps or (builtin_steps(config.train_args) if self._builtin else 0)
+        if total < 1:
+            self.log("WARNING: a deadline is set but the job's size is unknown: set total_steps in the job "
+                     "file's [schedule] (the built-in trainer's --steps is used for it); the deadline is not kept")
+            return None
+        try:
+            plan = plan_from(config.deadline, config.deadline_margin, total, first_start)
+        except ValueError as error:
+            self.log(f"WARNING: the deadline cannot be kept: {error}")
+            return None
+        self.telemetry.update(**status_fields(plan))
+        return DeadlineWatch(plan, config.asg_name, self.clients.autoscaling, self.telemetry.event, self.log,
+                             check_seconds=config.deadline_check_seconds)
 
     def _own_group(self) -> OwnGroup:
         return OwnGroup(self.config.asg_name, self.config.lifecycle_hook, self.instance_id,

@@ -17,6 +17,7 @@ from ..storage.remote import RemoteStore
 from ..storage.uploader import Uploaded
 from . import status as states
 from .cloudwatch import CloudWatchSink
+from .notify import Notifier
 from .status import StatusReporter
 
 METRIC_INTERVAL_SECONDS = 1.0
@@ -32,6 +33,7 @@ class RunTelemetry:
     _last_metric: float = 0.0
     group_stop_step: int | None = None  # several nodes: the step at which the world last stopped to save
     peer_lost: bool = False  # several nodes: a rank here saw a collective fail (a peer died)
+    notifier: Notifier | None = None  # the job's SNS topic, when the stack gives one
 
     def log(self, line: str) -> None:
         print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
@@ -47,6 +49,10 @@ class RunTelemetry:
             self.store.append_event(kind, **fields)
         except Exception as error:
             self.log(f"could not record event {kind}: {error}")
+        if self.notifier is not None:
+            self.notifier.event(kind, {"instance": self.store.instance, **fields})
+        if kind == "interruption" and self.cloud is not None:
+            self.cloud.metric("Interruptions", 1, "Count")
 
     def publish_status(self, record: dict[str, Any]) -> None:
         try:
@@ -90,6 +96,8 @@ class RunTelemetry:
                 self.update(step=done.step)  # a command that prints no JSON progress: checkpoints tell
         if self.cloud is not None:
             self.cloud.metric("CheckpointUploadSeconds", done.seconds, "Seconds")
+            if done.published:  # progress for the stall alarm, also from a command that prints no steps
+                self.cloud.metric("Step", done.step, "Count")
         if done.published:
             self.log(f"checkpoint step {done.step} uploaded in {done.seconds:.2f}s ({done.bytes} bytes)")
         else:  # never quietly: a newer step in S3 outranks this one, and a restart resumes from that

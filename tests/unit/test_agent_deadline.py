@@ -1,0 +1,118 @@
+"""The training node keeps the deadline: behind the straight line it switches its own group to
+on-demand (an event and so a notification), back to spot once comfortably ahead; a job of unknown
+size or a malformed deadline is named, never guessed at."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from localcloud import moto_app
+from trainer.agent.config import ConfigError, check_config, config_from_env
+from trainer.agent.deadline_watch import DeadlineWatch, Pace, builtin_steps, plan_from
+from trainer.agent.notify import message_for
+from trainer.capacity.market import group_market
+from trainer.capacity.policy import ON_DEMAND, SPOT
+
+GROUP = "job-group"
+HOUR = 3600.0
+
+
+@pytest.fixture
+def autoscaling(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    moto_app.install()
+    credentials = {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"}
+    for name, value in credentials.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        ec2, asg = boto3.client("ec2"), boto3.client("autoscaling")
+        template = ec2.create_launch_template(LaunchTemplateName="lt", LaunchTemplateData={"ImageId": "ami-12c6146b"})
+        asg.create_auto_scaling_group(
+            AutoScalingGroupName=GROUP, MinSize=0, MaxSize=1, DesiredCapacity=0, AvailabilityZones=["us-east-1a"],
+            MixedInstancesPolicy={
+                "LaunchTemplate": {"LaunchTemplateSpecification": {
+                    "LaunchTemplateId": template["LaunchTemplate"]["LaunchTemplateId"]}},
+                "InstancesDistribution": {"OnDemandPercentageAboveBaseCapacity": 0}})
+        yield asg
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def watch_for(autoscaling: Any, clock: Clock, events: list[tuple[str, dict[str, Any]]]) -> DeadlineWatch:
+    # 1000 steps due 10 h after the first start, 1 h kept in hand: the line asks 1000 steps per 9 h.
+    plan = plan_from("10h", "1h", 1000, clock.now)
+    return DeadlineWatch(plan, GROUP, autoscaling, lambda kind, **fields: events.append((kind, fields)),
+                         lambda line: None, clock=clock, check_seconds=0.0)
+
+
+def test_behind_the_line_goes_on_demand_and_back_to_spot_once_well_ahead(autoscaling: Any) -> None:
+    clock, events = Clock(), []
+    watch = watch_for(autoscaling, clock, events)
+    clock.now += 0.9 * HOUR  # the line asks for 100 steps
+    watch.check(100)
+    assert group_market(autoscaling, GROUP) == SPOT and events == []
+    clock.now += 2 * HOUR  # 322 asked, 130 done: an outage, and a replacement that just restored
+    watch.pace = Pace()  # its agent measures its own pace
+    watch.check(130)
+    assert group_market(autoscaling, GROUP) == ON_DEMAND
+    kind, fields = events[-1]
+    assert (kind, fields["from"], fields["to"], fields["step"]) == ("market", SPOT, ON_DEMAND, 130)
+    assert "behind the straight line" in fields["reason"]
+    clock.now += 0.5 * HOUR
+    watch.check(400)  # just ahead: not enough to pay for another restart
+    assert group_market(autoscaling, GROUP) == ON_DEMAND and len(events) == 1
+    clock.now += 0.5 * HOUR
+    watch.check(700)  # far ahead at a pace that finishes hours early
+    assert group_market(autoscaling, GROUP) == SPOT
+    assert (events[-1][1]["from"], events[-1][1]["to"]) == (ON_DEMAND, SPOT)
+
+
+def test_a_group_the_agent_may_not_change_leaves_training_alone(autoscaling: Any) -> None:
+    clock, events = Clock(), []
+    watch = watch_for(autoscaling, clock, events)
+    watch.group_name = "someone-elses-group"
+    clock.now += 5 * HOUR
+    watch.check(1)  # no exception: the failure is logged and training goes on
+    assert events == []
+
+
+def test_the_builtin_trainer_states_its_own_size() -> None:
+    assert builtin_steps("--model lm --steps 300 --synthetic") == 300
+    assert builtin_steps("--steps=42") == 42
+    assert builtin_steps("--model lm") == 0
+
+
+@pytest.mark.parametrize(("name", "value", "named"), [
+    ("SPOT_DEADLINE", "next friday", "SPOT_DEADLINE: deadline 'next friday' is neither"),
+    ("SPOT_DEADLINE_MARGIN", "1.5h", "SPOT_DEADLINE_MARGIN"),
+    ("SPOT_TOTAL_STEPS", "-5", "SPOT_TOTAL_STEPS=-5 is out of range"),
+])
+def test_a_schedule_setting_the_agent_cannot_read_is_refused_at_start(
+        tmp_path: Any, name: str, value: str, named: str) -> None:
+    env = {"SPOT_JOB": "j", "SPOT_BUCKET": "bucket-1", "SPOT_COMMAND": "builtin",
+           "SPOT_CHECKPOINT_DIR": str(tmp_path), name: value}
+    with pytest.raises(ConfigError) as refused:
+        check_config(config_from_env(env))
+    assert named in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_notifications_say_what_happened_in_one_short_message() -> None:
+    subject, text = message_for("lm", "market", {"from": SPOT, "to": ON_DEMAND, "step": 130,
+                                                 "reason": "behind the straight line to the deadline by 192 steps"})
+    assert subject == "Spot Trainer lm: now on-demand"
+    assert text == ("Job lm switched from spot to on-demand at step 130: "
+                    "behind the straight line to the deadline by 192 steps.")
+    subject, text = message_for("lm", "interruption", {"instance": "i-1", "reason": "spot interruption notice",
+                                                       "step": 80})
+    assert subject == "Spot Trainer lm: interrupted" and "checkpoint step 80 is safe in S3" in text
+    assert message_for("lm", "checkpoint", {"step": 80}) is None  # not every event is news

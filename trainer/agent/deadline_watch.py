@@ -1,0 +1,87 @@
+"""The deadline, kept from the training node: while the command runs, compare its progress with the
+straight line to the deadline (trainer/capacity/policy.py) and switch the job's own group to
+on-demand when it falls behind, back to spot once comfortably ahead. Every switch is an event (and
+so a notification) and a line in the log. The capacity watch acts while no instance runs."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..capacity.market import GroupClient, group_market, set_group_market
+from ..capacity.policy import DeadlinePlan, Progress, choose_market, parse_deadline, parse_duration
+
+
+def builtin_steps(train_args: str) -> int:
+    """The built-in trainer's --steps (its job size), 0 when not given."""
+    words = shlex.split(train_args)
+    for index, word in enumerate(words):
+        if word.startswith("--steps="):
+            return int(word.split("=", 1)[1])
+        if word == "--steps" and index + 1 < len(words):
+            return int(words[index + 1])
+    return 0
+
+
+@dataclass
+class Pace:
+    """Seconds per step on this instance, from its first reported step (restore time excluded)."""
+
+    first: tuple[float, int] | None = None
+
+    def seconds_per_step(self, now: float, step: int) -> float | None:
+        if self.first is None:
+            self.first = (now, step)
+            return None
+        (since, from_step) = self.first
+        return (now - since) / (step - from_step) if step > from_step else None
+
+
+@dataclass
+class DeadlineWatch:
+    plan: DeadlinePlan
+    group_name: str
+    autoscaling: GroupClient
+    event: Callable[..., None]  # telemetry.event: the record, the notification
+    log: Callable[[str], None]
+    clock: Callable[[], float] = time.time
+    check_seconds: float = 30.0
+    market: str = ""  # the group's market as last read or set
+    pace: Pace = field(default_factory=Pace)
+    _next_check: float = 0.0
+
+    def check(self, step: int | None) -> None:
+        """Called from the agent's poll loop; acts at most every `check_seconds`."""
+        now = self.clock()
+        if step is None or now < self._next_check or not self.group_name:
+            return
+        self._next_check = now + self.check_seconds
+        try:
+            self.market = self.market or group_market(self.autoscaling, self.group_name)
+            decision = choose_market(self.plan, Progress(now, step, self.pace.seconds_per_step(now, step)),
+                                     self.market)
+            if decision.market == self.market:
+                return
+            set_group_market(self.autoscaling, self.group_name, decision.market)
+        except Exception as error:  # a throttled call, a missing permission: training goes on
+            self.log(f"could not apply the deadline policy: {error}")
+            return
+        self.log(f"switched {self.group_name} from {self.market} to {decision.market}: {decision.reason}")
+        self.event("market", step=step, reason=decision.reason, **{"from": self.market, "to": decision.market})
+        self.market = decision.market
+
+
+def plan_from(deadline: str, margin: str, total_steps: int, first_start: float) -> DeadlinePlan:
+    """The plan the settings describe (already checked by check_config); ValueError naming the
+    problem when the deadline cannot be kept at all (it falls within the margin of the first start)."""
+    return DeadlinePlan.checked(first_start, parse_deadline(deadline, first_start), total_steps,
+                                parse_duration(margin))
+
+
+def status_fields(plan: DeadlinePlan) -> dict[str, Any]:
+    """What status.json carries so the capacity watch can draw the same line while nothing runs."""
+    return {"first_started_at": plan.first_start, "deadline_at": plan.deadline_at,
+            "total_steps": plan.total_steps, "margin_seconds": plan.margin_seconds}

@@ -1,0 +1,57 @@
+"""Notifications: one short human-readable message on the job's SNS topic for each event a person
+watching a days-long job wants to hear about (interrupted, resumed, market switched, done, failed).
+
+A message is sent from the event the agent records anyway, so the record and the mail agree.
+Publishing is best effort: a failure is logged and never touches training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+SUBJECT_LIMIT = 100  # SNS refuses longer subjects
+
+
+class SnsClient(Protocol):
+    """boto3 "sns": Publish on the job's own topic (the instance role allows nothing else)."""
+
+    def publish(self, *, TopicArn: str, Subject: str, Message: str) -> Any: ...
+
+
+def message_for(job: str, kind: str, fields: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(subject, message) for the kinds worth a notification; None for the rest."""
+    instance = fields.get("instance") or "an instance"
+    step = fields.get("step")
+    at_step = f" at step {step}" if step is not None else ""
+    texts = {
+        "interruption": ("interrupted", f"Job {job} was interrupted on {instance} ({fields.get('reason')}); "
+                         f"checkpoint step {step} is safe in S3 and a replacement will resume from it."),
+        "resume": ("resumed", f"Job {job} resumed on {instance} from checkpoint step {step}."),
+        "market": (f"now {fields.get('to')}", f"Job {job} switched from {fields.get('from')} to "
+                   f"{fields.get('to')}{at_step}: {fields.get('reason')}."),
+        "done": ("done", f"Job {job} finished{at_step}; its group is scaled to zero."),
+        "failed": ("FAILED", f"Job {job} failed: {fields.get('reason')}. Its group is scaled to zero."),
+    }
+    if kind not in texts:
+        return None
+    subject, message = texts[kind]
+    return f"Spot Trainer {job}: {subject}"[:SUBJECT_LIMIT], message
+
+
+@dataclass
+class Notifier:
+    topic_arn: str
+    sns: SnsClient
+    job: str
+    log: Callable[[str], None]
+
+    def event(self, kind: str, fields: Mapping[str, Any]) -> None:
+        text = message_for(self.job, kind, fields)
+        if text is None:
+            return
+        try:
+            self.sns.publish(TopicArn=self.topic_arn, Subject=text[0], Message=text[1])
+        except Exception as error:
+            self.log(f"could not publish the {kind} notification: {error}")
