@@ -1,10 +1,11 @@
 """The deadline-aware market policy: uniform progress (Can't-Be-Late, NSDI'24) with a safety net.
 
 The straight line runs from no steps at the job's first start to every step at the deadline less a
-margin (boot, restore and safety kept in hand). On or above it the job runs on spot; below it, on
-on-demand. A safety net overrides the line: when the measured pace no longer finishes the remaining
-steps before deadline − margin, on-demand regardless. Leaving on-demand needs a lead of a whole
-margin, so a job hovering at the line does not pay a restart for every step it gains or loses.
+margin (boot, restore and safety kept in hand). On or above it the job runs on spot; behind it by
+more than the margin, on on-demand. A safety net overrides the line: when the measured pace no
+longer finishes the remaining steps before deadline − margin, on-demand regardless. Leaving
+on-demand needs a lead on the line and a whole margin to spare at the pace, so a job hovering at the
+line does not pay a restart for every step it gains or loses.
 
 Durations are integers with units d, h, m, s concatenated ("36h", "90m", "1d12h"); a deadline is
 an ISO-8601 UTC timestamp ending in "Z" or such a duration counted from the job's first start.
@@ -24,8 +25,12 @@ _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"(?:\d+[dhms])+")
 _PART = re.compile(r"(\d+)([dhms])")
 # Behind the line by less than this share of the margin is a boot or a restore in progress, not a
-# job falling behind: without it every (re)start would flip the job to on-demand.
-BEHIND_TOLERANCE = 0.5
+# job falling behind: without it every (re)start would flip the job to on-demand. The margin is
+# there to absorb such a delay, and the safety net still catches a pace that cannot make it.
+BEHIND_TOLERANCE = 1.0
+# Leaving on-demand takes a lead on the line of this share of the margin (and a whole margin to spare
+# at the measured pace): the job must gain that much on on-demand before a restart on spot pays.
+RETURN_LEAD = 0.5
 
 
 def parse_duration(text: str) -> float:
@@ -162,12 +167,12 @@ def choose_market(plan: DeadlinePlan, progress: Progress, current: str) -> Decis
 
 
 def _leave_on_demand(plan: DeadlinePlan, ahead: float, shortfall: float | None) -> Decision:
-    """Back to spot only with a whole margin in hand, both on the line and at the measured pace."""
-    margin = plan.margin_seconds
-    if ahead < margin:
-        lead = f"ahead by {format_duration(ahead)}" if ahead > 0 else "not yet ahead"
-        return Decision(ON_DEMAND, f"{lead}, staying on on-demand until {format_duration(margin)} ahead")
-    if shortfall is not None and shortfall > -margin:
+    """Back to spot only with a lead on the line and a whole margin to spare at the measured pace."""
+    lead = RETURN_LEAD * plan.margin_seconds
+    if ahead < lead:
+        now = f"ahead by {format_duration(ahead)}" if ahead > 0 else "not yet ahead"
+        return Decision(ON_DEMAND, f"{now}, staying on on-demand until {format_duration(lead)} ahead")
+    if shortfall is not None and shortfall > -plan.margin_seconds:
         return Decision(ON_DEMAND, f"only {format_duration(-shortfall)} to spare at the measured pace, staying "
                                    "on on-demand")
     return Decision(SPOT, f"ahead by {format_duration(ahead)}, back to spot")
