@@ -50,11 +50,12 @@ def test_malformed_durations_are_refused_on_one_line_naming_them(text: str) -> N
 def test_a_deadline_is_a_utc_timestamp_or_a_duration_from_the_first_start() -> None:
     expected = datetime(2026, 12, 1, 18, 0, tzinfo=UTC).timestamp()
     assert parse_deadline("2026-12-01T18:00:00Z", first_start=5.0) == expected
+    assert parse_deadline("2026-12-01T18:00Z", first_start=5.0) == expected
     assert parse_deadline("1d12h", first_start=5.0) == 5.0 + 36 * HOUR
 
 
 @pytest.mark.parametrize("text", ["2026-12-01T18:00:00", "2026-12-01T18:00:00+01:00", "2026-13-01T18:00:00Z",
-                                  "tomorrow", "", "0h"])
+                                  "2026-04-31T18:00:00Z", "20261201T180000Z", "tomorrow", "", "0h"])
 def test_malformed_deadlines_are_refused_on_one_line_naming_them(text: str) -> None:
     with pytest.raises(ValueError) as refused:
         parse_deadline(text, first_start=0.0)

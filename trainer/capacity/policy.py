@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 SPOT = "spot"
 ON_DEMAND = "on-demand"
@@ -24,6 +24,8 @@ ON_DEMAND = "on-demand"
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"(?:\d+[dhms])+")
 _PART = re.compile(r"(\d+)([dhms])")
+# ISO-8601's extended form only, in UTC: the one the console parameter's pattern also takes.
+_UTC_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?Z")
 # Behind the line by less than this share of the margin is a boot or a restore in progress, not a
 # job falling behind: without it every (re)start would flip the job to on-demand. The margin is
 # there to absorb such a delay, and the safety net still catches a pace that cannot make it.
@@ -62,13 +64,12 @@ def _parse_utc_timestamp(text: str) -> float:
     problem = f"deadline {text!r} is not a UTC timestamp like 2026-12-01T18:00:00Z"
     if not stripped.endswith("Z"):
         raise ValueError(problem + " (it must end in Z)")
-    try:
-        moment = datetime.fromisoformat(stripped)
-    except ValueError:
-        raise ValueError(problem) from None
-    if moment.utcoffset() != UTC.utcoffset(None):
+    if not _UTC_TIMESTAMP.fullmatch(stripped):
         raise ValueError(problem)
-    return moment.timestamp()
+    try:
+        return datetime.fromisoformat(stripped).timestamp()
+    except ValueError:  # a month 13, a 31 April
+        raise ValueError(problem) from None
 
 
 def format_duration(seconds: float) -> str:
