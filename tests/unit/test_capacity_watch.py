@@ -95,7 +95,7 @@ def test_behind_the_deadline_line_with_nothing_running_switches(
     status = {"state": "INTERRUPTED", "step": 100, "total_steps": 1000, "first_started_at": start - 3600,
               "deadline_at": start + 4 * 3600, "margin_seconds": 1800}
     put_json(aws, "status.json", status)
-    later(monkeypatch, 600)  # 1h10m of a 4h30m line: 259 steps due, 100 done
+    later(monkeypatch, 600)  # a margin short of 1h10m into a 4h30m line: 148 steps due, 100 done
     assert "behind its line to the deadline at step 100" in watch.handler({}, None)
     assert on_demand_share(aws) == 100
 

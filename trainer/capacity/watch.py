@@ -1,6 +1,6 @@
 """Capacity watch, a Lambda run each minute: when no instance of the job has run for MAX_SPOT_WAIT,
-or none runs while the job is behind its line to the deadline, no agent can act, so this switches
-the group to on-demand. Inlined in the template: stdlib and boto3 only."""
+or none runs while the job is behind its line to the deadline, no agent can act: this switches the
+group to on-demand. Inlined in the template: stdlib and boto3 only."""
 import json
 import os
 import re
@@ -27,7 +27,7 @@ def read_status(s3: Any, bucket: str, job: str) -> dict[str, Any]:
 
 
 def last_seen(s3: Any, bucket: str, job: str, group: dict[str, Any]) -> float:
-    """When an instance of the job last reported, or else when the group was created."""
+    """When an instance of the job last reported, or the group was created."""
     seen: float = group["CreatedTime"].timestamp()
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{job}/instances/")
     for page in pages:
@@ -37,10 +37,11 @@ def last_seen(s3: Any, bucket: str, job: str, group: dict[str, Any]) -> float:
 
 
 def behind_line(status: dict[str, Any], now: float) -> bool:
-    """Below the straight line from the first start to deadline - margin (uniform progress)."""
+    """A margin below the line from the first start to deadline - margin (as in policy.py)."""
     try:
-        start, end = status["first_started_at"], status["deadline_at"] - status["margin_seconds"]
-        return bool((status.get("step") or 0) < status["total_steps"] * (now - start) / (end - start))
+        start, margin = status["first_started_at"], status["margin_seconds"]
+        due = status["total_steps"] * (now - margin - start) / (status["deadline_at"] - margin - start)
+        return bool((status.get("step") or 0) < due)
     except (KeyError, TypeError, ZeroDivisionError):
         return False  # no agent has run yet, or no deadline
 
