@@ -69,7 +69,7 @@ def offenders(package: str, forbidden: tuple[str, ...], *, allow: tuple[str, ...
 
 
 def test_the_rooms_exist_with_their_contract_written_down() -> None:
-    for room in ("agent", "storage", "builtin", "integrations", "distributed"):
+    for room in ("agent", "storage", "builtin", "integrations", "distributed", "capacity", "costs"):
         init = ROOT / "trainer" / room / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and "import" in doc, f"trainer/{room}/__init__.py must say what it owns and may import"
@@ -93,6 +93,19 @@ def test_the_agent_never_imports_the_training_program_or_torch() -> None:
 def test_the_rendezvous_knows_nothing_of_the_agent_or_the_program() -> None:
     # The agent starts it as a process (torchrun); the training program meets it only as a torch world.
     assert offenders("trainer.distributed", ("trainer.agent", "trainer.builtin", "trainer.storage.local")) == []
+
+
+def test_the_market_policy_and_the_cost_room_know_nothing_of_the_agent() -> None:
+    assert offenders("trainer.capacity", ("trainer.agent", "trainer.storage", "trainer.builtin",
+                                          "trainer.costs", "trainer.distributed")) == []
+    assert offenders("trainer.costs", ("trainer.agent", "trainer.builtin", "trainer.capacity",
+                                       "trainer.distributed")) == []
+
+
+def test_the_capacity_watch_stands_alone_as_the_lambda_it_is_inlined_into() -> None:
+    allowed = {"__future__", "json", "os", "re", "time", "datetime", "typing", "boto3"}
+    imported = {name.split(".")[0] for name in MODULES["trainer.capacity.watch"]}
+    assert imported <= allowed, imported - allowed
 
 
 def test_the_product_never_imports_the_stand_ins_or_the_tests() -> None:
