@@ -41,8 +41,14 @@ class FakeImds:
         port: int = 0,
         instance_type: str = "g5.xlarge",
         local_ipv4: str = "127.0.0.1",
+        market: str = "spot",
+        availability_zone: str | None = None,
     ) -> None:
+        if market not in ("spot", "on-demand"):
+            raise ValueError(f"market must be 'spot' or 'on-demand', got {market!r}")
         self.instance_id, self.region, self.instance_type = instance_id, region, instance_type
+        self.market = market  # instance-life-cycle: what the instance is billed as
+        self.availability_zone = availability_zone or region + "a"
         self.local_ipv4 = local_ipv4  # each node of a multi-node job gets its own loopback address
         self.port = port
         self._lock = threading.Lock()
@@ -113,13 +119,14 @@ class FakeImds:
                 "/latest/meta-data/instance-type": self.instance_type,
                 "/latest/meta-data/local-ipv4": self.local_ipv4,
                 "/latest/meta-data/placement/region": self.region,
-                "/latest/meta-data/placement/availability-zone": self.region + "a",
+                "/latest/meta-data/placement/availability-zone": self.availability_zone,
+                "/latest/meta-data/instance-life-cycle": self.market,
                 "/latest/meta-data/autoscaling/target-lifecycle-state": self._lifecycle,
                 "/latest/meta-data/spot/instance-action": self._instance_action,
                 "/latest/meta-data/events/recommendations/rebalance": self._rebalance,
                 "/latest/dynamic/instance-identity/document": {
                     "instanceId": self.instance_id, "region": self.region,
-                    "availabilityZone": self.region + "a", "instanceType": self.instance_type,
+                    "availabilityZone": self.availability_zone, "instanceType": self.instance_type,
                 },
             }
         value = documents.get(path.rstrip("/"))
@@ -218,9 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instance-id", default="i-0123456789abcdef0")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--instance-type", default="g5.xlarge")
+    parser.add_argument("--market", choices=("spot", "on-demand"), default="spot")
     args = parser.parse_args(argv)
     imds = FakeImds(instance_id=args.instance_id, region=args.region, port=args.port,
-                    instance_type=args.instance_type)
+                    instance_type=args.instance_type, market=args.market)
     try:
         imds.start()
     except OSError as error:

@@ -44,6 +44,7 @@ class Instance:
     aws_env: dict[str, str]
     settings: dict[str, str] = field(default_factory=dict)  # extra SPOT_* for the agent (tests)
     local_ipv4: str = "127.0.0.1"  # its own loopback address, so several nodes tell each other apart
+    market: str = "spot"  # what IMDS instance-life-cycle says, and what the cost report bills it as
     imds: FakeImds | None = None
     bootstrap: subprocess.Popen[bytes] | None = None
     launched_at: float = 0.0
@@ -77,6 +78,8 @@ class Instance:
             **AGENT_TUNING,
             **self.aws_env,
             **self.settings,
+            # Its boot time: this host's /proc/uptime is not the instance's.
+            "SPOT_LAUNCHED_AT": f"{self.launched_at:.3f}",
         }
 
     def launch(self, user_data: str) -> Instance:
@@ -84,15 +87,15 @@ class Instance:
         self.root.mkdir(parents=True, exist_ok=True)
         region = self.aws_env.get("AWS_DEFAULT_REGION", "us-east-1")
         self.imds = FakeImds(instance_id=self.instance_id, region=region, instance_type=self.instance_type,
-                             local_ipv4=self.local_ipv4).start()
+                             local_ipv4=self.local_ipv4, market=self.market).start()
         script = self.root.parent / f"{self.instance_id}-user-data.sh"
         script.write_text(user_data)
+        self.launched_at = time.time()
         with open(self.console, "ab") as console:
             self.bootstrap = subprocess.Popen(
                 ["bash", str(script)], env=self.env(), stdout=console, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, cwd="/", start_new_session=True,
             )
-        self.launched_at = time.time()
         return self
 
     def announce(self, notice_seconds: float, *, rebalance: bool = False) -> None:

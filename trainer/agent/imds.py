@@ -69,6 +69,16 @@ class ImdsClient:
     def region(self) -> str:
         return self._require("/latest/meta-data/placement/region")
 
+    def instance_type(self) -> str:
+        return self._require("/latest/meta-data/instance-type")
+
+    def availability_zone(self) -> str:
+        return self._require("/latest/meta-data/placement/availability-zone")
+
+    def market(self) -> str:
+        """"spot" or "on-demand", as instance-life-cycle says (a scheduled instance counts as on-demand)."""
+        return "spot" if self._require("/latest/meta-data/instance-life-cycle").strip() == "spot" else "on-demand"
+
     # ---- protocol -----------------------------------------------------------------------------
     def get(self, path: str) -> str | None:
         """Text of a metadata path; None on 404. Retries once with a fresh token on 401."""
