@@ -35,12 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     agent = commands.add_parser("agent", help="supervise training on this instance (config: SPOT_* env)")
     agent.add_argument("--env-file", type=Path, help="KEY=VALUE file, read over the environment")
     commands.add_parser("train", help="the built-in resumable trainer (see `train --help`)")
-    status = commands.add_parser("status", help="where a job stands: state, step, interruptions")
+    status = commands.add_parser("status", help="where a job stands: state, step, interruptions, cost")
     status.add_argument("--job", required=True)
     status.add_argument("--bucket", required=True)
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     status.add_argument("--region", default=region)
-    status.add_argument("--json", action="store_true", help="print status.json as JSON")
+    status.add_argument("--json", action="store_true",
+                        help="print status.json and the job's cost (\"cost\") as one JSON object")
     return parser
 
 

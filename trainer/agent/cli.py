@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -19,6 +20,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..costs.cost_text import describe_cost
+from ..costs.job_cost import stored_job_cost
+from ..costs.spot_prices import Ec2SpotPrices, NoPrices, SpotPriceSource
 from ..storage.lease import Lease
 from ..storage.names import bucket_name_problem
 from ..storage.remote import RemoteStore, RemoteStoreError
@@ -128,10 +132,24 @@ def run_status(options: argparse.Namespace) -> int:
     store = RemoteStore(s3_client(region=options.region, max_attempts=3), options.bucket, options.job)
     try:
         status = store.get_json(STATUS_NAME)
+        events = store.events()
+        cost = stored_job_cost(store, events, (status or {}).get("state"), spot_prices(options.region),
+                               now=time.time())
         if options.json:
-            print(json.dumps(status or {}, indent=1))
+            print(json.dumps({**(status or {}), "cost": cost.to_dict()}, indent=1))
             return 0 if status else 1
-        print(describe_job(status, store.get_json("latest.json"), store.events()))
+        print(describe_job(status, store.get_json("latest.json"), events))
+        print("\n".join(describe_cost(cost)))
     except (RemoteStoreError, ClientError, BotoCoreError) as error:
         return fail(f"cannot read job {options.job!r} in bucket {options.bucket!r}: {error}", 1)
     return 0
+
+
+def spot_prices(region: str | None) -> SpotPriceSource:
+    """EC2's spot price history in the job's region (endpoint from AWS_ENDPOINT_URL, like S3's)."""
+    try:
+        ec2 = boto3.session.Session().client("ec2", region_name=region, config=client_config(max_attempts=2),
+                                             endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
+    except (BotoCoreError, ValueError) as error:  # no region: EC2 prices are per region
+        return NoPrices(f"cannot read the EC2 spot price history: {error} (give --region)")
+    return Ec2SpotPrices(ec2)

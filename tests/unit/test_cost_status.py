@@ -1,0 +1,66 @@
+"""`python -m spot_trainer status` shows what the job has cost, and `--json` gives status and cost as one object."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from spot_trainer.__main__ import main
+from spot_trainer.storage.remote import RemoteStore
+
+
+@pytest.fixture
+def job(monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteStore]:
+    for name in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    with mock_aws():
+        now = time.time()  # the records are written relative to the moment the test runs
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="costs")
+        store = RemoteStore(s3, "costs", "cifar")
+        store.put_json("status.json", {"job": "cifar", "state": "TRAINING", "step": 700})
+        store.put_json("instances/i-old.json", {
+            "instance": "i-old", "type": "g5.xlarge", "az": "us-east-1a", "market": "spot",
+            "launched_at": now - 7200, "last_seen": now - 3600, "stopped_at": None, "step": 600})
+        store.put_json("instances/i-new.json", {
+            "instance": "i-new", "type": "g5.xlarge", "az": "us-east-1a", "market": "on-demand",
+            "launched_at": now - 1800, "last_seen": now - 10, "stopped_at": None, "step": 700})
+        store.put_json("events/1.json", {"kind": "start", "instance": "i-old", "epoch": now - 7000})
+        store.put_json("events/2.json", {"kind": "start", "instance": "i-new", "epoch": now - 1700})
+        store.put_json("events/3.json", {"kind": "resume", "instance": "i-new", "epoch": now - 1690, "step": 500})
+        yield store
+
+
+def test_the_status_shows_the_cost_section(job: RemoteStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--job", "cifar", "--bucket", "costs", "--region", "us-east-1"]) == 0
+    out = capsys.readouterr().out
+    assert "state          TRAINING" in out
+    # i-old lost power an hour ago (billed to its last beat); i-new runs on demand, counted to now.
+    assert "instance-hours 1.50 on 2 instances (1.00 spot, 0.50 on-demand; 1 still running, counted to now)" in out
+    assert "on-demand      $1.51 for the same hours at on-demand prices" in out
+    assert "redone work    100 of 800 steps computed were computed again" in out
+    assert "prices         spot: EC2 spot price history" in out
+
+
+def test_json_is_status_and_cost_in_one_object(job: RemoteStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--job", "cifar", "--bucket", "costs", "--region", "us-east-1", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["state"] == "TRAINING" and document["step"] == 700
+    cost = document["cost"]
+    assert cost["instance_hours"] == pytest.approx(1.5, abs=0.01) and cost["redone_steps"] == 100
+    assert [i["ended_by"] for i in cost["instances"]] == ["running", "last seen"]
+    assert cost["on_demand_instances_usd"] == pytest.approx(0.5 * 1.006, abs=0.01)
+
+
+def test_an_unreadable_price_history_is_one_line_and_the_rest_still_prints(
+        job: RemoteStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--job", "cifar", "--bucket", "costs"]) == 0  # no region: EC2 prices are per region
+    out = capsys.readouterr().out
+    notes = [line for line in out.splitlines() if line.startswith("note")]
+    assert len(notes) == 1 and "cannot read the EC2 spot price history" in notes[0] and "--region" in notes[0]
+    assert "state          TRAINING" in out and "1 of 2 instances not priced" in out
