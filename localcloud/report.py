@@ -1,9 +1,12 @@
 """The report at the end of a local run: what was trained, what interruptions cost, and what the
 same run would have cost on spot versus on demand.
 
-Cost model: every instance is billed (per second) from launch to power-off at the spot price,
-on-demand price × (1 − discount). The on-demand run it is compared with is the same job
-uninterrupted: one boot plus every step once, at the step time measured in this run.
+Cost: the same computation as `python -m spot_trainer status` (trainer/costs) over the instance
+records the agents wrote to S3 (moto) and the job's events, billed per second with no minimum (a
+local run is time scaled down). Spot prices come from a price trace; without one, a flat trace at
+(1 − discount) of the on-demand price. Two comparisons, not to be confused: the same instance-hours
+on demand (the discount the job got), and the same job run once, uninterrupted, on demand: one boot
+plus every step once at the step time measured here (what spot saved, boots and redone work included).
 """
 
 from __future__ import annotations
@@ -12,10 +15,15 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from localcloud.instance import Instance
 from localcloud.interruptions import Interruption
 from localcloud.journal import TrainingLog, training_again_after
 from localcloud.player import Player
-from stacks.instance_types import ON_DEMAND_USD_PER_HOUR
+from spot_trainer.costs.instance_records import InstanceLife, read_records
+from spot_trainer.costs.job_cost import JobCost, job_cost
+from spot_trainer.costs.on_demand_prices import USD_PER_HOUR
+from spot_trainer.costs.spot_prices import SpotPriceSource, flat_trace
+from spot_trainer.storage.remote import RemoteStore
 
 DEFAULT_DISCOUNT = 0.70
 
@@ -46,9 +54,15 @@ class Report:
     useful_work_fraction: float  # on-demand-equivalent time ÷ instance time
     spot_discount: float
     on_demand_usd_per_hour: float
-    spot_cost_usd: float
-    on_demand_cost_usd: float
-    savings: float
+    spot_cost_usd: float  # what the run cost: its spot instances at the trace's prices (and any on-demand ones)
+    on_demand_cost_usd: float  # the same job run once, uninterrupted, on demand
+    savings: float  # against that uninterrupted on-demand run
+    on_demand_same_hours_usd: float  # the instance-hours this run used, at on-demand prices
+    savings_same_hours: float | None  # against those: the discount the run got
+    redone_steps: int
+    redone_cost_usd: float | None
+    price_source: str
+    instances_without_record: int  # priced from the player's own view: their agent wrote no record
     events: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> str:
@@ -77,11 +91,22 @@ class Report:
             f"  wall time              {self.wall_seconds:.1f}s on {self.instances} instances "
             f"({self.instance_seconds:.1f} instance-seconds, boot {self.boot_seconds:.1f}s)",
             f"  useful work            {self.useful_work_fraction:.1%} of instance time",
-            f"  cost ({self.instance_type})  spot ${self.spot_cost_usd:.5f} "
-            f"vs on-demand ${self.on_demand_cost_usd:.5f} at {self.spot_discount:.0%} discount: "
-            + savings_phrase(self.savings, self.spot_discount),
+            f"  cost ({self.instance_type})  ${self.spot_cost_usd:.5f} for {self.instance_seconds / 3600:.4f} "
+            f"instance-hours ({self.price_source}); the same hours on demand ${self.on_demand_same_hours_usd:.5f}"
+            + (f": {self.savings_same_hours:.1%} less" if self.savings_same_hours is not None else ""),
+            f"  vs on-demand run       ${self.on_demand_cost_usd:.5f} for the job once, uninterrupted, "
+            "on demand: " + savings_phrase(self.savings, self._discount_got()),
+            "  redone work cost       " + (f"${self.redone_cost_usd:.5f}" if self.redone_cost_usd is not None
+                                           else "-") + f" for {self.redone_steps} steps redone as the events "
+            "and instance records show them (what `status` reports)",
         ]
+        if self.instances_without_record:
+            lines.append(f"  note                   {self.instances_without_record} instances wrote no record "
+                         "(their agent never started): billed from launch to power-off as the player saw them")
         return "\n".join(lines)
+
+    def _discount_got(self) -> float:
+        return self.savings_same_hours if self.savings_same_hours is not None else self.spot_discount
 
     def _unseen(self) -> str:
         if self.progress_from == "steps":
@@ -98,7 +123,9 @@ def savings_phrase(savings: float, discount: float) -> str:
             f"{discount:.0%} discount saves on a run this short")
 
 
-def build_report(player: Player, status: dict[str, Any] | None, discount: float = DEFAULT_DISCOUNT) -> Report:
+def build_report(player: Player, status: dict[str, Any] | None, discount: float = DEFAULT_DISCOUNT,
+                 prices: SpotPriceSource | None = None) -> Report:
+    """`prices`: a price trace (TracePrices); None: every type at (1 − discount) of its on-demand price."""
     status = status or {}
     logs = list(player.logs.values())
     instances = list(player.instances.values())
@@ -113,10 +140,11 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
     trained = [(i, player.logs[i.instance_id].first_step_at) for i in instances]
     boot = next((at - i.launched_at for i, at in trained if at is not None), 0.0)
     equivalent = boot + per_step * total
-    instance_seconds = sum(i.uptime(player.ended_at) for i in instances)
     kind = first.instance_type if first else "c7i.xlarge"
-    price = ON_DEMAND_USD_PER_HOUR.get(kind, ON_DEMAND_USD_PER_HOUR["c7i.xlarge"])
-    spot_cost = instance_seconds / 3600 * price * (1 - discount)
+    price = USD_PER_HOUR.get(kind, USD_PER_HOUR["c7i.xlarge"])
+    cost, unrecorded = run_cost(player, prices or flat_prices(discount))
+    instance_seconds = cost.instance_hours * 3600
+    spot_cost = cost.cost_usd
     on_demand_cost = equivalent / 3600 * price
     records = player.interruptions
     return Report(
@@ -147,9 +175,41 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         spot_cost_usd=round(spot_cost, 6),
         on_demand_cost_usd=round(on_demand_cost, 6),
         savings=round(1 - spot_cost / on_demand_cost, 4) if on_demand_cost else 0.0,
+        on_demand_same_hours_usd=round(cost.on_demand_same_hours_usd, 6),
+        savings_same_hours=round(cost.savings_fraction, 4) if cost.savings_fraction is not None else None,
+        redone_steps=cost.redone_steps,
+        redone_cost_usd=round(cost.redone_cost_usd, 6) if cost.redone_cost_usd is not None else None,
+        price_source=cost.price_source,
+        instances_without_record=unrecorded,
         events=[{**asdict(r), "lost_steps": r.lost_steps, "recovery_seconds": recovery_seconds(r, logs)}
                 for r in records],
     )
+
+
+def flat_prices(discount: float) -> SpotPriceSource:
+    """The local cloud's default trace: every type at (1 − discount) of its on-demand price, always."""
+    return flat_trace({name: usd * (1 - discount) for name, usd in USD_PER_HOUR.items()},
+                      f"flat trace: {1 - discount:.0%} of the on-demand price")
+
+
+def run_cost(player: Player, prices: SpotPriceSource) -> tuple[JobCost, int]:
+    """The run's cost from the records the agents wrote, and how many instances had none (killed
+    before their agent started: billed all the same, from the player's own view)."""
+    store = RemoteStore(player.cloud.client("s3"), player.deployment.bucket, player.deployment.job)
+    lives, _ = read_records(store)
+    recorded = {life.instance for life in lives}
+    region = player.cloud.aws_env.get("AWS_DEFAULT_REGION", "us-east-1")
+    missing = [as_life(i, region) for i in player.instances.values() if i.instance_id not in recorded and i.launched_at]
+    cost = job_cost([*lives, *missing], store.events(), prices, now=player.ended_at, job_running=False,
+                    minimum_seconds=0.0)
+    return cost, len(missing)
+
+
+def as_life(instance: Instance, region: str) -> InstanceLife:
+    end = instance.ended_at if instance.ended_at is not None else instance.launched_at
+    az = instance.imds.availability_zone if instance.imds is not None else region + "a"
+    return InstanceLife(instance=instance.instance_id, instance_type=instance.instance_type, az=az,
+                        market=instance.market, launched_at=instance.launched_at, last_seen=end, stopped_at=end)
 
 
 def recovery_seconds(interruption: Interruption, logs: list[TrainingLog]) -> float | None:
