@@ -27,6 +27,7 @@ AGENT_TUNING = {
     "SPOT_POLL_SECONDS": "0.5",
     "SPOT_LEASE_TTL_SECONDS": "12",
     "SPOT_STATUS_INTERVAL": "1",
+    "SPOT_HEARTBEAT_SECONDS": "1",  # instance records: a power-off is billed to within a second
     "SPOT_RDZV_LAST_CALL_SECONDS": "3",  # several nodes: a round waits 3 s for late joiners, not 15
     "SPOT_RDZV_KEEP_ALIVE_SECONDS": "2",  # and drops a dead node after 6 s, not 15
     "SPOT_RESTART_SEC": "1",
