@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from spot_trainer.costs.on_demand_prices import AS_OF, SOURCE, USD_PER_HOUR, on_demand_price
 from spot_trainer.costs.price_integral import cost_over, covers
+from spot_trainer.costs.price_pools import PooledPrices
 from spot_trainer.costs.spot_prices import Ec2SpotPrices, PriceError, PricePoint, TracePrices
 from stacks.instance_types import ON_DEMAND_USD_PER_HOUR
 
@@ -124,3 +125,33 @@ def test_the_on_demand_table_knows_every_type_the_stack_prices_and_says_where_fr
     assert {name: USD_PER_HOUR[name] for name in ON_DEMAND_USD_PER_HOUR} == ON_DEMAND_USD_PER_HOUR
     assert on_demand_price("g5.xlarge") == 1.006 and on_demand_price("x9.enormous") is None
     assert SOURCE.startswith("https://aws.amazon.com/ec2/pricing/on-demand/") and datetime.fromisoformat(AS_OF)
+
+
+class Counting:
+    description = "counting"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.asked: list[tuple[str, str, float, float]] = []
+        self.fail = fail
+
+    def history(self, instance_type: str, az: str, start: float, end: float) -> list[PricePoint]:
+        self.asked.append((instance_type, az, start, end))
+        if self.fail:
+            raise PriceError("cannot read the EC2 spot price history: throttled")
+        return [PricePoint(start - 1, 0.3), PricePoint(start + 100, 0.4)]
+
+
+def test_each_pool_is_asked_once_over_every_instance_in_it_and_a_failure_is_not_repeated() -> None:
+    source = Counting()
+    pooled = PooledPrices(source, [(("g5.xlarge", "a"), T0 + 50, T0 + 60), (("g5.xlarge", "a"), T0, T0 + 10),
+                                   (("g5.xlarge", "b"), T0, T0 + 5)])
+    assert pooled.history("g5.xlarge", "a", T0 + 50, T0 + 60) == [PricePoint(T0 - 1, 0.3)]
+    assert pooled.history("g5.xlarge", "a", T0, T0 + 10) == [PricePoint(T0 - 1, 0.3)]
+    pooled.history("g5.xlarge", "b", T0, T0 + 5)
+    assert source.asked == [("g5.xlarge", "a", T0, T0 + 60), ("g5.xlarge", "b", T0, T0 + 5)]
+    failing = Counting(fail=True)
+    pooled = PooledPrices(failing, [(("g5.xlarge", "a"), T0, T0 + 1), (("g6.xlarge", "a"), T0, T0 + 1)])
+    for kind in ("g5.xlarge", "g6.xlarge"):
+        with pytest.raises(PriceError, match="throttled"):
+            pooled.history(kind, "a", T0, T0 + 1)
+    assert len(failing.asked) == 1

@@ -25,8 +25,9 @@ from ..storage.remote import RemoteStore
 from .instance_records import InstanceLife, billed_span, read_records
 from .on_demand_prices import AS_OF, SOURCE, on_demand_price
 from .price_integral import cost_over, covers
+from .price_pools import PooledPrices
 from .redone_work import training_stretches, work_done
-from .spot_prices import PriceError, PricePoint, SpotPriceSource
+from .spot_prices import PriceError, SpotPriceSource
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,10 @@ class JobCost:
 def job_cost(lives: Sequence[InstanceLife], events: Iterable[Mapping[str, Any]], prices: SpotPriceSource, *,
              now: float, job_running: bool, minimum_seconds: float = 60.0) -> JobCost:
     problems: list[str] = []
-    prices = _AskedUntilItFails(prices)
+    spans = {life.instance: billed_span(life, now=now, job_running=job_running, minimum_seconds=minimum_seconds)
+             for life in lives}
+    prices = PooledPrices(prices, [((life.instance_type, life.az), spans[life.instance].start,
+                                    spans[life.instance].end) for life in lives if life.market == "spot"])
     costs = [instance_cost(life, prices, now=now, job_running=job_running, minimum_seconds=minimum_seconds,
                            problems=problems) for life in lives]
     work = work_done(training_stretches(events, lives))
@@ -144,20 +148,3 @@ def spot_cost(life: InstanceLife, prices: SpotPriceSource, start: float, end: fl
         problems.append(f"{life.instance}: the spot price history of {life.instance_type} in {life.az} begins after "
                         "the instance launched; its first price is used for the time before")
     return cost_over(points, start, end)
-
-
-class _AskedUntilItFails:
-    """A source that is not asked again once it failed: no credentials or no network fails every
-    instance the same way, and each try may wait on retries."""
-
-    def __init__(self, source: SpotPriceSource) -> None:
-        self.source, self.description = source, source.description
-        self.failure: PriceError | None = None
-
-    def history(self, instance_type: str, az: str, start: float, end: float) -> list[PricePoint]:
-        if self.failure is None:
-            try:
-                return self.source.history(instance_type, az, start, end)
-            except PriceError as error:
-                self.failure = error
-        raise self.failure
