@@ -51,7 +51,7 @@ def test_the_record_appears_is_refreshed_and_stopped(s3: Any, bucket: str) -> No
 
 
 def test_spend_is_reported_each_beat_and_adds_up_to_the_lifetime(s3: Any, bucket: str) -> None:
-    store, spent = RemoteStore(s3, bucket, "spend"), []  # type: RemoteStore, list[float]
+    store, spent = RemoteStore(s3, bucket, "spend"), list[float]()
     prices = flat_trace({"g5.xlarge": 0.36}, "flat")
     meter = SpendMeter(FACTS.instance_type, FACTS.az, FACTS.market, prices)
     record = InstanceRecord(store, FACTS, meter=meter, on_spend=spent.append).start(0.1)
@@ -65,7 +65,7 @@ def test_spend_is_reported_each_beat_and_adds_up_to_the_lifetime(s3: Any, bucket
 
 
 def test_an_agent_restarted_on_the_same_instance_does_not_count_its_spend_twice(s3: Any, bucket: str) -> None:
-    store, spent = RemoteStore(s3, bucket, "again"), []  # type: RemoteStore, list[float]
+    store, spent = RemoteStore(s3, bucket, "again"), list[float]()
     prices = flat_trace({"g5.xlarge": 3.6}, "flat")
     InstanceRecord(store, FACTS, meter=SpendMeter("g5.xlarge", "us-east-1a", "spot", prices),
                    on_spend=spent.append).start(60).stop()

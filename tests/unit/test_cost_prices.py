@@ -28,7 +28,7 @@ class PagedEc2:
     """EC2's DescribeSpotPriceHistory as pages, answering what the request asked and more (another AZ)."""
 
     def __init__(self, pages: list[list[dict[str, Any]]]) -> None:
-        self.pages, self.requests = pages, []  # type: list[dict[str, Any]]
+        self.pages, self.requests = pages, list[dict[str, Any]]()
 
     def get_paginator(self, name: str) -> Any:
         assert name == "describe_spot_price_history"
