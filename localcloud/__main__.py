@@ -22,9 +22,11 @@ from pathlib import Path
 from localcloud.cloud import WORK_ROOT, CloudError, LocalCloud
 from localcloud.instance import Instance
 from localcloud.interruptions import InterruptionPlan, PlanError
+from localcloud.outages import parse_outage
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
 from localcloud.report import DEFAULT_DISCOUNT, build_report
+from spot_trainer.costs.spot_prices import PriceError, TracePrices
 
 
 def total_steps(train_args: str) -> int | None:
@@ -65,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="extra environment for the training command, e.g. HF_STEPS=300 (repeatable)")
     demo.add_argument("--spot-discount", type=float, default=DEFAULT_DISCOUNT, metavar="D",
                       help="spot price = on-demand × (1 − D) for the cost report (default 0.70)")
+    demo.add_argument("--spot-outage", action="append", default=[], metavar="START:LEN",
+                      help="no spot capacity from START to START+LEN seconds into the run: running spot "
+                           "instances are reclaimed and none launches (repeatable)")
+    demo.add_argument("--price-trace", type=Path, default=None, metavar="FILE",
+                      help="spot prices over time for the cost report (JSON list of type, az, time, price)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the --rate process")
     demo.add_argument("--timeout", type=float, default=900.0, metavar="S", help="give up after S seconds")
     demo.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the report as JSON")
@@ -78,9 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return demo(options) if options.command == "demo" else destroy()
-    except (PlanError, CloudError) as error:
+    except (PlanError, CloudError, PriceError) as error:
         print(f"localcloud: {error}", file=sys.stderr, flush=True)
-        return 2 if isinstance(error, PlanError) else 1
+        return 2 if isinstance(error, (PlanError, PriceError)) else 1
     except KeyboardInterrupt:
         print("\nlocalcloud: interrupted; every instance and server was stopped", file=sys.stderr, flush=True)
         return 130
@@ -134,6 +141,9 @@ def demo(options: argparse.Namespace) -> int:
         hard_kill_fraction=options.hard_kill_fraction, seed=options.seed, spacing_seconds=options.interrupt_every,
     )
     plan.check()
+    outages = [parse_outage(text) for text in options.spot_outage]
+    if options.price_trace is not None and not options.price_trace.is_file():
+        raise PlanError(f"--price-trace {options.price_trace}: no such file")
     if not 0 <= options.spot_discount < 1:
         raise PlanError(f"--spot-discount {options.spot_discount} must lie in [0, 1)")
     job = read_job(options.job)
@@ -151,10 +161,12 @@ def demo(options: argparse.Namespace) -> int:
         # The built-in trainer's --steps spreads the schedule over the steps; any other command's
         # interruptions come every --interrupt-every seconds of training.
         run = RunOptions(plan=plan, total_steps=total_steps(train_args) if job.command == "builtin" else None,
-                         timeout_seconds=options.timeout, on_tick=progress, command_env=command_env(options.env))
+                         timeout_seconds=options.timeout, on_tick=progress, command_env=command_env(options.env),
+                         outages=outages, price_trace=options.price_trace)
         player = Player(cloud, deployment, run).run()
         status = _status(cloud, deployment.bucket, deployment.job)
-        report = build_report(player, status, options.spot_discount)
+        prices = TracePrices.from_file(options.price_trace) if options.price_trace is not None else None
+        report = build_report(player, status, options.spot_discount, prices=prices)
         cloud.destroy(deployment)
         kept = cloud.client("s3").list_objects_v2(Bucket=deployment.bucket, Prefix=f"{job.name}/")["KeyCount"]
         progress.message(f"destroyed {deployment.stack}; bucket {deployment.bucket} kept ({kept} objects)")

@@ -6,20 +6,33 @@ them in moto, whose group then launches replacements, until the agent scales the
 from __future__ import annotations
 
 import base64
+import contextlib
+import io
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
+
+import boto3
 
 from localcloud.cloud import CloudError, Deployment, LocalCloud
 from localcloud.instance import Instance
 from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog
+from localcloud.outages import SpotOutage, outages_begun, spot_available
+from spot_trainer.capacity import watch
+from spot_trainer.capacity.policy import ON_DEMAND, SPOT
 
 TICK_SECONDS = 0.25
-DEFAULT_PASSENV = "AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN"  # localcloud/bin/systemctl's
+# Time runs faster here: instance records and deadline checks every second or two, not every minute.
+LOCAL_PACE = {"SPOT_HEARTBEAT_SECONDS": "2", "SPOT_DEADLINE_CHECK_SECONDS": "1"}
+# Passed by localcloud/bin/systemctl to the agent: credentials, and this instance's boot time and spot
+# prices (on EC2 the agent reads those from /proc/uptime and the price history).
+DEFAULT_PASSENV = "AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN SPOT_LAUNCHED_AT SPOT_PRICE_TRACE"
 
 
 @dataclass
@@ -30,6 +43,9 @@ class RunOptions:
     settings: dict[str, str] = field(default_factory=dict)  # extra agent settings for every instance
     command_env: dict[str, str] = field(default_factory=dict)  # extra environment of the training command
     on_tick: Callable[[Player], None] | None = None
+    outages: list[SpotOutage] = field(default_factory=list)  # windows with no spot capacity
+    watch_seconds: float = 2.0  # how often the capacity watch runs (AWS: every minute)
+    price_trace: Path | None = None  # spot prices for the cost report (default: a flat 30% of on-demand)
 
 
 @dataclass
@@ -49,6 +65,12 @@ class Player:
     _pending_kills: dict[str, float] = field(default_factory=dict)
     _overlapping: dict[str, float] = field(default_factory=dict)  # rebalanced, notice not yet sent
     _user_data: dict[str, str] = field(default_factory=dict)
+    market_of: dict[str, str] = field(default_factory=dict)  # instance → the market it was launched in
+    _waiting_for_spot: dict[str, float] = field(default_factory=dict)  # no spot capacity: not booted yet
+    _replacing: dict[str, float] = field(default_factory=dict)  # wrong market: replacement launched
+    _elapsed: float = 0.0
+    _watch_at: float = 0.0
+    _watch_env: dict[str, str] | None = None
 
     def run(self) -> Player:
         self.asg, self.ec2, self.s3 = (self.cloud.client(n) for n in ("autoscaling", "ec2", "s3"))
@@ -59,13 +81,17 @@ class Player:
             while True:
                 group = self.asg.describe_auto_scaling_groups(
                     AutoScalingGroupNames=[self.deployment.group])["AutoScalingGroups"][0]
-                self._boot_new(group)
+                market = group_market(group)
+                self._reclaim_at_outages()
+                self._boot_new(group, market)
                 self._watch()
                 if group["DesiredCapacity"] == 0:
                     break
                 self._inject(injector)
                 self._notify_overlapping()
+                self._replace_wrong_market(market)
                 self._power_off_due()
+                self._run_capacity_watch()
                 if self.options.on_tick:
                     self.options.on_tick(self)
                 if time.monotonic() > deadline:
@@ -80,24 +106,39 @@ class Player:
         return self
 
     # ---- EC2's part ----------------------------------------------------------------------------
-    def _boot_new(self, group: dict[str, Any]) -> None:
+    def _boot_new(self, group: dict[str, Any], market: str) -> None:
         for member in group["Instances"]:
             iid = member["InstanceId"]
             if iid in self.instances or member["LifecycleState"] != "InService":
                 continue
+            if market == SPOT and not spot_available(self.options.outages, self._elapsed):
+                if iid not in self._waiting_for_spot:
+                    self._waiting_for_spot[iid] = time.time()
+                    self.cloud.log(f"no spot capacity: instance {iid} cannot launch")
+                continue
+            if iid in self._waiting_for_spot and market == ON_DEMAND:
+                # AWS launches an on-demand instance in its place; moto's group does once this one goes.
+                del self._waiting_for_spot[iid]
+                self._terminate_in_group(iid)
+                continue
+            self._waiting_for_spot.pop(iid, None)
             root = self.cloud.workdir / "instances" / iid
             instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge", root, self.cloud.aws_env,
-                                self._instance_settings(), local_ipv4=f"127.0.0.{len(self.instances) % 250 + 2}")
+                                self._instance_settings(), local_ipv4=f"127.0.0.{len(self.instances) % 250 + 2}",
+                                market=market)
             self.instances[iid] = instance.launch(self._launch_template_user_data(member, group))
             self.logs[iid] = TrainingLog(instance.journal)
-            self.cloud.log(f"instance {iid} ({instance.instance_type}) launched")
+            self.market_of[iid] = market
+            self.cloud.log(f"instance {iid} ({instance.instance_type}, {market}) launched")
         self.most_alive = max(self.most_alive, len(self.alive()))
 
     def _instance_settings(self) -> dict[str, str]:
         """The agent's settings plus the command's environment, which the systemd stand-in passes to
         the agent (and so to the command) as names to pass through."""
         passed = " ".join([DEFAULT_PASSENV, *self.options.command_env])
-        return {**self.options.settings, **self.options.command_env, "SYSTEMCTL_PASSENV": passed}
+        trace = {"SPOT_PRICE_TRACE": str(self.options.price_trace.resolve())} if self.options.price_trace else {}
+        return {**LOCAL_PACE, **trace, **self.options.settings, **self.options.command_env,
+                "SYSTEMCTL_PASSENV": passed}
 
     def _launch_template_user_data(self, member: dict[str, Any], group: dict[str, Any]) -> str:
         spec = member.get("LaunchTemplate") or group["MixedInstancesPolicy"]["LaunchTemplate"][
@@ -162,8 +203,8 @@ class Player:
             booting = [i for i in self.alive() if i.instance_id not in self._pending_kills
                        and i.instance_id not in self._overlapping]
             target = booting[0] if booting else None
-        if target is None:
-            return
+        if target is None or self.market_of.get(target.instance_id) == ON_DEMAND:
+            return  # on-demand capacity is not reclaimed
         log = self.logs[target.instance_id]
         # Placed in time, an interruption counts from the instance's first progress (a step line, or
         # for a command that prints none its first new checkpoint): start-up is not training time.
@@ -201,6 +242,67 @@ class Player:
                 del self._overlapping[iid]
                 self._notify(self.instances[iid])
 
+    # ---- markets and capacity ------------------------------------------------------------------
+    def _reclaim_at_outages(self) -> None:
+        """When spot capacity dries up, the running spot instances get their notice."""
+        before, self._elapsed = self._elapsed, time.time() - self.started_at
+        if not outages_begun(self.options.outages, before, self._elapsed):
+            return
+        for instance in self.alive():
+            iid = instance.instance_id
+            if self.market_of.get(iid) == SPOT and iid not in self._pending_kills:
+                self.interruptions.append(Interruption(ANNOUNCED, iid, time.time(),
+                                                       step_at_notice=self.logs[iid].max_step))
+                self.cloud.log(f"spot capacity outage: instance {iid} reclaimed")
+                self._notify(instance)
+
+    def _replace_wrong_market(self, market: str) -> None:
+        """As AWS after a change of the group's on-demand share: launch the replacement first, then
+        scale the old instance in through its termination hook once the new agent is up."""
+        for instance in self.alive():
+            iid = instance.instance_id
+            if iid in self._pending_kills or iid in self._overlapping:
+                continue
+            if iid in self._replacing:
+                successors = [self.logs[i.instance_id] for i in self.alive()
+                              if i.launched_at > self._replacing[iid]]
+                if any(log.waited_for_lease for log in successors) or time.time() - self._replacing[iid] > 90:
+                    del self._replacing[iid]
+                    instance.scale_in()
+                    self._pending_kills[iid] = time.time() + self.options.plan.notice_seconds
+                    self.cloud.log(f"instance {iid}: scaled in, its {market} replacement is up")
+                continue
+            if self.market_of.get(iid) == market:
+                continue
+            if market == SPOT and not spot_available(self.options.outages, self._elapsed):
+                continue  # the spot replacement cannot launch: the on-demand instance stays
+            self._replacing[iid] = time.time()
+            self._terminate_in_group(iid)
+            self.cloud.log(f"instance {iid}: the group is now {market}, replacement launched")
+
+    def _run_capacity_watch(self) -> None:
+        """Play the stack's capacity-watch Lambda: its own code, with its deployed environment."""
+        if time.monotonic() < self._watch_at:
+            return
+        self._watch_at = time.monotonic() + self.options.watch_seconds
+        if self._watch_env is None:
+            functions = self.cloud.client("lambda").list_functions()["Functions"]
+            found = [f["Environment"]["Variables"] for f in functions
+                     if f.get("Environment", {}).get("Variables", {}).get("GROUP_NAME") == self.deployment.group]
+            self._watch_env = found[0] if found else {}
+        if not self._watch_env:
+            return  # the job has neither a deadline nor a max_spot_wait: no watch deployed
+        env = {**self._watch_env, **self.cloud.aws_env, "QUIET_SECONDS": "6"}
+        with mock.patch.dict(os.environ, env):
+            boto3.DEFAULT_SESSION = None  # its clients must read this environment
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # its log line is the one below
+                    outcome = watch.handler({}, None)
+            finally:
+                boto3.DEFAULT_SESSION = None
+        if outcome not in ("nothing to do", "spot is fine"):
+            self.cloud.log(f"capacity watch: group switched to on-demand ({outcome})")
+
     def _power_off_due(self) -> None:
         now = time.time()
         for iid, due in list(self._pending_kills.items()):
@@ -235,6 +337,11 @@ class Player:
         while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() and
                                                   b" Z " not in _stat(pid) for pid in agents):
             time.sleep(0.05)
+
+
+def group_market(group: dict[str, Any]) -> str:
+    share = group["MixedInstancesPolicy"]["InstancesDistribution"].get("OnDemandPercentageAboveBaseCapacity", 0)
+    return ON_DEMAND if int(share) == 100 else SPOT
 
 
 def _stat(pid: int) -> bytes:

@@ -14,6 +14,7 @@ import pytest
 
 from localcloud.cloud import Deployment, LocalCloud
 from localcloud.interruptions import InterruptionPlan
+from localcloud.outages import SpotOutage
 from localcloud.player import Player, RunOptions
 
 JOB = "example"
@@ -67,12 +68,14 @@ def example_app(local_cloud: LocalCloud) -> Path:
 
 
 def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[str, str],
-         total_steps: int | None = TOTAL_STEPS, command_env: dict[str, str] | None = None) -> Iterator[Scenario]:
+         total_steps: int | None = TOTAL_STEPS, command_env: dict[str, str] | None = None,
+         outages: list[SpotOutage] | None = None) -> Iterator[Scenario]:
     """Deploy, run to the end, hand the scenario to the tests, destroy the stack if a test did not."""
     deployment = cloud.deploy(app, parameters)
     scenario = None
     try:
-        options = RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=420, command_env=command_env or {})
+        options = RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=420, command_env=command_env or {},
+                             outages=outages or [])
         player = Player(cloud, deployment, options)
         scenario = Scenario(cloud, deployment, player.run())
         yield scenario

@@ -12,11 +12,11 @@ import pytest
 from moto import mock_aws
 
 from localcloud import moto_app
-from trainer.agent.config import ConfigError, check_config, config_from_env
-from trainer.agent.deadline_watch import DeadlineWatch, Pace, builtin_steps, plan_from
-from trainer.agent.notify import message_for
-from trainer.capacity.market import group_market
-from trainer.capacity.policy import ON_DEMAND, SPOT
+from spot_trainer.agent.config import ConfigError, check_config, config_from_env
+from spot_trainer.agent.deadline_watch import DeadlineWatch, Pace, builtin_steps, plan_from
+from spot_trainer.agent.notify import message_for
+from spot_trainer.capacity.market import group_market
+from spot_trainer.capacity.policy import ON_DEMAND, SPOT
 
 GROUP = "job-group"
 HOUR = 3600.0

@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from localcloud import moto_app
-from trainer.capacity import watch
+from spot_trainer.capacity import watch
 
 REGION, BUCKET, JOB, GROUP = "us-east-1", "ckpt-bucket", "lm", "lm-group"
 REAL_CLOCK = time.time

@@ -44,7 +44,10 @@ def test_v1_agent_settings_are_exactly_the_agents_env_names() -> None:
     written = set(match.group(1).split()) | {"SPOT_BOOTSTRAP_LOG"}  # the one the script sets itself
     # Several-node settings came after v1, which is frozen: a distributed job on v1 is refused at synth.
     after_v1 = {"SPOT_DISTRIBUTED", "SPOT_MIN_NODES", "SPOT_MAX_NODES", "SPOT_PROCS_PER_NODE", "SPOT_LOCAL_ADDR",
-                "SPOT_RDZV_LAST_CALL_SECONDS", "SPOT_RDZV_KEEP_ALIVE_SECONDS"}
+                "SPOT_RDZV_LAST_CALL_SECONDS", "SPOT_RDZV_KEEP_ALIVE_SECONDS",
+                # and so did operations: notifications, deadlines, instance records
+                "SPOT_NOTIFY_TOPIC", "SPOT_DEADLINE", "SPOT_TOTAL_STEPS", "SPOT_DEADLINE_MARGIN",
+                "SPOT_HEARTBEAT_SECONDS", "SPOT_DEADLINE_CHECK_SECONDS"}
     assert set(ENV_NAMES) - after_v1 <= written, f"the env file would miss {set(ENV_NAMES) - after_v1 - written}"
     assert set(match.group(1).split()) <= set(ENV_NAMES), "a name the agent does not read"
 

@@ -14,6 +14,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 import boto3
@@ -22,6 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..costs.cost_text import describe_cost
 from ..costs.job_cost import stored_job_cost
+from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, NoPrices, SpotPriceSource
 from ..storage.lease import Lease
 from ..storage.names import bucket_name_problem
@@ -31,6 +33,7 @@ from .cloudwatch import CloudWatchSink
 from .config import REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
 from .fatal import end_job_as_failed
 from .imds import ImdsClient
+from .instance_record import InstanceRecord, instance_facts, price_source
 from .status import STATUS_NAME, describe_job
 from .supervisor import EXIT_FAILED, Agent, AgentError, Clients, install_stop_handlers
 
@@ -68,9 +71,12 @@ def run_agent(options: argparse.Namespace) -> int:
     try:
         agent = build_agent(config)
         install_stop_handlers(agent)
+        record = start_instance_record(agent, env)
         try:
             return agent.run()
         finally:
+            if record is not None:
+                record.stop()
             if agent.clients.cloud is not None:
                 agent.clients.cloud.close()
     except AgentError as error:
@@ -111,8 +117,31 @@ def build_agent(config: AgentConfig) -> Agent:
         imds=imds,
         autoscaling=session.client("autoscaling", **aws),
         cloud=cloud,
+        sns=session.client("sns", **quick) if config.notify_topic else None,
     )
     return Agent(config=config, clients=clients, instance_id=instance_id)
+
+
+def start_instance_record(agent: Agent, env: Mapping[str, str]) -> InstanceRecord | None:
+    """This instance's record (what it is, how long it ran: the job's cost) and its SpendUSD metric.
+    Without instance metadata (a laptop) or with a bad price trace there is no record; training goes on."""
+    config, cloud = agent.config, agent.clients.cloud
+    try:
+        facts = instance_facts(agent.clients.imds, env)
+        ec2 = boto3.session.Session().client("ec2", region_name=config.region, config=client_config(max_attempts=2))
+        meter = SpendMeter(facts.instance_type, facts.az, facts.market,
+                           price_source(ec2, env.get("SPOT_PRICE_TRACE", "")))
+    except Exception as error:
+        agent.log(f"no instance record (the job's cost will miss this instance): {error}")
+        return None
+
+    def step() -> int | None:
+        reporter = agent.telemetry.reporter
+        return reporter.status.step if reporter is not None else None
+
+    return InstanceRecord(agent.clients.store, facts, meter=meter, step=step, log=agent.log,
+                          on_spend=(lambda usd: cloud.metric("SpendUSD", usd, "None")) if cloud else None,
+                          ).start(config.heartbeat_seconds)
 
 
 def _instance_id_from(imds: ImdsClient) -> str:
