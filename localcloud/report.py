@@ -64,6 +64,7 @@ class Report:
     price_source: str
     instances_without_record: int  # priced from the player's own view: their agent wrote no record
     events: list[dict[str, Any]] = field(default_factory=list)
+    market_switches: list[dict[str, Any]] = field(default_factory=list)  # the group's spot/on-demand changes
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -100,6 +101,9 @@ class Report:
                                            else "-") + f" for {self.redone_steps} steps redone as the events "
             "and instance records show them (what `status` reports)",
         ]
+        for switch in self.market_switches:
+            lines.append(f"  market switch          {switch['from']} → {switch['to']} after "
+                         f"{switch['after_seconds']:.0f}s by {switch['by']}: {switch['reason']}")
         if self.instances_without_record:
             lines.append(f"  note                   {self.instances_without_record} instances wrote no record "
                          "(their agent never started): billed from launch to power-off as the player saw them")
@@ -183,7 +187,16 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         instances_without_record=unrecorded,
         events=[{**asdict(r), "lost_steps": r.lost_steps, "recovery_seconds": recovery_seconds(r, logs)}
                 for r in records],
+        market_switches=market_switches(player),
     )
+
+
+def market_switches(player: Player) -> list[dict[str, Any]]:
+    """Every switch of the job's group between spot and on-demand, as its events record it."""
+    store = RemoteStore(player.cloud.client("s3"), player.deployment.bucket, player.deployment.job)
+    return [{"after_seconds": round(float(event["epoch"]) - player.started_at, 1), "from": event.get("from"),
+             "to": event.get("to"), "by": event.get("instance"), "reason": event.get("reason")}
+            for event in store.events() if event.get("kind") == "market"]
 
 
 def flat_prices(discount: float) -> SpotPriceSource:
