@@ -1,6 +1,6 @@
 """CloudFormation parameters for console users: AWS-specific types, defaults from the job file,
 grouped and labelled in the order a person fills them in (what to run → capacity → network →
-storage → access)."""
+schedule and alerts → storage → access)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,22 @@ from dataclasses import dataclass
 
 from aws_cdk import CfnParameter, Stack
 
-from stacks.job_spec import AMI_ID, LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, JobSpec, data_location
+from stacks.job_spec import (
+    AMI_ID,
+    LOG_RETENTION_DAYS,
+    MAX_KEEP_CHECKPOINTS,
+    MAX_NODES,
+    MAX_STALL_MINUTES,
+    JobSpec,
+    data_location,
+)
 
 PRICE_PATTERN = r"^$|^[0-9]*\.?[0-9]+$"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 # Empty (no SSH) or an IPv4 range narrower than the whole internet (/0 refused, as in the job file).
 CIDR_PATTERN = rf"^$|^({_OCTET}\.){{3}}{_OCTET}/([1-9]|[12][0-9]|3[0-2])$"
 # S3's rules: 3-63 of [a-z0-9.-], no "..", not shaped like an IP address.
-BUCKET_RULE = "empty, or an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-', no '..', not an IP address"
+BUCKET_RULE = "empty, or an S3 bucket name (3-63 of a-z 0-9 . -, no '..', not an IP address)"
 BUCKET_PATTERN = r"^$|^(?!.*\.\.)(?![0-9]+(\.[0-9]+){3}$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 DEFAULT_WORKDIR = "/opt/spot-trainer/work"
 SINGLE_SUBNET_TYPE = "AWS::EC2::Subnet::Id"
@@ -49,6 +57,12 @@ class JobParameters:
     key_pair: CfnParameter
     data_bucket: CfnParameter
     data_prefix: CfnParameter
+    notify_email: CfnParameter
+    stall_minutes: CfnParameter
+    deadline: CfnParameter
+    total_steps: CfnParameter
+    max_spot_wait: CfnParameter
+    deadline_margin: CfnParameter
 
 
 # Values the agent reads from its environment file must be one line (user data refuses others at boot).
@@ -63,6 +77,14 @@ NODES_PATTERN = r"^([0-9]|[1-5][0-9]|6[0-4])$"  # 0..MAX_NODES (64)
 MIN_NODES_PATTERN = r"^([1-9]|[1-5][0-9]|6[0-4])$"  # 1..MAX_NODES: a round of zero nodes trains nothing
 KEEP_PATTERN = r"^[1-9][0-9]{0,2}$"  # 1..MAX_KEEP_CHECKPOINTS (999)
 VOLUME_PATTERN = r"^([89]|[1-9][0-9]{1,3}|1[0-5][0-9]{3}|16[0-2][0-9]{2}|163[0-7][0-9]|1638[0-4])$"  # 8..16384
+# The job file's forms (trainer/capacity/policy.py reads them): whole numbers with units d h m s, not zero.
+DURATION_PATTERN = r"(?=[0-9dhms]*[1-9])([0-9]+[dhms])+"
+UTC_TIMESTAMP_PATTERN = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?Z"
+DEADLINE_PATTERN = rf"^$|^{UTC_TIMESTAMP_PATTERN}$|^{DURATION_PATTERN}$"
+DURATION_RULE = "a duration like 36h, 90m or 1d12h (units d h m s)"
+EMAIL_PATTERN = r"^$|^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$"
+STALL_PATTERN = r"^([0-9]|[1-9][0-9]|[1-9][0-9]{2}|1[0-3][0-9]{2}|14[0-3][0-9]|1440)$"  # 0..MAX_STALL_MINUTES
+TOTAL_STEPS_PATTERN = r"^$|^[1-9][0-9]{0,14}$"
 
 
 def instance_types_pattern(count: int) -> str:
@@ -92,8 +114,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                    description="Arguments of the built-in trainer (ignored for your own command)"),
             _param(stack, "DataBucket", "Dataset bucket", type="String", default=data[0],
                    allowed_pattern=BUCKET_PATTERN, constraint_description=BUCKET_RULE,
-                   description="Empty = the job reads no S3 data; else the bucket it reads its dataset from "
-                               "(read-only access, e.g. for --data s3://bucket/prefix)"),
+                   description="Empty = no S3 data; else the bucket of the dataset the job reads (read-only "
+                               "access)"),
             _param(stack, "DataPrefix", "Dataset key prefix", type="String", default=data[1],
                    allowed_pattern=DATA_PREFIX_PATTERN,
                    constraint_description="empty (the whole bucket), or a key prefix ending in '/', "
@@ -119,11 +141,11 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
             _param(stack, "Nodes", "Number of instances", type="String", default=str(cap.nodes),
                    allowed_pattern=NODES_PATTERN, constraint_description=f"a whole number from 0 to {MAX_NODES}",
                    description="Instances kept running; 0 pauses the job. Distributed: up to this many train "
-                               "together; otherwise one trains and the others stand by to take over at once"),
+                               "together; else one trains, the others stand by"),
             _param(stack, "Distributed", "Distributed training", type="String", default=str(cap.distributed).lower(),
                    allowed_values=["true", "false"], constraint_description="true or false",
-                   description="true: the instances train one model together (data parallel, torchrun elastic); "
-                               "false: one trains, the others stand by"),
+                   description="true: the instances train one model together (torchrun elastic); false: one "
+                               "trains, the others stand by"),
             _param(stack, "MinNodes", "Fewest nodes to train", type="String", default=str(cap.min_nodes or cap.nodes),
                    allowed_pattern=MIN_NODES_PATTERN,
                    constraint_description=f"a whole number from 1 to {MAX_NODES}, at most Nodes",
@@ -137,6 +159,29 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ]),
     ]
     vpc_id = subnets = None
+    schedule, notify = job.schedule, job.notify
+    alerts = ("Schedule and alerts", [
+        _param(stack, "NotifyEmail", "Notification e-mail", type="String", default=notify.email,
+               allowed_pattern=EMAIL_PATTERN, constraint_description="empty, or an e-mail address",
+               description="Empty = none; else it gets the job's notifications"),
+        _param(stack, "StallAlarmMinutes", "Stall alarm (minutes)", type="String", default=str(notify.stall_minutes),
+               allowed_pattern=STALL_PATTERN, constraint_description=f"0 to {MAX_STALL_MINUTES}",
+               description="Alarm after this long without a step while an instance runs; 0 = none"),
+        _param(stack, "Deadline", "Deadline", type="String", default=schedule.deadline,
+               allowed_pattern=DEADLINE_PATTERN,
+               constraint_description="empty, a UTC time like 2026-12-01T18:00:00Z, or a duration like 36h",
+               description="Empty = none; else on-demand while behind the pace that finishes by then"),
+        _param(stack, "TotalSteps", "Total steps", type="String",
+               default=str(schedule.total_steps) if schedule.total_steps else "",
+               allowed_pattern=TOTAL_STEPS_PATTERN, constraint_description="empty, or a whole number above 0",
+               description="Steps your own command takes; empty = the built-in trainer's --steps"),
+        _param(stack, "MaxSpotWait", "Longest wait for spot", type="String", default=schedule.max_spot_wait,
+               allowed_pattern=rf"^$|^{DURATION_PATTERN}$", constraint_description="empty, or " + DURATION_RULE,
+               description="Empty = wait for spot; else on-demand after this long without an instance"),
+        _param(stack, "DeadlineMargin", "Deadline margin", type="String", default=schedule.margin,
+               allowed_pattern=rf"^{DURATION_PATTERN}$", constraint_description=DURATION_RULE,
+               description="Kept in hand before the deadline for boot and restore"),
+    ])
     if not net.create:
         # No default when the job leaves the choice to deploy time (console pick or --parameters).
         vpc_id = _param(stack, "VpcId", "VPC", type="AWS::EC2::VPC::Id", default=net.vpc_id or None,
@@ -144,11 +189,12 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         subnets = _subnets_param(stack, job)
         groups.append(("Network", [vpc_id, subnets]))
     groups += [
+        alerts,
         ("Storage", [
             _param(stack, "ExistingBucket", "Existing checkpoint bucket", type="String", default=storage.bucket,
                    allowed_pattern=BUCKET_PATTERN, constraint_description=BUCKET_RULE,
-                   description="Empty = create a versioned bucket; else a bucket you own, e.g. the one a "
-                               "destroyed stack of this job kept: training resumes from its checkpoints"),
+                   description="Empty = create a versioned bucket; else one you own (e.g. kept by a destroyed "
+                               "stack): training resumes from its checkpoints"),
             _param(stack, "VolumeSize", "Root volume size (GiB)", type="String", default=str(cap.volume_size),
                    allowed_pattern=VOLUME_PATTERN, constraint_description="a whole number of GiB from 8 to 16384",
                    description="Encrypted gp3 root volume"),
@@ -197,6 +243,9 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         noncurrent_days=found["CheckpointVersionRetentionDays"], log_retention=found["LogRetentionDays"],
         ssh_cidr=found["SshCidr"], key_pair=found["KeyPair"],
         data_bucket=found["DataBucket"], data_prefix=found["DataPrefix"],
+        notify_email=found["NotifyEmail"], stall_minutes=found["StallAlarmMinutes"], deadline=found["Deadline"],
+        total_steps=found["TotalSteps"], max_spot_wait=found["MaxSpotWait"],
+        deadline_margin=found["DeadlineMargin"],
     )
 
 

@@ -6,7 +6,9 @@ import dataclasses
 import ipaddress
 import re
 import shlex
+import time
 from collections.abc import Collection
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from stacks.job_spec import (
     LOG_RETENTION_DAYS,
     MAX_KEEP_CHECKPOINTS,
     MAX_NODES,
+    MAX_STALL_MINUTES,
     PLACEMENTS,
     SIGNALS,
     SSM_PATH,
@@ -28,11 +31,14 @@ from stacks.job_spec import (
     JobSpec,
     JobSpecError,
     NetworkSpec,
+    NotifySpec,
     RunSpec,
+    ScheduleSpec,
     StorageSpec,
     data_location,
 )
 from stacks.user_data import available_versions
+from trainer.capacity.policy import parse_deadline, parse_duration
 
 SECTIONS: dict[str, type] = {
     "run": RunSpec,
@@ -40,6 +46,8 @@ SECTIONS: dict[str, type] = {
     "network": NetworkSpec,
     "access": AccessSpec,
     "storage": StorageSpec,
+    "notify": NotifySpec,
+    "schedule": ScheduleSpec,
 }
 TOP_LEVEL = {"name", "description", "userdata_version", *SECTIONS}
 TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false", tuple: "a list of strings"}
@@ -70,6 +78,8 @@ def _read_section(name: str, raw: Any, cls: type) -> Any:
             raise _fail(f"{name}.{key}", f"unknown key (known: {', '.join(defaults)})")
         if key == "max_price" and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = _fixed_point(value)
+        if key == "deadline" and isinstance(value, datetime):
+            value = _utc_text(value)
         if key == "subnets" and value in ("create", "parameter"):
             values["create"] = value == "create"  # "parameter": VPC and subnets chosen at deploy time
             continue
@@ -249,6 +259,54 @@ def _check_storage(storage: StorageSpec) -> None:
                     f"({', '.join(map(str, LOG_RETENTION_DAYS[:8]))}, …), got {storage.log_retention_days}")
 
 
+def _utc_text(moment: datetime) -> str:
+    """A TOML date-time (`deadline = 2026-12-01T18:00:00Z`, unquoted) in the one form the agent reads."""
+    if moment.utcoffset() is None or moment.utcoffset() != UTC.utcoffset(None):
+        raise _fail("schedule.deadline", f"{moment.isoformat()} is not in UTC: end it in Z, like 2026-12-01T18:00:00Z")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _check_notify(notify: NotifySpec) -> None:
+    if notify.email and not EMAIL.match(notify.email):
+        raise _fail("notify.email", f"expected an e-mail address like ml-team@example.com, got {notify.email!r}")
+    if not 0 <= notify.stall_minutes <= MAX_STALL_MINUTES:
+        raise _fail("notify.stall_minutes", f"expected 0 (no stall alarm) to {MAX_STALL_MINUTES} minutes, "
+                    f"got {notify.stall_minutes}")
+
+
+def _check_schedule(schedule: ScheduleSpec, run: RunSpec, given: Collection[str]) -> None:
+    """The forms the agent and the capacity watch read (trainer/capacity/policy.py), checked here first."""
+    for field, text in (("deadline", schedule.deadline), ("max_spot_wait", schedule.max_spot_wait),
+                        ("margin", schedule.margin)):
+        if text != text.strip():
+            raise _fail(f"schedule.{field}", f"{text!r} has leading or trailing spaces")
+        if not text and field != "margin":
+            continue
+        try:
+            at = parse_deadline(text, first_start=time.time()) if field == "deadline" else parse_duration(text)
+        except ValueError as error:
+            raise _fail(f"schedule.{field}", str(error)) from None
+        if field == "deadline" and not DURATION.match(text) and at <= time.time():
+            raise _fail("schedule.deadline", f"{text} has already passed")
+    if "total_steps" in given and schedule.total_steps < 1:
+        raise _fail("schedule.total_steps", f"expected a positive number of steps, got {schedule.total_steps}")
+    steps = _builtin_steps(run)
+    if "total_steps" in given and run.command == "builtin" and steps != schedule.total_steps:
+        raise _fail("schedule.total_steps", f"{schedule.total_steps} differs from the built-in trainer's --steps "
+                    f"{steps}: leave it out (the built-in trainer's own count is used)")
+
+
+def _builtin_steps(run: RunSpec) -> int | None:
+    """The built-in trainer's --steps, when it is a whole number."""
+    words = shlex.split(run.train_args)
+    for index, word in enumerate(words):
+        value = words[index + 1] if word == "--steps" and index + 1 < len(words) else (
+            word.split("=", 1)[1] if word.startswith("--steps=") else None)
+        if value is not None:
+            return int(value) if value.isdigit() else None
+    return None
+
+
 def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     unknown = sorted(set(data) - TOP_LEVEL)
     if unknown:
@@ -264,6 +322,8 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     _check_cluster_network(sections["capacity"], sections["network"])
     _check_access(sections["access"])
     _check_storage(sections["storage"])
+    _check_notify(sections["notify"])
+    _check_schedule(sections["schedule"], sections["run"], given=data.get("schedule", {}))
     version = _check_type("userdata_version", data.get("userdata_version", CURRENT_USERDATA_VERSION), str)
     if version not in available_versions():
         raise _fail("userdata_version", f"{version!r} not found (available: {', '.join(available_versions())})")
@@ -295,6 +355,8 @@ RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", "--x-s3", "--table-s3")
 ROOT_DEVICE = re.compile(r"^/dev/[a-z0-9]+$")
 PLAIN_DECIMAL = re.compile(r"^[0-9]*\.?[0-9]+$")  # the SpotMaxPrice parameter's own pattern, less the empty value
 DATA_PREFIX = re.compile(r"^[^\s]*$")  # the DataPrefix parameter takes no spaces
+EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")  # NotifyEmail's own
+DURATION = re.compile(r"^([0-9]+[dhms])+$")
 MAX_INSTANCE_TYPES = 40  # overrides of one mixed instances policy
 MAX_PRICE_USD = 1000.0  # per instance-hour: far above any on-demand price, so a typo is caught
 

@@ -22,6 +22,9 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
 
 MAX_NODES = 64  # instances of one job; the console's Nodes pattern says the same
 MAX_KEEP_CHECKPOINTS = 999
+MAX_STALL_MINUTES = 1440  # an alarm looks back at most one day at one-minute periods
+DEFAULT_STALL_MINUTES = 30
+DEFAULT_DEADLINE_MARGIN = "30m"
 
 # v2 starts the runtime as spot_trainer (spot-trainer >= 0.2); v1 starts it as trainer (0.1 only).
 CURRENT_USERDATA_VERSION = "v2"
@@ -96,6 +99,20 @@ class StorageSpec:
 
 
 @dataclass(frozen=True)
+class NotifySpec:
+    email: str = ""  # subscribed to the job's topic (SNS asks the address to confirm); "" = none
+    stall_minutes: int = DEFAULT_STALL_MINUTES  # no step for this long while instances run: alarm; 0 = none
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    deadline: str = ""  # "" | UTC timestamp "2026-12-01T18:00:00Z" | duration from the first start "36h"
+    total_steps: int = 0  # own commands: the steps the job takes; 0 = not given (builtin: its --steps)
+    max_spot_wait: str = ""  # no working spot instance this long: on-demand; "" = wait for spot
+    margin: str = DEFAULT_DEADLINE_MARGIN  # kept in hand before the deadline for boot, restore and safety
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     source: Path
@@ -106,6 +123,8 @@ class JobSpec:
     network: NetworkSpec = NetworkSpec()
     access: AccessSpec = AccessSpec()
     storage: StorageSpec = StorageSpec()
+    notify: NotifySpec = NotifySpec()
+    schedule: ScheduleSpec = ScheduleSpec()
 
     @property
     def stack_name(self) -> str:

@@ -22,6 +22,17 @@ WRITE_WITHOUT_RESOURCE = ("Session Manager's channel actions and ssm:UpdateInsta
 LOGS_WITHOUT_CUSTOMER_KEY = ("CloudWatch Logs already encrypts every log group at rest; a customer-managed KMS "
                              "key would add a monthly charge per job, a key policy for the logs service and a key "
                              "that outlives the stack, to guard training output that holds no secrets.")
+TOPIC_WITHOUT_KMS = ("The job's topic carries job names, step counts and market switches only; an AWS-managed "
+                     "key would stop CloudWatch alarms from publishing to it, and a customer-managed key costs "
+                     "$1 a month per job.")
+WATCH_WITHOUT_DLQ = ("The capacity watch runs every minute on a schedule: a failed run is redone by the next "
+                     "one, so there is nothing for a dead-letter queue to keep.")
+WATCH_OUTSIDE_VPC = ("The capacity watch calls only public AWS APIs (Auto Scaling, S3, SNS) and reaches nothing "
+                     "inside the job's network.")
+WATCH_ENV_NOT_KMS = ("The capacity watch's environment holds the group, bucket and job names, the topic ARN and "
+                     "durations: nothing secret that a customer-managed key would guard.")
+WATCH_NO_RESERVED_CONCURRENCY = ("One scheduled run a minute needs no reservation, and reserving any concurrency "
+                                 "fails on accounts at Lambda's default limit of 10.")
 
 
 def skip_checkov(resource: CfnResource, reasons: Mapping[str, str]) -> None:
@@ -47,9 +58,14 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group:
         f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{_resolved(stack, bucket_name)}/{job}/*]":
         "Checkpoint object names are created at run time; access is confined to this job's prefix.",
         f"{iam5}[Resource::<{_ref(stack, log_group)}.Arn>:log-stream:*]":
-        "One log stream per instance, named at run time, inside this job's own log group only.",
-        f"{iam5}[Resource::*]": "PutMetricData (scoped by a namespace condition), "
-        "DescribeAutoScalingInstances and the five Session Manager actions support no resource-level permissions.",
+        "One log stream per instance (and the capacity watch's, named by Lambda), created at run time inside "
+        "this job's own log group only.",
+        f"{iam5}[Resource::*]": "PutMetricData (scoped by a namespace condition), DescribeAutoScalingInstances, "
+        "DescribeAutoScalingGroups, DescribeSpotPriceHistory and the five Session Manager actions support no "
+        "resource-level permissions.",
+        f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{_resolved(stack, bucket_name)}/{job}/events/*]":
+        "The capacity watch adds event records, named at run time, under this job's events/ prefix only.",
+        "AwsSolutions::AwsSolutions-SNS2": TOPIC_WITHOUT_KMS,
         f"{iam5}[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*:"
         f"autoScalingGroupName/{group_name}]":
             "The group's ARN holds a generated id; the name pins it to this job's group.",

@@ -3,7 +3,7 @@ and a security group that opens nothing unless SSH is asked for."""
 
 from __future__ import annotations
 
-from aws_cdk import CfnCondition, Fn
+from aws_cdk import CfnCondition, Fn, Tags
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
@@ -64,4 +64,6 @@ class JobNetwork(Construct):
             gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
             restrict_default_security_group=False,  # avoids a custom-resource Lambda (needs bootstrap)
         )
+        for tag in ("aws-cdk:subnet-name", "aws-cdk:subnet-type"):  # for Vpc.from_lookup, unused: template bytes
+            Tags.of(vpc).remove(tag)
         return vpc.vpc_id, [s.subnet_id for s in vpc.public_subnets]

@@ -15,11 +15,18 @@ from stacks.console import JobParameters
 # Terminating:Wait until the agent has its emergency checkpoint in S3 and completes this action.
 DRAIN_HOOK = "spot-trainer-drain"
 UPLOAD_ALLOWANCE_SECONDS = 300  # after the grace period, for the final upload
+IN_SERVICE_METRIC = "GroupInServiceInstances"
 
 
 def group_name(job: str) -> str:
     """A fixed name: the role is scoped to it and user data carries it, without a dependency cycle."""
     return f"spot-trainer-{job}"
+
+
+def group_arn(name: str) -> str:
+    """The group's ARN holds a generated id; its name pins it to this job's group."""
+    return (f"arn:{Aws.PARTITION}:autoscaling:{Aws.REGION}:{Aws.ACCOUNT_ID}"
+            f":autoScalingGroup:*:autoScalingGroupName/{name}")
 
 
 def drain_hook(grace_seconds: int) -> autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty:
@@ -97,6 +104,9 @@ class SpotFleet(Construct):
             vpc_zone_identifier=subnet_ids,
             placement_group=self.placement_group.ref if self.placement_group else None,
             capacity_rebalance=capacity_rebalance,
+            # The stall alarm and the dashboard read how many instances are in service, minute by minute.
+            metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(
+                granularity="1Minute", metrics=[IN_SERVICE_METRIC])],
             lifecycle_hook_specification_list=[drain_hook(grace_seconds)],
             mixed_instances_policy=autoscaling.CfnAutoScalingGroup.MixedInstancesPolicyProperty(
                 launch_template=autoscaling.CfnAutoScalingGroup.LaunchTemplateProperty(

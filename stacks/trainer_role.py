@@ -1,4 +1,4 @@
-"""The instance role: exactly what the agent needs, scoped to this job's prefix, log group and group."""
+"""The instance role: exactly what the agent needs, scoped to this job's prefix, log group, group and topic."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from stacks.nag_suppressions import WRITE_WITHOUT_RESOURCE, skip_checkov
+from stacks.spot_fleet import group_arn
 
 SESSION_MANAGER_ACTIONS = ["ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
                            "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
@@ -29,6 +30,7 @@ class TrainerRole(Construct):
         log_group_arn: str,
         group_name: str,
         metrics_namespace: str,
+        topic_arn: str,
         readable_objects: list[str],
     ) -> None:
         super().__init__(scope, construct_id)
@@ -38,10 +40,7 @@ class TrainerRole(Construct):
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description=f"Spot Trainer instances of job {job}",
         )
-        group_arn = (
-            f"arn:{Aws.PARTITION}:autoscaling:{Aws.REGION}:{Aws.ACCOUNT_ID}"
-            f":autoScalingGroup:*:autoScalingGroupName/{group_name}"
-        )
+        own_group = group_arn(group_name)
         statements = [
             iam.PolicyStatement(
                 sid="JobCheckpoints",
@@ -66,10 +65,13 @@ class TrainerRole(Construct):
                 conditions={"StringEquals": {"cloudwatch:namespace": metrics_namespace}},
             ),
             iam.PolicyStatement(
+                # UpdateAutoScalingGroup: the deadline policy moves its own group between spot and on-demand.
                 sid="OwnGroup",
-                actions=["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction"],
-                resources=[group_arn],
+                actions=["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction",
+                         "autoscaling:UpdateAutoScalingGroup"],
+                resources=[own_group],
             ),
+            iam.PolicyStatement(sid="JobNotifications", actions=["sns:Publish"], resources=[topic_arn]),
             iam.PolicyStatement(
                 # Session Manager only (AWS's own AWSCloud9SSMInstanceProfile): AmazonSSMManagedInstanceCore
                 # would also let training code read every SSM parameter of the account.
@@ -78,8 +80,9 @@ class TrainerRole(Construct):
                 resources=["*"],  # these actions support no resource-level permissions
             ),
             iam.PolicyStatement(
+                # Its own group, and the spot prices its instances paid (the job's cost).
                 sid="DescribeOwnInstance",
-                actions=["autoscaling:DescribeAutoScalingInstances"],
+                actions=["autoscaling:DescribeAutoScalingInstances", "ec2:DescribeSpotPriceHistory"],
                 resources=["*"],  # Describe* calls support no resource-level permissions
             ),
         ]

@@ -8,14 +8,18 @@ from aws_cdk import Aws, CfnOutput, LegacyStackSynthesizer, Stack
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
+from stacks.capacity_watch import CapacityWatch
 from stacks.checkpoint_bucket import CheckpointBucket
 from stacks.console import JobParameters, add_job_parameters
+from stacks.dashboard import JobDashboard
 from stacks.dataset_access import DatasetReadAccess
 from stacks.job_spec import JobSpec, JobSpecError
 from stacks.log_group import JobLogGroup
 from stacks.nag_suppressions import acknowledge_findings
 from stacks.network import JobNetwork
+from stacks.notifications import JobTopic
 from stacks.spot_fleet import DRAIN_HOOK, SpotFleet, group_name
+from stacks.stall_alarm import StallAlarm
 from stacks.trainer_role import TrainerRole, s3_object_arn
 from stacks.user_data import MAX_USER_DATA_BYTES, deployed_size, render_user_data
 
@@ -37,15 +41,17 @@ class SpotTrainingStack(Stack):
                                   existing_name=params.existing_bucket.value_as_string)
         logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params.log_retention)
         code_uri = self._code_asset_uri(job)
+        topic = JobTopic(self, "Notifications", job=job.name, email=params.notify_email.value_as_string)
         role = TrainerRole(
             self, "TrainerRole", job=job.name, bucket_arn=bucket.arn, log_group_arn=logs.arn,
-            group_name=group_name(job.name), metrics_namespace=METRICS_NAMESPACE,
+            group_name=group_name(job.name), metrics_namespace=METRICS_NAMESPACE, topic_arn=topic.arn,
             readable_objects=self._artifact_arns(job),
         )
         DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.data_bucket.value_as_string,
                           prefix=params.data_prefix.value_as_string)
         network = JobNetwork(self, "Network", params=params, one_az=job.capacity.placement == "cluster")
-        header = user_data_header(job, params, bucket_name=bucket.name, log_group=logs.name, code_uri=code_uri)
+        header = user_data_header(job, params, bucket_name=bucket.name, log_group=logs.name, code_uri=code_uri,
+                                  topic_arn=topic.arn)
         check_user_data_size(job, header)
         fleet = SpotFleet(
             self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),
@@ -57,6 +63,14 @@ class SpotTrainingStack(Stack):
             placement=job.capacity.placement,
         )
         fleet.node.add_dependency(logs)  # the first instance logs from its first second
+        StallAlarm(self, "Stall", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name,
+                   minutes=params.stall_minutes.value_as_string, topic_arn=topic.arn)
+        JobDashboard(self, "Dashboard", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name)
+        CapacityWatch(
+            self, "CapacityWatch", job=job.name, group_name=fleet.group_name, bucket_arn=bucket.arn,
+            bucket_name=bucket.name, topic_arn=topic.arn, log_group=logs.name, log_group_arn=logs.arn,
+            max_spot_wait=params.max_spot_wait, deadline=params.deadline, margin=params.deadline_margin,
+        )
         acknowledge_findings(
             self, job=job.name, bucket_name=bucket.name, log_group=logs.log_group,
             group_name=fleet.group_name, created_vpc=job.network.create, has_asset=self._code_asset is not None,
@@ -65,6 +79,7 @@ class SpotTrainingStack(Stack):
         CfnOutput(self, "CheckpointBucket", value=bucket.name, description="Checkpoints live here")
         CfnOutput(self, "AutoScalingGroup", value=fleet.group_name)
         CfnOutput(self, "LogGroup", value=logs.name)
+        CfnOutput(self, "NotificationTopic", value=topic.arn)
 
     def _code_asset_uri(self, job: JobSpec) -> str:
         self._code_asset: s3_assets.Asset | None = None
@@ -95,7 +110,7 @@ def check_user_data_size(job: JobSpec, header: dict[str, str]) -> None:
 
 
 def user_data_header(
-    job: JobSpec, params: JobParameters, *, bucket_name: str, log_group: str, code_uri: str
+    job: JobSpec, params: JobParameters, *, bucket_name: str, log_group: str, code_uri: str, topic_arn: str
 ) -> dict[str, str]:
     """The exported variables every user data version receives (the stack ↔ bootstrap contract)."""
     return {
@@ -122,5 +137,10 @@ def user_data_header(
             "SPOT_DISTRIBUTED": params.distributed.value_as_string,
             "SPOT_MIN_NODES": params.min_nodes.value_as_string,
             "SPOT_MAX_NODES": params.nodes.value_as_string,
+            "SPOT_NOTIFY_TOPIC": topic_arn,
+            "SPOT_DEADLINE": params.deadline.value_as_string,
+            "SPOT_TOTAL_STEPS": params.total_steps.value_as_string,
+            "SPOT_MAX_SPOT_WAIT": params.max_spot_wait.value_as_string,
+            "SPOT_DEADLINE_MARGIN": params.deadline_margin.value_as_string,
         }),
     }

@@ -5,10 +5,17 @@ CloudFormation tokens (parameters, generated names) are only known at deploy tim
 emitted base64-encoded by CloudFormation itself (Fn::Base64) and decoded at boot, so no text a console
 user types, newlines and here-document delimiters included, can end the value and run as root.
 v1 keeps its quoted here-document form, byte for byte, for the stacks deployed with it.
+
+From v2 the script body (less its full-line comments and blank lines) travels gzip-compressed and
+base64-encoded on one line after the header, and is decoded and run at boot. `cdk deploy` without a
+bootstrapped account takes a template of at most 50 KiB as YAML, where every line of a multi-line
+string is indented by its depth: the plain script alone would cost 19 KB of that, compressed 6 KB.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import re
 import shlex
 from collections.abc import Mapping
@@ -24,6 +31,8 @@ MAX_USER_DATA_BYTES = 16 * 1024
 _NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _HEREDOC_END = "SPOT_TRAINER_VALUE"
 HEREDOC_VERSIONS = frozenset({"v1"})  # header forms are part of a version's contract
+COMPRESSED_VERSIONS = frozenset({"v2"})  # so is the body's form
+_HEREDOC_START = re.compile(r"<<-?[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")  # not <<< (a here-string)
 
 
 class UserDataError(ValueError):
@@ -54,10 +63,38 @@ def export_line(name: str, value: str, version: str = CURRENT_USERDATA_VERSION) 
     return f"{name}=$(printf %s '{Fn.base64(value)}' | base64 -d)\nexport {name}"
 
 
+def without_comments(body: str) -> str:
+    """`body` less its full-line comments and blank lines; here-documents are kept whole."""
+    kept: list[str] = []
+    terminator: str | None = None
+    for line in body.splitlines(keepends=True):
+        if terminator is not None:
+            kept.append(line)
+            terminator = None if line.rstrip("\n").lstrip("\t") == terminator else terminator
+        elif line.strip() and not line.lstrip().startswith("#"):
+            kept.append(line)
+            start = _HEREDOC_START.search(line.replace("<<<", "   "))
+            terminator = start.group(2) if start else None
+    return "".join(kept)
+
+
+def compressed(body: str) -> str:
+    """`body` as one line that decodes and runs it in this shell (the header's variables stay set).
+    mtime=0: the same script gives the same template."""
+    packed = base64.b64encode(gzip.compress(body.encode(), compresslevel=9, mtime=0)).decode()
+    return (f"# userdata/<version>/bootstrap.sh without comments, gzip + base64 (see stacks/user_data.py)\n"
+            f"BOOTSTRAP_SCRIPT=\"$(printf %s '{packed}' | base64 -d | gzip -dc)\" || exit 70\n"
+            'eval "$BOOTSTRAP_SCRIPT"\n')
+
+
 def render_user_data(version: str, variables: Mapping[str, str]) -> str:
     """The script of `version` with `variables` exported right after its shebang line."""
     text = script_path(version).read_text()
     shebang, _, body = text.partition("\n")
+    if version not in HEREDOC_VERSIONS:
+        body = without_comments(body)
+    if version in COMPRESSED_VERSIONS:
+        body = compressed(body)
     if not shebang.startswith("#!"):
         raise UserDataError(f"{script_path(version)} must start with a shebang line")
     header = "\n".join(export_line(k, v, version) for k, v in variables.items())

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from spot_trainer.capacity.policy import parse_deadline, parse_duration
 from tests.unit.stack_support import synth
 
 
@@ -103,6 +104,45 @@ CASES = [
     ("ExistingBucket", "my..bucket", False),
     ("ExistingBucket", "192.168.5.4", False),
     ("ExistingBucket", "My_Bucket", False),
+    ("NotifyEmail", "", True),
+    ("NotifyEmail", "ml-team@example.com", True),
+    ("NotifyEmail", "first.last+spot@mail.example.co.uk", True),
+    ("NotifyEmail", "ml-team", False),
+    ("NotifyEmail", "a b@example.com", False),
+    ("NotifyEmail", "x@example", False),
+    ("StallAlarmMinutes", "0", True),
+    ("StallAlarmMinutes", "30", True),
+    ("StallAlarmMinutes", "1440", True),
+    ("StallAlarmMinutes", "1441", False),
+    ("StallAlarmMinutes", "030", False),
+    ("StallAlarmMinutes", "", False),
+    ("StallAlarmMinutes", "-5", False),
+    ("Deadline", "", True),
+    ("Deadline", "2026-12-01T18:00:00Z", True),
+    ("Deadline", "2026-12-01T18:00Z", True),
+    ("Deadline", "2026-12-01T18:00:00.5Z", True),
+    ("Deadline", "36h", True),
+    ("Deadline", "1d12h", True),
+    ("Deadline", "2026-12-01T18:00:00", False),
+    ("Deadline", "2026-12-01T18:00:00+02:00", False),
+    ("Deadline", "0h", False),
+    ("Deadline", "36", False),
+    ("Deadline", "1.5d", False),
+    ("Deadline", "tomorrow", False),
+    ("TotalSteps", "", True),
+    ("TotalSteps", "20000", True),
+    ("TotalSteps", "0", False),
+    ("TotalSteps", "-3", False),
+    ("TotalSteps", "1e6", False),
+    ("MaxSpotWait", "", True),
+    ("MaxSpotWait", "2h", True),
+    ("MaxSpotWait", "90m", True),
+    ("MaxSpotWait", "0m", False),
+    ("MaxSpotWait", "2 h", False),
+    ("DeadlineMargin", "30m", True),
+    ("DeadlineMargin", "1h30m", True),
+    ("DeadlineMargin", "", False),
+    ("DeadlineMargin", "0s", False),
 ]
 
 
@@ -127,8 +167,24 @@ def test_the_shipped_defaults_pass_their_own_constraints(parameters: dict[str, d
 def test_the_cases_cover_every_constrained_text_parameter(parameters: dict[str, dict[str, Any]]) -> None:
     named = {n for n, _, _ in CASES}
     for name in ("TrainingCommand", "TrainArguments", "WorkingDirectory", "TrainerPackage", "SshCidr", "Nodes",
-                 "MinNodes", "KeepCheckpoints", "InstanceTypes", "ExistingBucket", "VolumeSize"):
+                 "MinNodes", "KeepCheckpoints", "InstanceTypes", "ExistingBucket", "VolumeSize", "NotifyEmail",
+                 "StallAlarmMinutes", "Deadline", "TotalSteps", "MaxSpotWait", "DeadlineMargin"):
         assert name in named and "AllowedPattern" in parameters[name], name
     assert "Distributed" in named and parameters["Distributed"]["AllowedValues"], "Distributed"
 
 
+
+
+@pytest.mark.parametrize("value", ["36h", "90m", "2d", "1d12h", "45s", "0h30m", "2026-12-01T18:00:00Z",
+                                   "2026-12-01T18:00Z", "2026-12-01T18:00:00.25Z"])
+def test_a_deadline_the_console_takes_is_one_the_agent_reads(parameters: dict[str, dict[str, Any]],
+                                                             value: str) -> None:
+    assert accepted(parameters["Deadline"], value)
+    assert parse_deadline(value, first_start=0.0) > 0
+
+
+@pytest.mark.parametrize("value", ["36h", "90m", "1d12h", "45s", "0h30m"])
+def test_a_duration_the_console_takes_is_one_the_agent_reads(parameters: dict[str, dict[str, Any]],
+                                                             value: str) -> None:
+    assert accepted(parameters["MaxSpotWait"], value) and accepted(parameters["DeadlineMargin"], value)
+    assert parse_duration(value) > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tomllib
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,32 @@ BAD_CASES = [
      "capacity.placement: \"cluster\" keeps every node in one AZ: network.subnets must list exactly one subnet, got 2"),
     ({**distributed(), "userdata_version": "v1", "run": {**EXAMPLE["run"], "trainer_package": "spot-trainer==0.1.0"}},
      "capacity.distributed: user data v1 and spot-trainer 0.1 have no multi-node training"),
+    (with_change("notify", "email", "ml-team"), "notify.email: expected an e-mail address like ml-team@example.com"),
+    (with_change("notify", "email", "a b@example.com"), "notify.email: expected an e-mail address"),
+    (with_change("notify", "emails", "x@example.com"), "notify.emails: unknown key (known: email, stall_minutes)"),
+    (with_change("notify", "stall_minutes", -1), "notify.stall_minutes: expected 0 (no stall alarm) to 1440"),
+    (with_change("notify", "stall_minutes", 1441), "notify.stall_minutes: expected 0 (no stall alarm) to 1440"),
+    (with_change("notify", "stall_minutes", "30"), "notify.stall_minutes: expected an integer"),
+    (with_change("schedule", "deadline", "tomorrow"), "schedule.deadline: deadline 'tomorrow' is neither a UTC "
+     "timestamp like 2026-12-01T18:00:00Z nor a duration like 36h"),
+    (with_change("schedule", "deadline", "2026-12-01T18:00:00"), "schedule.deadline: deadline '2026-12-01T18:00:00' "
+     "is not a UTC timestamp like 2026-12-01T18:00:00Z (it must end in Z)"),
+    (with_change("schedule", "deadline", "2026-13-01T18:00:00Z"), "schedule.deadline: deadline '2026-13-01T18:00:00Z'"
+     " is not a UTC timestamp"),
+    (with_change("schedule", "deadline", "2020-01-01T00:00:00Z"), "schedule.deadline: 2020-01-01T00:00:00Z has "
+     "already passed"),
+    (with_change("schedule", "deadline", " 36h"), "schedule.deadline: ' 36h' has leading or trailing spaces"),
+    (with_change("schedule", "deadline", "1.5d"), "schedule.deadline: deadline '1.5d' is neither"),
+    (with_change("schedule", "deadline", datetime(2030, 1, 1, 12, tzinfo=timezone(timedelta(hours=2)))),
+     "schedule.deadline: 2030-01-01T12:00:00+02:00 is not in UTC: end it in Z"),
+    (with_change("schedule", "max_spot_wait", "2 hours"), "schedule.max_spot_wait: duration '2 hours' is not whole "
+     "numbers with units d, h, m, s"),
+    (with_change("schedule", "max_spot_wait", "0m"), "schedule.max_spot_wait: duration '0m' must be longer than zero"),
+    (with_change("schedule", "margin", ""), "schedule.margin: duration '' is not whole numbers"),
+    (with_change("schedule", "margin", 30), "schedule.margin: expected a string, got 30"),
+    (with_change("schedule", "total_steps", 0), "schedule.total_steps: expected a positive number of steps, got 0"),
+    (with_change("schedule", "total_steps", 39), "schedule.total_steps: 39 differs from the built-in trainer's "
+     "--steps 40: leave it out"),
 ]
 
 
@@ -155,6 +182,33 @@ def test_bad_field_is_one_line_naming_it(data: dict, message: str) -> None:
     text = str(caught.value)
     assert "\n" not in text
     assert text.startswith(f"{JOBS_DIR / 'example.toml'}: ") and message in text, text
+
+
+def test_notifications_and_a_schedule_are_optional_with_defaults() -> None:
+    spec = parse_job(EXAMPLE, JOBS_DIR / "example.toml")
+    assert (spec.notify.email, spec.notify.stall_minutes) == ("", 30)
+    assert (spec.schedule.deadline, spec.schedule.total_steps, spec.schedule.max_spot_wait, spec.schedule.margin) == (
+        "", 0, "", "30m")
+
+
+@pytest.mark.parametrize("deadline", ["36h", "90m", "2d", "1d12h", "2099-12-01T18:00:00Z", "2099-12-01T18:00Z"])
+def test_a_deadline_is_a_future_utc_time_or_a_duration_from_the_first_start(deadline: str) -> None:
+    spec = parse_job(with_change("schedule", "deadline", deadline), JOBS_DIR / "example.toml")
+    assert spec.schedule.deadline == deadline
+
+
+def test_an_unquoted_toml_date_time_in_utc_is_a_deadline() -> None:
+    data = tomllib.loads('[schedule]\ndeadline = 2099-12-01T18:00:00Z\n')
+    spec = parse_job({**EXAMPLE, **data}, JOBS_DIR / "example.toml")
+    assert spec.schedule.deadline == "2099-12-01T18:00:00Z"
+
+
+def test_own_commands_state_their_total_steps_the_builtin_may_repeat_its_own() -> None:
+    own = parse_job(with_changes("run", command="python train.py", train_args="") | {"schedule": {"total_steps": 900}},
+                    JOBS_DIR / "example.toml")
+    assert own.schedule.total_steps == 900
+    builtin = parse_job(with_change("schedule", "total_steps", 40), JOBS_DIR / "example.toml")  # --steps 40
+    assert builtin.schedule.total_steps == 40
 
 
 def test_several_nodes_stand_by_unless_the_job_says_distributed() -> None:

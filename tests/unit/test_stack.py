@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from aws_cdk.assertions import Match
 
 from stacks.job_spec import JOBS_DIR
@@ -120,8 +121,15 @@ def test_role_is_scoped_to_the_job_prefix_log_group_and_own_group(example: Synth
     assert '"s3:*"' not in everything and '"Action": "*"' not in everything
 
 
+def _instance_role(synth: Synthesized) -> dict:
+    """The instances' role (the capacity watch has one of its own)."""
+    (role,) = [r["Properties"] for r in synth.resources("AWS::IAM::Role").values()
+               if "ec2.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])]
+    return role
+
+
 def test_the_role_reads_no_ssm_parameter_and_keeps_session_manager(example: Synthesized) -> None:
-    role = example.one("AWS::IAM::Role")
+    role = _instance_role(example)
     assert "ManagedPolicyArns" not in role, "a managed policy would grant more than the statements below"
     actions = [a for s in _role_statements(example).values() for a in ([s["Action"]] if isinstance(s["Action"], str)
                                                                        else s["Action"])]
@@ -273,19 +281,40 @@ def test_the_console_settings_reach_the_agent(synthesized: dict[str, Synthesized
         "SPOT_DISTRIBUTED": "false", "SPOT_MIN_NODES": "4", "SPOT_MAX_NODES": "6"}
 
 
+SCHEDULE_HEADER = ("SPOT_NOTIFY_TOPIC", "SPOT_DEADLINE", "SPOT_TOTAL_STEPS", "SPOT_MAX_SPOT_WAIT",
+                   "SPOT_DEADLINE_MARGIN")
+
+
+def test_the_schedule_and_the_topic_reach_the_agent(synthesized: dict[str, Synthesized]) -> None:
+    cifar = synthesized["cifar"]
+    assert _header_at_boot(cifar, SCHEDULE_HEADER) == {
+        "SPOT_NOTIFY_TOPIC": "x",  # the topic's ARN, a deploy-time value (Ref of the topic)
+        "SPOT_DEADLINE": "", "SPOT_TOTAL_STEPS": "", "SPOT_MAX_SPOT_WAIT": "", "SPOT_DEADLINE_MARGIN": "30m"}
+    typed = {"Deadline": "2026-12-01T18:00:00Z", "TotalSteps": "5000", "MaxSpotWait": "2h", "DeadlineMargin": "45m"}
+    assert _header_at_boot(cifar, SCHEDULE_HEADER[1:], **typed) == {
+        "SPOT_DEADLINE": "2026-12-01T18:00:00Z", "SPOT_TOTAL_STEPS": "5000", "SPOT_MAX_SPOT_WAIT": "2h",
+        "SPOT_DEADLINE_MARGIN": "45m"}
+    (topic,) = cifar.resources("AWS::SNS::Topic")
+    assert {"Fn::Base64": {"Ref": topic}} in _user_data_parts(cifar)
+
+
+def _user_data_parts(synth: Synthesized) -> list:
+    return synth.one("AWS::EC2::LaunchTemplate")["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1]
+
+
 def test_a_v1_job_keeps_the_header_its_bootstrap_was_written_for(tmp_path: Path) -> None:
     job = tmp_path / "old.toml"
     job.write_text('userdata_version = "v1"\n' + (JOBS_DIR / "example.toml").read_text().replace(
         "[run]\n", '[run]\ntrainer_package = "spot-trainer==0.1.0"\n'))
     text = user_data_text(synth(str(job), tmp_path / "out"))
     assert "SPOT_KEEP_CHECKPOINTS=" in text
-    assert not [name for name in MULTI_NODE_HEADER if name in text]
+    assert not [name for name in MULTI_NODE_HEADER + SCHEDULE_HEADER if name in text]
 
 
 def test_parameters_are_grouped_in_the_order_a_person_thinks(example: Synthesized) -> None:
     interface = example.raw["Metadata"]["AWS::CloudFormation::Interface"]
     assert [g["Label"]["default"] for g in interface["ParameterGroups"]] == [
-        "What to run", "Capacity", "Network", "Storage", "Access"]
+        "What to run", "Capacity", "Network", "Schedule and alerts", "Storage", "Access"]
     grouped = [p for g in interface["ParameterGroups"] for p in g["Parameters"]]
     assert sorted(grouped) == sorted(example.raw["Parameters"])  # every parameter is grouped and labelled
     assert set(interface["ParameterLabels"]) == set(grouped)
@@ -311,6 +340,35 @@ def test_template_is_standalone_and_user_data_fits(synthesized: dict[str, Synthe
     assert "export SPOT_USERDATA_VERSION=v2" in text and f"export SPOT_JOB={job}" in text
     (template_tags,) = synth.one("AWS::EC2::LaunchTemplate")["TagSpecifications"]
     assert {"Key": "spot-trainer:userdata-version", "Value": "v2"} in template_tags["Tags"]
+
+
+class _CliYaml(yaml.SafeDumper):
+    """YAML as the CDK CLI writes a template to measure it (the `yaml` package: list items indented under
+    their key, multi-line strings as literal blocks); within a few bytes of its count."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        return super().increase_indent(flow, False)
+
+
+_CliYaml.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+DEPLOY_WITHOUT_BOOTSTRAP = 50 * 1024  # `cdk deploy`: a larger template (as YAML) needs the bootstrap bucket
+
+
+def cli_template_bytes(template: dict) -> int:
+    return len(yaml.dump(template, Dumper=_CliYaml, sort_keys=False, width=float("inf"), allow_unicode=True))
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_a_job_without_shipped_code_deploys_without_a_bootstrapped_account(
+    synthesized: dict[str, Synthesized], job: str
+) -> None:
+    """Only `run.workdir` (an asset) needs `cdk bootstrap`; the CLI measures the template as YAML, where
+    every line of a multi-line string is indented: the user data and the watch's code travel compressed."""
+    raw = synthesized[job].raw
+    if any(name.startswith("AssetParameters") for name in raw["Parameters"]):
+        pytest.skip(f"{job} ships its code: it needs a bootstrapped account anyway")
+    assert cli_template_bytes(raw) < DEPLOY_WITHOUT_BOOTSTRAP
 
 
 @pytest.mark.parametrize("job", JOBS)
