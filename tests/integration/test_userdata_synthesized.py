@@ -81,6 +81,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, moto_server: MotoServer) 
     for name, resource in template["Resources"].items():
         if resource["Type"] == "AWS::S3::Bucket":
             values[name] = bucket
+        if resource["Type"] == "AWS::SNS::Topic":  # a Ref to a topic is its ARN
+            values[name] = "arn:aws:sns:us-east-1:123456789012:spot-trainer-byo"
     for name in template["Parameters"]:  # the code asset, published where its parameters say
         if name.startswith("AssetParameters") and "S3Bucket" in name:
             values[name] = bucket
