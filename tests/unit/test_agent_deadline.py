@@ -116,3 +116,26 @@ def test_notifications_say_what_happened_in_one_short_message() -> None:
                                                        "step": 80})
     assert subject == "Spot Trainer lm: interrupted" and "checkpoint step 80 is safe in S3" in text
     assert message_for("lm", "checkpoint", {"step": 80}) is None  # not every event is news
+
+
+def test_the_pace_ignores_start_up_and_needs_enough_steps() -> None:
+    pace = Pace()
+    assert pace.seconds_per_step(0.0, 220) is None  # the step restored: nothing trained here yet
+    assert pace.seconds_per_step(5.0, 220) is None  # importing, restoring
+    assert pace.seconds_per_step(9.0, 221) is None  # the first step of ours: the clock starts here
+    assert pace.seconds_per_step(10.0, 225) is None  # 4 steps say little
+    assert pace.seconds_per_step(12.0, 231) == pytest.approx(0.3)
+
+
+def test_a_passing_lead_does_not_bring_the_group_straight_back_to_spot(autoscaling: Any) -> None:
+    clock, events = Clock(), []
+    watch = watch_for(autoscaling, clock, events)
+    clock.now += 3 * HOUR
+    watch.check(10)  # far behind: on-demand at once
+    assert group_market(autoscaling, GROUP) == ON_DEMAND
+    clock.now += 0.5 * HOUR
+    watch.check(900)  # far ahead half an hour later: still within the hour's margin
+    assert group_market(autoscaling, GROUP) == ON_DEMAND and len(events) == 1
+    clock.now += 0.5 * HOUR
+    watch.check(901)
+    assert group_market(autoscaling, GROUP) == SPOT

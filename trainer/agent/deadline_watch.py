@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..capacity.market import GroupClient, group_market, set_group_market
-from ..capacity.policy import DeadlinePlan, Progress, choose_market, parse_deadline, parse_duration
+from ..capacity.policy import SPOT, DeadlinePlan, Progress, choose_market, parse_deadline, parse_duration
 
 
 def builtin_steps(train_args: str) -> int:
@@ -26,18 +26,27 @@ def builtin_steps(train_args: str) -> int:
     return 0
 
 
+MIN_PACE_STEPS = 10  # a pace from fewer steps is mostly start-up noise, enough to flip a market
+
+
 @dataclass
 class Pace:
-    """Seconds per step on this instance, from its first reported step (restore time excluded)."""
+    """Seconds per step on this instance, measured from the first step it trained (the step it
+    restored, start-up and restore excluded) over at least MIN_PACE_STEPS steps."""
 
+    restored: int | None = None
     first: tuple[float, int] | None = None
 
     def seconds_per_step(self, now: float, step: int) -> float | None:
-        if self.first is None:
-            self.first = (now, step)
+        if self.restored is None:
+            self.restored = step  # carried over from the last run: no step of ours yet
             return None
-        (since, from_step) = self.first
-        return (now - since) / (step - from_step) if step > from_step else None
+        if self.first is None:
+            if step != self.restored:
+                self.first = (now, step)
+            return None
+        since, from_step = self.first
+        return (now - since) / (step - from_step) if step - from_step >= MIN_PACE_STEPS else None
 
 
 @dataclass
@@ -52,6 +61,7 @@ class DeadlineWatch:
     market: str = ""  # the group's market as last read or set
     pace: Pace = field(default_factory=Pace)
     _next_check: float = 0.0
+    _switched_at: float = float("-inf")
 
     def check(self, step: int | None) -> None:
         """Called from the agent's poll loop; acts at most every `check_seconds`."""
@@ -63,7 +73,7 @@ class DeadlineWatch:
             self.market = self.market or group_market(self.autoscaling, self.group_name)
             decision = choose_market(self.plan, Progress(now, step, self.pace.seconds_per_step(now, step)),
                                      self.market)
-            if decision.market == self.market:
+            if decision.market == self.market or self._too_soon_to_leave_on_demand(now, decision.market):
                 return
             set_group_market(self.autoscaling, self.group_name, decision.market)
         except Exception as error:  # a throttled call, a missing permission: training goes on
@@ -71,7 +81,12 @@ class DeadlineWatch:
             return
         self.log(f"switched {self.group_name} from {self.market} to {decision.market}: {decision.reason}")
         self.event("market", step=step, reason=decision.reason, **{"from": self.market, "to": decision.market})
-        self.market = decision.market
+        self.market, self._switched_at = decision.market, now
+
+    def _too_soon_to_leave_on_demand(self, now: float, market: str) -> bool:
+        """Each switch replaces the instance: a switch to on-demand is never delayed, but the way
+        back waits a margin, so a passing lead does not pay for two replacements."""
+        return market == SPOT and now - self._switched_at < self.plan.margin_seconds
 
 
 def plan_from(deadline: str, margin: str, total_steps: int, first_start: float) -> DeadlinePlan:
