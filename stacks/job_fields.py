@@ -38,6 +38,7 @@ from stacks.job_spec import (
     data_location,
 )
 from stacks.user_data import available_versions
+from trainer.builtin.arguments import ArgumentsError, check_arguments
 from trainer.capacity.policy import parse_deadline, parse_duration
 
 SECTIONS: dict[str, type] = {
@@ -115,6 +116,8 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise _fail("run.setup", f"cannot be parsed as shell words ({error}): {run.setup!r}") from None
     if run.train_args and run.command != "builtin":
         raise _fail("run.train_args", 'only applies when run.command = "builtin"')
+    if run.command == "builtin":
+        _check_builtin_arguments(run.train_args)
     if run.stop_signal not in SIGNALS:
         raise _fail("run.stop_signal", f"expected one of {', '.join(SIGNALS)}, got {run.stop_signal!r}")
     if not 10 <= run.grace_seconds <= 7200:
@@ -131,9 +134,21 @@ def _check_run(run: RunSpec, source: Path) -> None:
     if run.workdir and not (source.parent / run.workdir).resolve().is_relative_to(source.parent.resolve()):
         raise _fail("run.workdir", f"{run.workdir!r} lies outside the job file's folder; everything in it "
                     "would be shipped")
-    if run.command == "builtin" and not {"--model", "--steps"} <= set(_words(run.train_args)):
-        raise _fail("run.train_args", 'the built-in trainer needs --model and --steps, e.g. '
-                    '"--model resnet --steps 20000 --data s3://bucket/cifar10"')
+
+
+def _check_builtin_arguments(train_args: str) -> None:
+    """The trainer's own parser, run before deploying: arguments it refuses would fail every boot."""
+    if not train_args.strip():
+        raise _fail("run.train_args", "the built-in trainer needs --model, --steps and --data or --synthetic, "
+                    'e.g. "--model resnet --steps 20000 --data s3://bucket/cifar10"')
+    words = shlex.split(train_args)
+    try:
+        check_arguments(words)
+    except ArgumentsError as error:
+        raise _fail("run.train_args", f"{error} (in {train_args!r})") from None
+    if any(word.split("=", 1)[0] == "--checkpoint-dir" for word in words):
+        raise _fail("run.train_args", "leave out --checkpoint-dir: the agent restores into $CHECKPOINT_DIR and "
+                    "uploads only what the trainer saves there")
 
 
 def _check_dataset(run: RunSpec) -> None:
@@ -297,14 +312,8 @@ def _check_schedule(schedule: ScheduleSpec, run: RunSpec, given: Collection[str]
 
 
 def _builtin_steps(run: RunSpec) -> int | None:
-    """The built-in trainer's --steps, when it is a whole number."""
-    words = shlex.split(run.train_args)
-    for index, word in enumerate(words):
-        value = words[index + 1] if word == "--steps" and index + 1 < len(words) else (
-            word.split("=", 1)[1] if word.startswith("--steps=") else None)
-        if value is not None:
-            return int(value) if value.isdigit() else None
-    return None
+    """The built-in trainer's --steps (_check_run has run its parser over the arguments)."""
+    return int(check_arguments(shlex.split(run.train_args)).steps) if run.command == "builtin" else None
 
 
 def build_job(data: dict[str, Any], source: Path) -> JobSpec:
@@ -359,11 +368,6 @@ EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z
 DURATION = re.compile(r"^([0-9]+[dhms])+$")
 MAX_INSTANCE_TYPES = 40  # overrides of one mixed instances policy
 MAX_PRICE_USD = 1000.0  # per instance-hour: far above any on-demand price, so a typo is caught
-
-
-def _words(text: str) -> list[str]:
-    """Shell words, with `--flag=value` counted as `--flag` (unparseable text is refused earlier)."""
-    return [word.split("=", 1)[0] for word in shlex.split(text)]
 
 
 def ipaddress_shaped(name: str) -> bool:

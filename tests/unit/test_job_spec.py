@@ -105,9 +105,28 @@ BAD_CASES = [
     ({**with_change("network", "vpc_id", "vpc-0abc"), "network": {"subnets": "create", "vpc_id": "vpc-0abc"}},
      "network.vpc_id: only used with network.subnets"),
     (with_change("run", "workdir", ".."), "run.workdir: '..' lies outside the job file's folder"),
-    (with_change("run", "train_args", "--model resnet"), "run.train_args: the built-in trainer needs --model and"),
+    (with_change("run", "train_args", "--model resnet"),
+     "run.train_args: the following arguments are required: --steps (in '--model resnet')"),
+    (with_change("run", "train_args", "--model resnet --steps 10"),
+     "run.train_args: one of the arguments --data --synthetic is required"),
+    (with_change("run", "train_args", "--model lm --steps abc --synthetic"),
+     "run.train_args: argument --steps: invalid positive_int value: 'abc'"),
+    (with_change("run", "train_args", "--model lm --steps 9 --synthetic --fast"),
+     "run.train_args: unrecognized arguments: --fast"),
+    (with_change("run", "train_args", "--model lm --steps 9 --synthetic --width 30"),
+     "run.train_args: --width 30 must be a multiple of 4 for the lm model"),
+    (with_change("run", "train_args", "--model lm --steps 9 --synthetic --warmup-steps 10"),
+     "run.train_args: --warmup-steps 10 must be between 0 and --steps 9"),
+    (with_change("run", "train_args", "--model lm --step 9 --dat s3://sets/x"),
+     "run.train_args: --step: spell the flag in full (--steps)"),
+    (with_change("run", "train_args", "--model lm --steps 9 --synthetic --steps 90"),
+     "run.train_args: --steps is given more than once"),
+    (with_change("run", "train_args", "--model lm --steps 9 --synthetic --help"),
+     "run.train_args: --help only prints the help: the job would end after no steps"),
+    (with_change("run", "train_args", "--model lm --steps 9 --synthetic --checkpoint-dir /tmp/ck"),
+     "run.train_args: leave out --checkpoint-dir: the agent restores into $CHECKPOINT_DIR"),
     (with_change("run", "data", "my-datasets/cifar10"), "run.data: expected s3://bucket/prefix"),
-    ({}, "run.train_args: the built-in trainer needs --model and --steps"),
+    ({}, "run.train_args: the built-in trainer needs --model, --steps and --data or --synthetic"),
     (with_change("capacity", "nodes", 0), "capacity.nodes: expected 1 to 64, got 0"),
     (with_change("capacity", "nodes", 65), "capacity.nodes: expected 1 to 64, got 65"),
     (with_change("storage", "keep_checkpoints", 0), "storage.keep_checkpoints: expected 1 to 999, got 0"),
@@ -290,7 +309,8 @@ def test_invalid_toml_is_reported_with_the_file(tmp_path: Path) -> None:
 
 def test_cdk_app_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
     job = tmp_path / "bad.toml"
-    job.write_text('[run]\ntrain_args = "--model lm --steps 10"\n[capacity]\ninstance_types = ["g5.huge"]\n')
+    job.write_text('[run]\ntrain_args = "--model lm --steps 10 --synthetic"\n'
+                   '[capacity]\ninstance_types = ["g5.huge"]\n')
     result = subprocess.run(
         [sys.executable, "app.py"], cwd=REPO, capture_output=True, text=True,
         env={"PATH": "/usr/bin:/bin", "CDK_CONTEXT_JSON": f'{{"job": "{job}"}}', "CDK_OUTDIR": str(tmp_path / "out"),

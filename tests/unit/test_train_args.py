@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from spot_trainer.builtin.arguments import ArgumentsError, check_arguments
 from spot_trainer.builtin.loop import main, parse_args
 from spot_trainer.storage.local import list_checkpoints
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -145,3 +151,34 @@ def test_an_unloadable_resume_point_is_never_replaced_by_step_0(
     assert errors[-1] == (f"error: RESUME_FROM {damaged} cannot be loaded and no older checkpoint is here: "
                           "refusing to start over from step 0")
     assert [p.name for p in checkpoints.iterdir()] == ["step-00000099"], "nothing was trained over it"
+
+
+def test_the_parser_imports_no_torch_so_the_stack_can_check_a_job_with_it() -> None:
+    # The stack runs the trainer's own parser at synth; the CDK app must never load torch.
+    code = ("import sys; import stacks.job_fields, trainer.builtin.arguments; "
+            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                            env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--model", "resnet", "--steps", "10"], "one of the arguments --data --synthetic is required"),
+    (["--model", "lm", "--steps", "9", "--synthetic", "--steps", "90"], "--steps is given more than once"),
+    (["--model", "lm", "--ste", "9", "--synthetic"], "--ste: spell the flag in full (--steps)"),
+    (["--model", "lm", "--steps", "9", "--synthetic", "-h"],
+     "--help only prints the help: the job would end after no steps"),
+])
+def test_checking_arguments_raises_one_line_instead_of_exiting(argv: list[str], message: str) -> None:
+    with pytest.raises(ArgumentsError) as caught:
+        check_arguments(argv)
+    assert str(caught.value) == message
+
+
+def test_checked_arguments_are_the_ones_the_trainer_reads() -> None:
+    argv = ["--model", "lm", "--steps", "9", "--data=s3://sets/x"]
+    checked = check_arguments(argv)
+    assert (checked.model, checked.steps, checked.data, checked.width) == ("lm", 9, "s3://sets/x", 64)
+    assert vars(checked) == vars(parse_args([*argv, "--checkpoint-dir", str(checked.checkpoint_dir or "ck")])) | {
+        "checkpoint_dir": checked.checkpoint_dir}

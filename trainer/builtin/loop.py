@@ -34,86 +34,26 @@ from ..storage.local import (
     load_latest_valid,
     remove_stale_temps,
 )
+from .arguments import build_parser, complete
 from .data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
 from .group import SOLO, Group, join_group
-from .models import MODEL_NAMES, build_model, compute_loss
+from .models import build_model, compute_loss
 from .state import capture_rng, restore_rng, seed_everything
 
 EX_TEMPFAIL = 75
 EX_PEER_LOST = 76  # under torchrun: a collective failed because a peer died; not this rank's fault
-DEFAULT_WIDTH = {"resnet": 16, "lm": 64}
-LM_HEADS = 4
 
 
 class TrainError(RuntimeError):
     """Training cannot start or go on; the message says why in one line."""
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number of 0 or more, got {text}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trainer train", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", choices=MODEL_NAMES, required=True)
-    parser.add_argument("--steps", type=positive_int, required=True, help="optimizer steps in total")
-    parser.add_argument("--batch-size", type=positive_int, default=32)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--data", help="directory or s3://bucket/prefix (formats: trainer/data.py)")
-    source.add_argument("--synthetic", action="store_true", help="generated deterministic data")
-    every = parser.add_mutually_exclusive_group()
-    every.add_argument("--checkpoint-every-steps", type=positive_int, default=None, metavar="K")
-    every.add_argument("--checkpoint-every-seconds", type=positive_float, default=None, metavar="S")
-    parser.add_argument("--checkpoint-dir", default=os.environ.get("CHECKPOINT_DIR") or None,
-                        help="default: $CHECKPOINT_DIR")
-    parser.add_argument("--keep", type=positive_int, default=3, help="committed checkpoints kept locally")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (AdamW)")
-    parser.add_argument("--warmup-steps", type=int, default=None, help="default: 10%% of --steps")
-    parser.add_argument("--log-every", type=positive_int, default=10)
-    parser.add_argument("--min-step-seconds", type=non_negative_float, default=0.0, metavar="S",
-                        help="pace steps to at least S seconds each (demos, tests); results are unchanged")
-    parser.add_argument("--width", type=positive_int, default=None, help="model width (resnet 16, lm 64)")
-    parser.add_argument("--context", type=positive_int, default=64, help="lm: bytes per sample")
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
-                        help="auto: bf16 autocast on CUDA, fp32 on CPU")
-    parser.add_argument("--data-cache", type=Path, default=None, help="where S3 data is mirrored")
-    return parser
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.width = args.width or DEFAULT_WIDTH[args.model]
     if args.checkpoint_dir is None:
         parser.error("--checkpoint-dir is required when $CHECKPOINT_DIR is not set")
-    if not args.checkpoint_dir.strip():  # '' would write checkpoints into whatever directory this runs in
-        parser.error("--checkpoint-dir must not be empty")
-    if args.checkpoint_every_steps is None and args.checkpoint_every_seconds is None:
-        args.checkpoint_every_steps = max(1, min(100, args.steps // 10))
-    if args.warmup_steps is None:
-        args.warmup_steps = args.steps // 10
-    if not 0 <= args.warmup_steps <= args.steps:
-        parser.error(f"--warmup-steps {args.warmup_steps} must be between 0 and --steps {args.steps}")
-    if args.model == "lm" and args.width % LM_HEADS:
-        parser.error(f"--width {args.width} must be a multiple of {LM_HEADS} for the lm model")
+    complete(parser, args)
     if args.precision == "fp16" and not torch.cuda.is_available():
         parser.error("--precision fp16 needs a CUDA device")
     return args

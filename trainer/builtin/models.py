@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-MODEL_NAMES = ("resnet", "lm")
+from .arguments import MODEL_NAMES
+
 BYTE_VOCAB = 256
 
 
