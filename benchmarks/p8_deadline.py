@@ -9,8 +9,10 @@ restore, billed with no progress; checkpoints are written every --checkpoint-min
 A spot instance is interrupted when its capacity goes (an outage starts) and, besides, at
 --interruptions-per-hour; an interruption is announced with probability --announced-share (the
 notice saves the work) and otherwise loses the work since the last checkpoint. On-demand capacity
-never runs out. A market switch stops the running instance after a checkpoint and starts one in the
-other market. Side by side, on the same traces:
+never runs out. A switch to on-demand stops a running spot instance after a checkpoint and starts an
+on-demand one; a switch back to spot keeps the on-demand instance running until spot capacity is
+there (AWS launches the replacement first), then hands over the same way. Side by side, on the same
+traces:
 
   always_spot           spot only; outages are waited out
   spot_then_on_demand   spot until no spot instance has run for --max-spot-wait, then on-demand to
@@ -150,7 +152,7 @@ def uniform_progress(settings: Settings) -> Policy:
     def policy(job: Job, run: Run, minute: int) -> str:
         plan = DeadlinePlan.checked(0.0, job.deadline * 60.0, job.compute, settings.margin_minutes * 60.0)
         progress = Progress(minute * 60.0, run.step, SECONDS_PER_STEP if run.trained else None)
-        return choose_market(plan, progress, run.market).market
+        return choose_market(plan, progress, run.market, running=run.instance is not None).market
     return policy
 
 
@@ -162,12 +164,24 @@ def lose_spot(job: Job, run: Run, minute: int) -> None:
 
 
 def switch(run: Run, market: str) -> None:
-    """The group moves to `market`; an instance in the other one checkpoints and stops."""
+    """The group moves to `market`. AWS launches the replacement first: an instance of the other
+    market stops (checkpointing) only once the new one can launch, which for on-demand is at once
+    and for spot when there is capacity (see `replace_when_spot_launches`)."""
     run.market = market
-    if run.instance is not None and run.instance != market:
-        if not run.booting:
-            run.saved = run.step
-        run.step, run.instance = run.saved, None
+    if market == ON_DEMAND and run.instance == SPOT:
+        stop(run)
+
+
+def stop(run: Run) -> None:
+    if not run.booting:
+        run.saved = run.step
+    run.step, run.instance = run.saved, None
+
+
+def replace_when_spot_launches(run: Run, spot: bool) -> None:
+    """Back on spot with capacity there: the on-demand instance hands over (its boot is the cost)."""
+    if run.market == SPOT and run.instance == ON_DEMAND and spot:
+        stop(run)
 
 
 def tick(job: Job, run: Run, minute: int, settings: Settings) -> None:
@@ -197,6 +211,7 @@ def simulate(job: Job, policy: Policy, settings: Settings) -> Outcome:
         wanted = policy(job, run, minute)
         if wanted != run.market:
             switch(run, wanted)
+        replace_when_spot_launches(run, spot)
         if run.instance is None and (run.market == ON_DEMAND or spot):
             run.instance, run.booting, run.since_save = run.market, settings.restart_minutes, 0
             run.starts += 1
