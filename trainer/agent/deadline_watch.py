@@ -13,6 +13,8 @@ from typing import Any
 
 from ..capacity.market import GroupClient, group_market, set_group_market
 from ..capacity.policy import SPOT, DeadlinePlan, Progress, choose_market, parse_deadline, parse_duration
+from .config import AgentConfig
+from .telemetry import RunTelemetry
 
 
 def builtin_steps(train_args: str) -> int:
@@ -100,3 +102,24 @@ def status_fields(plan: DeadlinePlan) -> dict[str, Any]:
     """What status.json carries so the capacity watch can draw the same line while nothing runs."""
     return {"first_started_at": plan.first_start, "deadline_at": plan.deadline_at,
             "total_steps": plan.total_steps, "margin_seconds": plan.margin_seconds}
+
+
+def deadline_watch_for(config: AgentConfig, autoscaling: GroupClient, telemetry: RunTelemetry,
+                       first_start: float) -> DeadlineWatch | None:
+    """The deadline policy for this run, or None without a deadline (or a job size to judge it by);
+    the plan goes into status.json for the capacity watch."""
+    if not config.deadline:
+        return None
+    total = config.total_steps or (builtin_steps(config.train_args) if config.command == "builtin" else 0)
+    if total < 1:
+        telemetry.log("WARNING: a deadline is set but the job's size is unknown: set total_steps in the job "
+                      "file's [schedule] (the built-in trainer's --steps is used for it); the deadline is not kept")
+        return None
+    try:
+        plan = plan_from(config.deadline, config.deadline_margin, total, first_start)
+    except ValueError as error:
+        telemetry.log(f"WARNING: the deadline cannot be kept: {error}")
+        return None
+    telemetry.update(**status_fields(plan))
+    return DeadlineWatch(plan, config.asg_name, autoscaling, telemetry.event, telemetry.log,
+                         check_seconds=config.deadline_check_seconds)

@@ -26,7 +26,7 @@ from .aws_clients import AutoScalingClient
 from .cloudwatch import CloudWatchSink
 from .command import CommandProcess, parse_signal, runtime_argv
 from .config import AgentConfig
-from .deadline_watch import DeadlineWatch, builtin_steps, plan_from, status_fields
+from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .imds import ImdsClient
 from .lease_keeper import LeaseKeeper
 from .notify import Notifier, SnsClient
@@ -35,6 +35,7 @@ from .save_watch import SaveWatch
 from .status import JobStatus, StatusReporter
 from .telemetry import RunTelemetry
 from .torchrun import torchrun_argv, worker_argv
+from .world import World
 
 SINGLE_NODE_ENV = {"NODE_RANK": "0", "NNODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
@@ -106,7 +107,8 @@ class Agent:
         )
         reporter.update(state=states.RESTORING)
         self.telemetry.event("start", attempt=reporter.status.attempt + 1)
-        self._deadline = self._deadline_watch(reporter.status.first_started_at or time.time())
+        self._deadline = deadline_watch_for(self.config, self.clients.autoscaling, self.telemetry,
+                                            reporter.status.first_started_at or time.time())
         resume_from, remote_step = self._restore()
         uploader = CheckpointUploader(
             lambda path, step: store.upload(path, step, lease=None if self.config.distributed else self.clients.lease),
@@ -184,7 +186,7 @@ class Agent:
                 raise AgentError("the job lease was taken over by another agent; stopped training")
             newest = self._settle_uploads(uploader)
             if outcome != "exited":
-                if self.config.distributed and self._finished_by_a_peer():
+                if self.config.distributed and self._world().finished_by_a_peer():
                     return self._done_elsewhere()
                 # Even an exit 0 after our stop signal is an interruption: a script that exits 0 on
                 # SIGTERM must not end the job. If it had really finished, the next run confirms DONE.
@@ -221,25 +223,8 @@ class Agent:
             self._prepare_directory(resume_from)
 
     def _catch_up(self, uploader: CheckpointUploader) -> Path | None:
-        """Before this node joins a new round, its disk gets the newest checkpoint in S3: the last
-        round's writer may have been another node. When the world stopped together to save, wait
-        (up to the grace period) for that checkpoint to reach S3, so the round loses no step."""
-        directory, store = Path(self.config.checkpoint_dir), self.clients.store
-        target, deadline = self.telemetry.group_stop_step, time.monotonic() + self.config.grace_seconds
-        while True:
-            remote, local = store.latest_step(), self._newest_local(writer_done=True)
-            have = max(remote if remote is not None else -1, local[0] if local else -1)
-            if target is None or have >= target or time.monotonic() >= deadline:
-                break
-            if self.stop_requested.wait(self.config.poll_seconds):
-                break
-        if remote is not None and (local is None or remote > local[0]):
-            if (restored := store.restore_at_or_below(directory, remote)) is not None:
-                uploader.already_in_s3(layouts.step_of(restored) or 0)
-                self.log(f"fetched {restored.name} from S3 for the next round")
-                self._prepare_directory(restored)
-                return restored
-        return local[1] if local else None
+        return self._world().catch_up(uploader, self.telemetry.group_stop_step,
+                                      lambda: self._newest_local(writer_done=True), self._prepare_directory)
 
     def _prepare_directory(self, resume_from: Path | None) -> None:
         """What a dead writer left half-written goes aside, so the framework resumes from `resume_from`."""
@@ -270,7 +255,8 @@ class Agent:
     def _start_command(self, resume_from: Path | None) -> CommandProcess:
         config = self.config
         if config.distributed:
-            argv = torchrun_argv(config, self._local_addr(), worker_argv(config, shlex.split(config.train_args)))
+            worker = worker_argv(config, shlex.split(config.train_args))
+            argv = torchrun_argv(config, self._world().local_addr(), worker)
         elif self._builtin:
             argv = runtime_argv("train", *shlex.split(config.train_args))
         else:
@@ -344,12 +330,6 @@ class Agent:
         self._end_job(f"training finished at checkpoint step {step}")
         return 0
 
-    def _finished_by_a_peer(self) -> bool:
-        """Several nodes finish together, and the first to finish scales the group to zero: the
-        others then get a scale-in notice while their own last step is already done."""
-        status = self.clients.store.get_json(states.STATUS_NAME)
-        return bool(status and status.get("state") == states.DONE)
-
     def _done_elsewhere(self) -> int:
         self._require_reporter().update(state=states.DONE)  # ours must not overwrite the peer's DONE
         self.log("another node finished the job; this one leaves too")
@@ -380,25 +360,6 @@ class Agent:
 
         return SaveWatch(Path(self.config.checkpoint_dir), self.config.checkpoint_warn_seconds, warn)
 
-    def _deadline_watch(self, first_start: float) -> DeadlineWatch | None:
-        """The deadline policy for this run, or None without a deadline (or a job size to judge it by)."""
-        config = self.config
-        if not config.deadline:
-            return None
-        total = config.total_steps or (builtin_steps(config.train_args) if self._builtin else 0)
-        if total < 1:
-            self.log("WARNING: a deadline is set but the job's size is unknown: set total_steps in the job "
-                     "file's [schedule] (the built-in trainer's --steps is used for it); the deadline is not kept")
-            return None
-        try:
-            plan = plan_from(config.deadline, config.deadline_margin, total, first_start)
-        except ValueError as error:
-            self.log(f"WARNING: the deadline cannot be kept: {error}")
-            return None
-        self.telemetry.update(**status_fields(plan))
-        return DeadlineWatch(plan, config.asg_name, self.clients.autoscaling, self.telemetry.event, self.log,
-                             check_seconds=config.deadline_check_seconds)
-
     def _own_group(self) -> OwnGroup:
         return OwnGroup(self.config.asg_name, self.config.lifecycle_hook, self.instance_id,
                         self.clients.imds, self.clients.autoscaling, self.log)
@@ -423,10 +384,8 @@ class Agent:
         return None
 
     # ---- small accessors ----------------------------------------------------------------------
-    def _local_addr(self) -> str:
-        """The address peers reach this node at: the instance's private IPv4 (each loopback address
-        of its own in the local spot cloud)."""
-        return self.config.local_addr or self.clients.imds.local_ipv4()
+    def _world(self) -> World:
+        return World(self.config, self.clients.store, self.clients.imds, self.stop_requested, self.log)
 
     def _require_reporter(self) -> StatusReporter:
         assert self.telemetry.reporter is not None, "status is created once the lease is held"

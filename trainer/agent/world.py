@@ -1,0 +1,64 @@
+"""Several nodes as one (torchrun elastic): what a node's agent does beyond a single node's
+lifecycle. Every node trains and none holds the lease; rank 0's node writes the checkpoints, so a
+node joining a new round first fetches what another node may have published, and a node that is
+told to leave after a peer finished the job must not record that job as interrupted."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..storage import layouts
+from ..storage.remote import RemoteStore
+from ..storage.uploader import CheckpointUploader
+from . import status as states
+from .config import AgentConfig
+from .imds import ImdsClient
+
+NewestLocal = Callable[[], "tuple[int, Path] | None"]
+
+
+@dataclass
+class World:
+    config: AgentConfig
+    store: RemoteStore
+    imds: ImdsClient
+    stop_requested: threading.Event
+    log: Callable[[str], None]
+
+    def local_addr(self) -> str:
+        """The address peers reach this node at: the instance's private IPv4 (each loopback address
+        of its own in the local spot cloud)."""
+        return self.config.local_addr or self.imds.local_ipv4()
+
+    def finished_by_a_peer(self) -> bool:
+        """Several nodes finish together, and the first to finish scales the group to zero: the
+        others then get a scale-in notice while their own last step is already done."""
+        status = self.store.get_json(states.STATUS_NAME)
+        return bool(status and status.get("state") == states.DONE)
+
+    def catch_up(self, uploader: CheckpointUploader, group_stop_step: int | None, newest_local: NewestLocal,
+                 prepare: Callable[[Path | None], None]) -> Path | None:
+        """Before this node joins a new round, its disk gets the newest checkpoint in S3: the last
+        round's writer may have been another node. When the world stopped together to save (at
+        `group_stop_step`), wait up to the grace period for that checkpoint to reach S3, so the
+        round loses no step."""
+        directory, store = Path(self.config.checkpoint_dir), self.store
+        deadline = time.monotonic() + self.config.grace_seconds
+        while True:
+            remote, local = store.latest_step(), newest_local()
+            have = max(remote if remote is not None else -1, local[0] if local else -1)
+            if group_stop_step is None or have >= group_stop_step or time.monotonic() >= deadline:
+                break
+            if self.stop_requested.wait(self.config.poll_seconds):
+                break
+        if remote is not None and (local is None or remote > local[0]):
+            if (restored := store.restore_at_or_below(directory, remote)) is not None:
+                uploader.already_in_s3(layouts.step_of(restored) or 0)
+                self.log(f"fetched {restored.name} from S3 for the next round")
+                prepare(restored)
+                return restored
+        return local[1] if local else None
