@@ -12,11 +12,14 @@ import pytest
 from moto import mock_aws
 
 from localcloud import moto_app
-from spot_trainer.agent.config import ConfigError, check_config, config_from_env
-from spot_trainer.agent.deadline_watch import DeadlineWatch, Pace, builtin_steps, plan_from
+from spot_trainer.agent.config import AgentConfig, ConfigError, check_config, config_from_env
+from spot_trainer.agent.deadline_watch import DeadlineWatch, Pace, builtin_steps, deadline_watch_for, plan_from
 from spot_trainer.agent.notify import message_for
+from spot_trainer.agent.status import JobStatus, StatusReporter
+from spot_trainer.agent.telemetry import RunTelemetry
 from spot_trainer.capacity.market import group_market
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
+from spot_trainer.storage.remote import RemoteStore
 
 GROUP = "job-group"
 HOUR = 3600.0
@@ -141,3 +144,19 @@ def test_the_pace_ignores_start_up_and_needs_enough_steps() -> None:
     assert pace.seconds_per_step(9.0, 221) is None  # the first step of ours: the clock starts here
     assert pace.seconds_per_step(10.0, 225) is None  # 4 steps say little
     assert pace.seconds_per_step(12.0, 231) == pytest.approx(0.3)
+
+
+def test_a_deadline_the_agent_cannot_judge_is_said_where_the_user_looks(autoscaling: Any) -> None:
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="ckpt")
+    telemetry = RunTelemetry(store=RemoteStore(s3, "ckpt", "own", instance="i-1"), cloud=None)
+    telemetry.reporter = StatusReporter(JobStatus("own"), publish=lambda record: None)
+    config = AgentConfig(job="own", bucket="ckpt", command="python train.py", deadline="36h", asg_name=GROUP)
+    assert deadline_watch_for(config, autoscaling, telemetry, first_start=0.0) is None
+    warning = telemetry.reporter.status.warning
+    assert warning.startswith("the deadline is not kept: the job's size is unknown: set total_steps")
+    assert [event["message"] for event in telemetry.store.events() if event["kind"] == "warning"] == [warning]
+    builtin = AgentConfig(job="own", bucket="ckpt", command="builtin", train_args="--steps 500", deadline="36h",
+                          asg_name=GROUP)
+    watch = deadline_watch_for(builtin, autoscaling, telemetry, first_start=0.0)
+    assert watch is not None and watch.plan.total_steps == 500 and watch.plan.deadline_at == 36 * HOUR

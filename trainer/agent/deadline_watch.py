@@ -112,14 +112,22 @@ def deadline_watch_for(config: AgentConfig, autoscaling: GroupClient, telemetry:
         return None
     total = config.total_steps or (builtin_steps(config.train_args) if config.command == "builtin" else 0)
     if total < 1:
-        telemetry.log("WARNING: a deadline is set but the job's size is unknown: set total_steps in the job "
-                      "file's [schedule] (the built-in trainer's --steps is used for it); the deadline is not kept")
+        _not_kept(telemetry, "the job's size is unknown: set total_steps in the job file's [schedule] "
+                             "(console: TotalSteps)")
         return None
     try:
         plan = plan_from(config.deadline, config.deadline_margin, total, first_start)
     except ValueError as error:
-        telemetry.log(f"WARNING: the deadline cannot be kept: {error}")
+        _not_kept(telemetry, str(error))
         return None
     telemetry.update(**status_fields(plan))
     return DeadlineWatch(plan, config.asg_name, autoscaling, telemetry.event, telemetry.log,
                          check_seconds=config.deadline_check_seconds)
+
+
+def _not_kept(telemetry: RunTelemetry, why: str) -> None:
+    """Said where the user looks (the log, status.json's warning, the events), never silently."""
+    message = f"the deadline is not kept: {why}"
+    telemetry.log(f"WARNING: {message}")
+    telemetry.event("warning", message=message)
+    telemetry.update(warning=message)
