@@ -4,6 +4,7 @@ schedule and alerts → storage → access)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from aws_cdk import CfnParameter, Stack
@@ -15,6 +16,7 @@ from stacks.job_spec import (
     MAX_NODES,
     MAX_STALL_MINUTES,
     JobSpec,
+    JobSpecError,
     data_location,
 )
 
@@ -232,6 +234,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         }
     }
     found = {name: param for _, params in groups for name, _, param in params}
+    _check_defaults(found, job)
     return JobParameters(
         command=found["TrainingCommand"], train_args=found["TrainArguments"], workdir=found["WorkingDirectory"],
         setup=found["SetupCommand"], trainer_package=found["TrainerPackage"],
@@ -247,6 +250,55 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         total_steps=found["TotalSteps"], max_spot_wait=found["MaxSpotWait"],
         deadline_margin=found["DeadlineMargin"],
     )
+
+
+# The job-file field each parameter's default comes from (the rest have fixed defaults).
+JOB_FIELDS = {
+    "TrainingCommand": "run.command", "TrainArguments": "run.train_args", "SetupCommand": "run.setup",
+    "TrainerPackage": "run.trainer_package", "InstanceTypes": "capacity.instance_types", "Nodes": "capacity.nodes",
+    "Distributed": "capacity.distributed", "MinNodes": "capacity.min_nodes", "SpotMaxPrice": "capacity.max_price",
+    "ImageId": "capacity.ami", "VpcId": "network.vpc_id", "Subnets": "network.subnets",
+    "NotifyEmail": "notify.email", "StallAlarmMinutes": "notify.stall_minutes", "Deadline": "schedule.deadline",
+    "TotalSteps": "schedule.total_steps", "MaxSpotWait": "schedule.max_spot_wait", "DeadlineMargin": "schedule.margin",
+    "ExistingBucket": "storage.bucket", "VolumeSize": "capacity.volume_size",
+    "KeepCheckpoints": "storage.keep_checkpoints", "CheckpointVersionRetentionDays": "storage.noncurrent_days",
+    "LogRetentionDays": "storage.log_retention_days", "SshCidr": "access.ssh_cidr", "KeyPair": "access.key_pair",
+}
+
+
+def default_problem(param: CfnParameter) -> str | None:
+    """Which of its own constraints a parameter's default breaks (CloudFormation's checks), or None."""
+    if param.default is None:
+        return None
+    text = str(param.default)
+    if param.allowed_pattern is not None and not re.fullmatch(param.allowed_pattern, text):
+        return param.constraint_description or f"the pattern {param.allowed_pattern}"
+    if param.allowed_values is not None and text not in param.allowed_values:
+        return f"one of {', '.join(param.allowed_values)}"
+    if param.max_length is not None and len(text) > param.max_length:
+        return f"at most {param.max_length:g} characters"
+    if param.min_length is not None and len(text) < param.min_length:
+        return f"at least {param.min_length:g} characters"
+    if param.type == "Number":
+        try:
+            number = float(text)
+        except ValueError:
+            return "a number"
+        low, high = param.min_value, param.max_value
+        if (low is not None and number < low) or (high is not None and number > high):
+            return f"a number from {low if low is not None else '-inf'} to {high if high is not None else 'inf'}"
+    return None
+
+
+def _check_defaults(found: dict[str, CfnParameter], job: JobSpec) -> None:
+    """A job-file value the checks let through but its parameter refuses would make a template whose own
+    defaults the console rejects: stop at synth, naming the field."""
+    fields = {**JOB_FIELDS, "DataBucket": "run.data" if job.run.data else "run.train_args"}
+    fields["DataPrefix"] = fields["DataBucket"]
+    for name, param in found.items():
+        if rule := default_problem(param):
+            raise JobSpecError(f"{job.source}: {fields.get(name, name)}: {str(param.default)!r} would be the "
+                               f"default of the {name} parameter, which takes {rule}")
 
 
 def _subnets_param(stack: Stack, job: JobSpec) -> tuple[str, str, CfnParameter]:

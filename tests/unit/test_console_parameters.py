@@ -4,11 +4,17 @@ rules as the job file: each case is judged by the synthesized AllowedPattern / M
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 
 from spot_trainer.capacity.policy import parse_deadline, parse_duration
+from stacks.job_file import load_job
+from stacks.job_spec import JOBS_DIR, JobSpec, JobSpecError
+from stacks.training_stack import SpotTrainingStack
 from tests.unit.stack_support import synth
 
 
@@ -188,3 +194,33 @@ def test_a_duration_the_console_takes_is_one_the_agent_reads(parameters: dict[st
                                                              value: str) -> None:
     assert accepted(parameters["MaxSpotWait"], value) and accepted(parameters["DeadlineMargin"], value)
     assert parse_duration(value) > 0
+
+
+def stack_error(job: JobSpec, tmp_path: Path) -> str:
+    app = cdk.App(outdir=str(tmp_path), analytics_reporting=False)
+    with pytest.raises(JobSpecError) as caught:
+        SpotTrainingStack(app, job.stack_name, job=job)
+    return str(caught.value)
+
+
+def test_a_job_value_its_parameter_would_refuse_as_default_is_one_line_naming_the_field(tmp_path: Path) -> None:
+    job = tmp_path / "own.toml"
+    job.write_text('[run]\ncommand = "python train.py"\n[schedule]\ntotal_steps = 1000000000000000\n')
+    with pytest.raises(JobSpecError) as caught:
+        synth(str(job), tmp_path / "out")
+    assert str(caught.value) == (f"{job}: schedule.total_steps: '1000000000000000' would be the default of the "
+                                 "TotalSteps parameter, which takes empty, or a whole number above 0")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda job: replace(job, storage=replace(job.storage, noncurrent_days=0)),
+     "storage.noncurrent_days: '0' would be the default of the CheckpointVersionRetentionDays parameter"),
+    (lambda job: replace(job, capacity=replace(job.capacity, nodes=65)),
+     "capacity.nodes: '65' would be the default of the Nodes parameter, which takes a whole number from 0 to 64"),
+    (lambda job: replace(job, storage=replace(job.storage, log_retention_days=2)),
+     "storage.log_retention_days: '2' would be the default of the LogRetentionDays parameter, which takes one of 1,"),
+])
+def test_every_default_is_held_to_its_parameters_own_constraints(change: Any, message: str, tmp_path: Path) -> None:
+    # A safety net behind the job-file checks: whatever slips past them still stops at synth, in one line.
+    text = stack_error(change(load_job("example")), tmp_path)
+    assert "\n" not in text and text.startswith(f"{JOBS_DIR / 'example.toml'}: {message}"), text
