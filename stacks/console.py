@@ -69,8 +69,9 @@ class JobParameters:
 
 # Values the agent reads from its environment file must be one line (user data refuses others at boot).
 ONE_LINE = r"^[^\r\n]*$"
-ONE_LINE_NOT_EMPTY = r"^[^\r\n]*[^\s][^\r\n]*$"
 ONE_LINE_RULE = "one line"
+# What user data hands pip as one word: the wheel on S3, a URL, or a requirement (no spaces, no local path).
+PACKAGE_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/\S+\.whl$|^(?!s3:)[a-z+]+://\S+$|^[A-Za-z0-9][^\s/\\]*$"
 # Exactly "builtin", or a command that does not start with the word builtin (`builtin;` exits 0 at once).
 COMMAND_PATTERN = r"^builtin$|^(?!builtin(?:[\s;&|#]|$))[^\r\n]*[^\s][^\r\n]*$"
 
@@ -129,7 +130,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
             _param(stack, "SetupCommand", "Setup command", type="String", default=run.setup,
                    description="Optional command run once in the working directory before training"),
             _param(stack, "TrainerPackage", "Trainer package", type="String", default=run.trainer_package,
-                   allowed_pattern=ONE_LINE_NOT_EMPTY, constraint_description=ONE_LINE_RULE + ", not empty",
+                   allowed_pattern=PACKAGE_PATTERN,
+                   constraint_description="s3://bucket/key.whl, a URL, or a pip requirement; no spaces, no local path",
                    description="s3:// URI of the spot-trainer wheel, or a pip requirement"),
         ]),
         ("Capacity", [

@@ -124,8 +124,8 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise _fail("run.grace_seconds", f"expected 10..7200 seconds, got {run.grace_seconds}")
     if run.restart_budget < 0:
         raise _fail("run.restart_budget", f"expected 0 or more, got {run.restart_budget}")
-    if not run.trainer_package.strip():
-        raise _fail("run.trainer_package", "missing: an s3:// URI or a pip requirement")
+    if problem := trainer_package_problem(run.trainer_package):
+        raise _fail("run.trainer_package", problem)
     if run.data and not (run.data.startswith("s3://") and BUCKET_NAME.match(run.data[5:].partition("/")[0])):
         raise _fail("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
     _check_dataset(run)
@@ -168,6 +168,27 @@ def _check_dataset(run: RunSpec) -> None:
             raise _fail("run.data", f"names s3://{'/'.join(filter(None, location or ()))} but the built-in "
                         f"trainer reads --data s3://{'/'.join(filter(None, flagged))}: read access would be "
                         "granted to the wrong one")
+
+
+def trainer_package_problem(spec: str) -> str | None:
+    """Why user data could not pip-install `spec` on an instance (it passes it to pip as one word), or None."""
+    if not spec.strip():
+        return "missing: an s3://bucket/key.whl URI or a pip requirement like spot-trainer==0.2.0"
+    if any(char.isspace() for char in spec):
+        return f"{spec!r} holds spaces: write a pip requirement without them, e.g. spot-trainer>=0.2"
+    if spec.startswith("s3://"):
+        bucket, _, key = spec[5:].partition("/")
+        if bucket_problem(bucket) or not key.endswith(".whl") or key == ".whl":
+            return f"{spec!r}: an s3:// package is the wheel itself, s3://bucket/key.whl"
+        return None
+    if "://" in spec:  # https://…/x.whl, git+https://…: pip fetches them
+        return None
+    if spec.startswith(("/", ".", "~", "-")) or "/" in spec or "\\" in spec or spec.endswith(LOCAL_ARCHIVES):
+        return (f"{spec!r} is a path on this machine (or a pip option), which an instance cannot read: publish "
+                "the wheel to S3 (s3://bucket/key.whl) or give a pip requirement like spot-trainer==0.2.0")
+    if not PIP_REQUIREMENT.match(spec):
+        return f"{spec!r} is not a pip requirement like spot-trainer==0.2.0"
+    return None
 
 
 def _fixed_point(price: float) -> str:
@@ -361,6 +382,10 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
 MAX_DESCRIPTION_BYTES = 1024  # a template's Description
 RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")  # S3's bucket naming rules
 RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", "--x-s3", "--table-s3")
+LOCAL_ARCHIVES = (".whl", ".tar.gz", ".zip")
+# A name, optional [extras] and optional comma-separated version clauses (PEP 508, no markers or spaces).
+PIP_REQUIREMENT = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9._,-]+\])?"
+                             r"((~=|===?|!=|<=?|>=?)[A-Za-z0-9.*+!_-]+(,(~=|===?|!=|<=?|>=?)[A-Za-z0-9.*+!_-]+)*)?$")
 ROOT_DEVICE = re.compile(r"^/dev/[a-z0-9]+$")
 PLAIN_DECIMAL = re.compile(r"^[0-9]*\.?[0-9]+$")  # the SpotMaxPrice parameter's own pattern, less the empty value
 DATA_PREFIX = re.compile(r"^[^\s]*$")  # the DataPrefix parameter takes no spaces
