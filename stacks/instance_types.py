@@ -1,13 +1,17 @@
 """What the app knows about EC2 instance types: valid names, known families, on-demand prices.
 
 cfn-lint does not check instance types inside a mixed instances policy, so the job spec checks them.
+A type must be of a known family and exist in EC2 (botocore's model of the EC2 API lists every type).
 Prices are on-demand USD/hour in us-east-1 (Linux), used by the local cost report; a type missing
-here is still accepted if its family is known.
+here is still accepted.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+
+from botocore.loaders import Loader
 
 # family.size, e.g. g5.xlarge, p4d.24xlarge, c6in.metal-48xl
 INSTANCE_TYPE_PATTERN = re.compile(
@@ -57,9 +61,17 @@ def architecture(name: str) -> str:
     return "arm64" if parts and "g" in parts["attributes"] else "x86_64"
 
 
-# Accelerated families start at xlarge: g5.nano or p4d.large do not exist.
-_ACCELERATED = re.compile(r"^(g|gr|p|trn|inf|dl)[0-9]")
-_SMALL_SIZES = frozenset({"nano", "micro", "small", "medium", "large"})
+@functools.cache
+def ec2_instance_types() -> tuple[str, ...]:
+    """Every type EC2's API takes: the `InstanceType` enum of the installed botocore's EC2 model (the pinned
+    boto3 in requirements.txt; each botocore release adds the types AWS has launched by then)."""
+    model = Loader().load_service_model("ec2", "service-2")
+    return tuple(model["shapes"]["InstanceType"]["enum"])
+
+
+def sizes_of(family: str) -> list[str]:
+    """The family's sizes, smallest first (the order the EC2 model lists them in)."""
+    return [t.split(".", 1)[1] for t in ec2_instance_types() if t.split(".", 1)[0] == family]
 
 
 def instance_type_problem(name: str) -> str | None:
@@ -69,6 +81,6 @@ def instance_type_problem(name: str) -> str | None:
         return f"{name!r} is not an instance type name (expected family.size, e.g. g5.xlarge)"
     if match["family"] not in KNOWN_FAMILIES:
         return f"{name!r} has unknown instance family {match['family']!r}"
-    if _ACCELERATED.match(match["family"]) and match["size"] in _SMALL_SIZES:
-        return f"{name!r} does not exist: {match['family']} sizes start at xlarge"
+    if name not in ec2_instance_types():  # g5.nano, g5.3xlarge, c7i.nano: a known family, a size it lacks
+        return f"{name!r} does not exist: {match['family']} comes in {', '.join(sizes_of(match['family']))}"
     return None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stacks.instance_types import architecture
+from stacks.instance_types import architecture, instance_type_problem
 from stacks.job_file import load_job, parse_job
 from stacks.job_spec import JOBS_DIR, JobSpecError, RunSpec, data_location
 
@@ -101,7 +101,11 @@ BAD_CASES = [
     (with_change("capacity", "instance_types", [f"c7i.{n}xlarge" for n in range(2, 43)]),
      "capacity.instance_types: lists 41 types; a mixed instances policy takes at most 40"),
     (with_change("capacity", "instance_types", ["g5.nano"]),
-     "capacity.instance_types: 'g5.nano' does not exist: g5 sizes start at xlarge"),
+     "capacity.instance_types: 'g5.nano' does not exist: g5 comes in xlarge, 2xlarge, 4xlarge, 8xlarge, 12xlarge"),
+    (with_change("capacity", "instance_types", ["g5.xlarge", "g5.3xlarge"]),
+     "capacity.instance_types: 'g5.3xlarge' does not exist: g5 comes in xlarge, 2xlarge, 4xlarge, 8xlarge"),
+    (with_change("capacity", "instance_types", ["c7i.nano"]),
+     "capacity.instance_types: 'c7i.nano' does not exist: c7i comes in large, xlarge, 2xlarge"),
     ({**with_change("network", "vpc_id", "vpc-0abc"), "network": {"subnets": "create", "vpc_id": "vpc-0abc"}},
      "network.vpc_id: only used with network.subnets"),
     (with_change("run", "workdir", ".."), "run.workdir: '..' lies outside the job file's folder"),
@@ -273,6 +277,12 @@ def test_v1_still_deploys_with_the_runtime_it_was_written_for() -> None:
 ])
 def test_architecture_of_an_instance_type(name: str, expected: str) -> None:
     assert architecture(name) == expected
+
+
+@pytest.mark.parametrize("name", ["g6f.large", "p5.4xlarge", "c5.9xlarge", "t3.nano", "m7g.medium", "g5g.metal",
+                                  "c7i.metal-48xl", "trn2.3xlarge"])
+def test_every_size_ec2_has_is_accepted(name: str) -> None:
+    assert instance_type_problem(name) is None
 
 
 def test_arm_types_with_an_arm_image_are_accepted() -> None:

@@ -425,7 +425,7 @@ def test_forty_instance_types_still_deploy_without_a_bootstrapped_account(tmp_pa
     """CloudFormation takes a template body of at most 51,200 bytes; beyond, `cdk deploy` needs an
     assets bucket (bootstrap). Each override must cost a constant, not a share of the whole list."""
     sizes = {}
-    every = [f"{family}.{size}" for family in ("c5", "c6i", "c7i", "m5", "m6i", "r5")
+    every = [f"{family}.{size}" for family in ("r6i", "c6i", "c7i", "m5", "m6i", "r5")
              for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge")]
     for count in (1, 40):
         listed = ", ".join(f'"{name}"' for name in every[:count])
