@@ -206,8 +206,10 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                    default=str(storage.keep_checkpoints), allowed_pattern=KEEP_PATTERN,
                    constraint_description=f"a whole number from 1 to {MAX_KEEP_CHECKPOINTS}",
                    description="How many of the newest checkpoints are kept in S3"),
+            # A String with a pattern: a Number parameter takes 1.5, which S3's lifecycle rule refuses.
             _param(stack, "CheckpointVersionRetentionDays", "Replaced checkpoint retention (days)",
-                   type="Number", default=storage.noncurrent_days, min_value=1,
+                   type="String", default=str(storage.noncurrent_days), allowed_pattern=r"^[1-9][0-9]*$",
+                   constraint_description="a whole number of days, 1 or more",
                    description="Days a deleted or overwritten checkpoint object stays recoverable"),
             _param(stack, "LogRetentionDays", "Log retention (days)", type="Number",
                    default=str(storage.log_retention_days), allowed_values=[str(d) for d in LOG_RETENTION_DAYS],

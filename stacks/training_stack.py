@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, LegacyStackSynthesizer, Stack
+from aws_cdk import Aws, CfnOutput, LegacyStackSynthesizer, Stack, Token
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
@@ -37,7 +37,8 @@ class SpotTrainingStack(Stack):
         kwargs.setdefault("description", description)
         super().__init__(scope, construct_id, **kwargs)
         params = add_job_parameters(self, job)
-        bucket = CheckpointBucket(self, "Checkpoints", noncurrent_days=params.noncurrent_days.value_as_number,
+        bucket = CheckpointBucket(self, "Checkpoints",
+                                  noncurrent_days=Token.as_number(params.noncurrent_days.value_as_string),
                                   existing_name=params.existing_bucket.value_as_string)
         logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params.log_retention)
         code_uri = self._code_asset_uri(job)
