@@ -55,7 +55,7 @@ def test_rate_draws_poisson_gaps_of_the_asked_mean() -> None:
 
 def test_a_bad_job_file_field_is_named_not_hidden_behind_the_cli_exit_status(tmp_path: Path) -> None:
     job = tmp_path / "bad.toml"
-    job.write_text('[run]\ntrain_args = "--model lm --steps 10"\n[capacity]\nmax_price = -1\n')
+    job.write_text('[run]\ntrain_args = "--model lm --synthetic --steps 10"\n[capacity]\nmax_price = -1\n')
     done = subprocess.run([sys.executable, "-m", "localcloud", "demo", "--job", str(job)], capture_output=True,
                           text=True, timeout=240)
     assert done.returncode != 0 and "Traceback" not in done.stderr
