@@ -57,7 +57,7 @@ BAD_SETTINGS = [
     ("SPOT_WORKDIR", "/nonexistent/dir", "SPOT_WORKDIR='/nonexistent/dir' is not a directory"),
     ("SPOT_TRAIN_ARGS", "\"--model 'lm\"", "SPOT_TRAIN_ARGS cannot be parsed as shell words"),
     ("SPOT_CHECKPOINT_DIR", "{file}/checkpoints", "is not a writable directory (Not a directory)"),
-    ("SPOT_KEEP_CHECKPOINTS", "'3", "agent.env:6: SPOT_KEEP_CHECKPOINTS: No closing quotation"),
+    ("SPOT_KEEP_CHECKPOINTS", "'3", "agent.env:6: SPOT_KEEP_CHECKPOINTS: a quote is never closed"),
     ("SPOT_REGION", "\udcff\udcfe", "agent.env is not UTF-8 text"),
 ]
 

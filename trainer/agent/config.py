@@ -17,6 +17,7 @@ from pathlib import Path
 from ..capacity.policy import parse_deadline, parse_duration
 from ..storage.names import bucket_name_problem
 from .command import parse_signal
+from .env_file import read_env_text
 
 
 class ConfigError(ValueError):
@@ -143,37 +144,19 @@ def config_from_env(env: Mapping[str, str] | None = None) -> AgentConfig:
 
 
 def parse_env_file(path: Path, *, strict: bool = True) -> dict[str, str]:
-    """Read a systemd-style environment file (KEY=VALUE, optional shell quoting, # comments).
-    Not `strict`: skip the lines that cannot be read (to learn where to report a broken file)."""
+    """Read the agent's environment file as systemd reads it (env_file.py).
+    Not `strict`: keep what can be read (to learn where to report a broken file)."""
     try:
         text = path.read_bytes().decode()
     except UnicodeDecodeError as error:
         if strict:
             raise ConfigError(f"{path} is not UTF-8 text (byte {error.start})") from None
         text = path.read_bytes().decode(errors="replace")
-    result: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        try:
-            if entry := _env_entry(line):
-                result[entry[0]] = entry[1]
-        except ValueError as error:
-            if strict:
-                raise ConfigError(f"{path}:{number}: {error}") from None
-    return result
-
-
-def _env_entry(line: str) -> tuple[str, str] | None:
-    line = line.strip()
-    if not line or line.startswith("#"):
-        return None
-    key, sep, value = line.partition("=")
-    if not sep or not key.isidentifier():
-        raise ValueError(f"expected KEY=VALUE, got {line!r}")
-    try:
-        parts = shlex.split(value) if value else [""]
-    except ValueError as error:
-        raise ValueError(f"{key}: {error} in {value!r}") from None
-    return key, parts[0] if len(parts) == 1 else " ".join(parts)
+    env_file = read_env_text(text)
+    if strict and env_file.errors:
+        line, problem = env_file.errors[0]
+        raise ConfigError(f"{path}:{line}: {problem}")
+    return env_file.entries
 
 
 UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}  # a command cannot save on these: every notice would lose work
