@@ -40,6 +40,7 @@ from stacks.job_spec import (
 from stacks.user_data import available_versions
 from trainer.builtin.arguments import ArgumentsError, check_arguments
 from trainer.capacity.policy import parse_deadline, parse_duration
+from trainer.storage.names import bucket_name_problem
 
 SECTIONS: dict[str, type] = {
     "run": RunSpec,
@@ -158,7 +159,7 @@ def _check_dataset(run: RunSpec) -> None:
     location = data_location(run)
     if location is not None:
         bucket, prefix = location
-        if problem := bucket_problem(bucket):
+        if problem := bucket_name_problem(bucket):
             raise _fail(field, f"dataset {problem}")
         if not DATA_PREFIX.match(prefix):
             raise _fail(field, f"dataset key prefix {prefix!r} has spaces, which the DataPrefix parameter refuses")
@@ -178,7 +179,7 @@ def trainer_package_problem(spec: str) -> str | None:
         return f"{spec!r} holds spaces: write a pip requirement without them, e.g. spot-trainer>=0.2"
     if spec.startswith("s3://"):
         bucket, _, key = spec[5:].partition("/")
-        if bucket_problem(bucket) or not key.endswith(".whl") or key == ".whl":
+        if bucket_name_problem(bucket) or not key.endswith(".whl") or key == ".whl":
             return f"{spec!r}: an s3:// package is the wheel itself, s3://bucket/key.whl"
         return None
     if "://" in spec:  # https://…/x.whl, git+https://…: pip fetches them
@@ -210,9 +211,9 @@ def _check_capacity(cap: CapacitySpec) -> None:
             raise _fail("capacity.max_price", f"expected USD per hour like 0.45, got {cap.max_price!r}") from None
         if not price > 0:
             raise _fail("capacity.max_price", f"expected a positive price, got {cap.max_price!r}")
-        if not price <= MAX_PRICE_USD:  # also catches inf and nan
+        if not price < MAX_PRICE_USD:  # also catches inf and nan
             raise _fail("capacity.max_price", f"{cap.max_price!r} USD/hour is beyond any instance's price "
-                        f"(at most {MAX_PRICE_USD:g}); leave it out for the on-demand cap")
+                        f"(below {MAX_PRICE_USD:g}); leave it out for the on-demand cap")
         if not PLAIN_DECIMAL.match(cap.max_price):  # "0.45 ", "1_000": float() reads them, the template does not
             raise _fail("capacity.max_price", f"expected a plain decimal like 0.45, got {cap.max_price!r}")
     if not ROOT_DEVICE.match(cap.root_device):
@@ -252,11 +253,17 @@ def _check_cluster_network(cap: CapacitySpec, net: NetworkSpec) -> None:
 
 def _check_network(net: NetworkSpec) -> NetworkSpec:
     if net.subnets:
-        bad = next((s for s in net.subnets if not s.startswith("subnet-")), None)
+        bad = next((s for s in net.subnets if not SUBNET_ID.match(s)), None)
         if bad:
-            raise _fail("network.subnets", f'expected subnet-… ids, "create" or "parameter", got {bad!r}')
-        if not net.vpc_id.startswith("vpc-"):
+            raise _fail("network.subnets", f'expected subnet-… ids (8 or 17 hex digits), "create" or "parameter", '
+                        f"got {bad!r}")
+        if not net.vpc_id:
             raise _fail("network.vpc_id", "required (vpc-…) when network.subnets lists subnets")
+        if len(set(net.subnets)) != len(net.subnets):
+            raise _fail("network.subnets", "lists a subnet twice")
+    if net.vpc_id and not VPC_ID.match(net.vpc_id):
+        raise _fail("network.vpc_id", f"expected a VPC id like vpc-0123456789abcdef0, got {net.vpc_id!r}")
+    if net.subnets:
         return dataclasses.replace(net, create=False)
     if net.vpc_id and net.create:
         raise _fail("network.vpc_id", 'only used with network.subnets (a list, or "parameter"); with the '
@@ -267,23 +274,17 @@ def _check_network(net: NetworkSpec) -> NetworkSpec:
 def _check_access(access: AccessSpec) -> None:
     if access.ssh_cidr and (problem := check_cidr(access.ssh_cidr)):
         raise _fail("access.ssh_cidr", problem)
+    if ":" in access.ssh_cidr:
+        raise _fail("access.ssh_cidr", f"{access.ssh_cidr!r} is IPv6; the SSH rule takes an IPv4 range like "
+                    "203.0.113.0/24 (or use Session Manager)")
     if access.ssh_cidr in ("0.0.0.0/0", "::/0"):
         raise _fail("access.ssh_cidr", "refusing SSH from the whole internet; give your own range")
     if access.ssh_cidr and not access.key_pair:
         raise _fail("access.key_pair", "required when access.ssh_cidr opens SSH")
 
 
-def bucket_problem(name: str) -> str | None:
-    if not BUCKET_NAME.match(name) or ".." in name or ipaddress_shaped(name):
-        return (f"{name!r} is not an S3 bucket name (3-63 lowercase letters, digits, '.' or '-', starting "
-                "and ending with a letter or digit, no '..', not an IP address)")
-    if name.startswith(RESERVED_BUCKET_PREFIXES) or name.endswith(RESERVED_BUCKET_SUFFIXES):
-        return f"{name!r} is not an S3 bucket name (S3 reserves its prefix or suffix)"
-    return None
-
-
 def _check_storage(storage: StorageSpec) -> None:
-    if storage.bucket and (problem := bucket_problem(storage.bucket)):
+    if storage.bucket and (problem := bucket_name_problem(storage.bucket)):
         raise _fail("storage.bucket", problem)
     if not 1 <= storage.keep_checkpoints <= MAX_KEEP_CHECKPOINTS:
         raise _fail("storage.keep_checkpoints",
@@ -380,24 +381,19 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
 
 
 MAX_DESCRIPTION_BYTES = 1024  # a template's Description
-RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")  # S3's bucket naming rules
-RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", "--x-s3", "--table-s3")
 LOCAL_ARCHIVES = (".whl", ".tar.gz", ".zip")
 # A name, optional [extras] and optional comma-separated version clauses (PEP 508, no markers or spaces).
 PIP_REQUIREMENT = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9._,-]+\])?"
                              r"((~=|===?|!=|<=?|>=?)[A-Za-z0-9.*+!_-]+(,(~=|===?|!=|<=?|>=?)[A-Za-z0-9.*+!_-]+)*)?$")
 ROOT_DEVICE = re.compile(r"^/dev/[a-z0-9]+$")
+VPC_ID = re.compile(r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$")  # EC2's id forms, as CloudFormation checks them
+SUBNET_ID = re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$")
 PLAIN_DECIMAL = re.compile(r"^[0-9]*\.?[0-9]+$")  # the SpotMaxPrice parameter's own pattern, less the empty value
 DATA_PREFIX = re.compile(r"^[^\s]*$")  # the DataPrefix parameter takes no spaces
 EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")  # NotifyEmail's own
 DURATION = re.compile(r"^([0-9]+[dhms])+$")
 MAX_INSTANCE_TYPES = 40  # overrides of one mixed instances policy
 MAX_PRICE_USD = 1000.0  # per instance-hour: far above any on-demand price, so a typo is caught
-
-
-def ipaddress_shaped(name: str) -> bool:
-    parts = name.split(".")
-    return len(parts) == 4 and all(part.isdigit() for part in parts)
 
 
 def check_cidr(value: str) -> str | None:

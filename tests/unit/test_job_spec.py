@@ -89,7 +89,7 @@ BAD_CASES = [
     (with_change("run", "setup", "pip install 'x"), "run.setup: cannot be parsed as shell words"),
     (with_change("storage", "bucket", "xn--bucket"),
      "storage.bucket: 'xn--bucket' is not an S3 bucket name (S3 reserves"),
-    (with_change("capacity", "max_price", "1_000"), "capacity.max_price: expected a plain decimal like 0.45"),
+    (with_change("capacity", "max_price", "1_0"), "capacity.max_price: expected a plain decimal like 0.45"),
     (with_change("network", "subnets", "Create"), 'network.subnets: expected "create", "parameter" or a list'),
     (with_change("run", "data", "s3://192.168.5.4/x"), "run.data: dataset '192.168.5.4' is not an S3 bucket name"),
     (with_change("run", "train_args", "--model lm --steps 9 --data s3://my..data/x"),
@@ -106,7 +106,7 @@ BAD_CASES = [
      "capacity.instance_types: 'g5.3xlarge' does not exist: g5 comes in xlarge, 2xlarge, 4xlarge, 8xlarge"),
     (with_change("capacity", "instance_types", ["c7i.nano"]),
      "capacity.instance_types: 'c7i.nano' does not exist: c7i comes in large, xlarge, 2xlarge"),
-    ({**with_change("network", "vpc_id", "vpc-0abc"), "network": {"subnets": "create", "vpc_id": "vpc-0abc"}},
+    ({**with_change("network", "vpc_id", "vpc-0abc1234"), "network": {"subnets": "create", "vpc_id": "vpc-0abc1234"}},
      "network.vpc_id: only used with network.subnets"),
     (with_change("run", "workdir", ".."), "run.workdir: '..' lies outside the job file's folder"),
     (with_change("run", "train_args", "--model resnet"),
@@ -153,6 +153,12 @@ BAD_CASES = [
     (with_change("access", "ssh_cidr", "0.0.0.0/0"), "access.ssh_cidr: refusing SSH from the whole internet"),
     ({**with_change("access", "ssh_cidr", "203.0.113.0/24")}, "access.key_pair: required"),
     (with_change("network", "subnets", ["sg-123"]), "network.subnets: expected subnet-"),
+    (with_change("network", "subnets", ["subnet-1"]), "network.subnets: expected subnet-… ids (8 or 17 hex"),
+    (with_change(None, "network", {"vpc_id": "vpc-xyz", "subnets": ["subnet-0a1b2c3d"]}),
+     "network.vpc_id: expected a VPC id like vpc-0123456789abcdef0, got 'vpc-xyz'"),
+    (with_change(None, "network", {"vpc_id": "vpc-0abc1234", "subnets": ["subnet-0a1b2c3d", "subnet-0a1b2c3d"]}),
+     "network.subnets: lists a subnet twice"),
+    ({**with_changes("access", ssh_cidr="2001:db8::/32", key_pair="k")}, "access.ssh_cidr: '2001:db8::/32' is IPv6"),
     (with_change("storage", "log_retention_days", 10), "storage.log_retention_days: expected one of"),
     (with_change("run", "stop_signal", "SIGKILL"), "run.stop_signal: expected one of"),
     (with_change("run", "workdir", "no-such-dir"), "run.workdir: 'no-such-dir' is not a directory"),
@@ -173,7 +179,8 @@ BAD_CASES = [
     (distributed(min_nodes=0), "capacity.min_nodes: expected 1 to capacity.nodes (3), got 0"),
     (distributed(placement="spread"), "capacity.placement: expected \"cluster\" or \"\", got 'spread'"),
     (with_changes("capacity", nodes=3, placement="cluster"), "capacity.placement: only applies when capacity.distri"),
-    ({**distributed(placement="cluster"), "network": {"vpc_id": "vpc-0abc", "subnets": ["subnet-a1", "subnet-b2"]}},
+    ({**distributed(placement="cluster"),
+      "network": {"vpc_id": "vpc-0abc1234", "subnets": ["subnet-0a1b2c3d", "subnet-0b2c3d4e"]}},
      "capacity.placement: \"cluster\" keeps every node in one AZ: network.subnets must list exactly one subnet, got 2"),
     ({**distributed(), "userdata_version": "v1", "run": {**EXAMPLE["run"], "trainer_package": "spot-trainer==0.1.0"}},
      "capacity.distributed: user data v1 and spot-trainer 0.1 have no multi-node training"),
@@ -258,7 +265,7 @@ def test_a_distributed_job_keeps_training_down_to_min_nodes_every_node_by_defaul
 
 
 @pytest.mark.parametrize("network", [{"subnets": "parameter"}, {"subnets": "create"},
-                                     {"vpc_id": "vpc-0abc", "subnets": ["subnet-a1"]}])
+                                     {"vpc_id": "vpc-0abc1234", "subnets": ["subnet-0a1b2c3d"]}])
 def test_a_cluster_placement_group_takes_one_subnet_or_leaves_the_choice_to_the_stack(network: dict) -> None:
     spec = parse_job({**distributed(placement="cluster"), "network": network}, JOBS_DIR / "example.toml")
     assert spec.capacity.placement == "cluster"
