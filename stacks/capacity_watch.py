@@ -100,6 +100,6 @@ class CapacityWatch(Construct):
                                 resources=[f"{bucket_arn}/{job}/events/*"]),
             iam.PolicyStatement(actions=["sns:Publish"], resources=[topic_arn]),
             iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                                resources=[log_group_arn, f"{log_group_arn}:log-stream:*"]),
+                                resources=[log_group_arn]),
         ])
 

@@ -19,16 +19,26 @@ from stacks.job_spec import (
     JobSpecError,
     data_location,
 )
+from trainer.storage.names import RESERVED_BUCKET_PREFIXES, RESERVED_BUCKET_SUFFIXES
 
-PRICE_PATTERN = r"^$|^[0-9]*\.?[0-9]+$"
+# Empty (the on-demand price caps it) or a plain decimal above 0 and below 1000 USD (job_fields.MAX_PRICE_USD).
+PRICE_PATTERN = r"^$|^(?=[^1-9]*[1-9])[0-9]{0,3}(\.[0-9]+)?$"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 # Empty (no SSH) or an IPv4 range narrower than the whole internet (/0 refused, as in the job file).
 CIDR_PATTERN = rf"^$|^({_OCTET}\.){{3}}{_OCTET}/([1-9]|[12][0-9]|3[0-2])$"
-# S3's rules: 3-63 of [a-z0-9.-], no "..", not shaped like an IP address.
-BUCKET_RULE = "empty, or an S3 bucket name (3-63 of a-z 0-9 . -, no '..', not an IP address)"
-BUCKET_PATTERN = r"^$|^(?!.*\.\.)(?![0-9]+(\.[0-9]+){3}$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+# S3's rules (trainer/storage/names.py): 3-63 of [a-z0-9.-], no "..", not an IP address, no reserved affix.
+BUCKET_RULE = "empty, or a bucket name S3 accepts (3-63 of a-z 0-9 . -)"
+BUCKET_PATTERN = (r"^$|^(?!.*\.\.)(?![0-9]+(\.[0-9]+){3}$)"
+                  rf"(?!{'|'.join(RESERVED_BUCKET_PREFIXES)})(?!.*({'|'.join(RESERVED_BUCKET_SUFFIXES)})$)"
+                  r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 DEFAULT_WORKDIR = "/opt/spot-trainer/work"
 SINGLE_SUBNET_TYPE = "AWS::EC2::Subnet::Id"
+# The type is fixed by the job file's `ami`: each takes one form only, so say which.
+IMAGE_DESCRIPTIONS = {
+    "AWS::EC2::Image::Id": "AMI id (ami-…); for an SSM path, set capacity.ami to one",
+    "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>": "SSM parameter path of the image; for an ami-… id, set "
+                                                       "capacity.ami to one",
+}
 # A key prefix ending in "/" (so "cifar/" never matches "cifar2/"), or empty for the whole bucket.
 DATA_PREFIX_PATTERN = r"^$|^[^/\s][^\s]*/$"
 
@@ -137,15 +147,14 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ("Capacity", [
             _param(stack, "InstanceTypes", "Instance types", type="String",
                    allowed_pattern=instance_types_pattern(len(cap.instance_types)),
-                   constraint_description=f"exactly {len(cap.instance_types)} instance types, comma-separated, "
-                                          "e.g. g5.xlarge (the count is fixed when the template is made)",
+                   constraint_description=f"exactly {len(cap.instance_types)} comma-separated types like g5.xlarge "
+                                          "(the count is fixed at synth)",
                    default=",".join(cap.instance_types),
                    description=f"Exactly {len(cap.instance_types)} spot instance types, most preferred first"),
             # A String with a pattern: a Number parameter takes 1.5, which the group refuses at deploy.
             _param(stack, "Nodes", "Number of instances", type="String", default=str(cap.nodes),
                    allowed_pattern=NODES_PATTERN, constraint_description=f"a whole number from 0 to {MAX_NODES}",
-                   description="Instances kept running; 0 pauses the job. Distributed: up to this many train "
-                               "together; else one trains, the others stand by"),
+                   description="Instances kept running; 0 pauses the job"),
             _param(stack, "Distributed", "Distributed training", type="String", default=str(cap.distributed).lower(),
                    allowed_values=["true", "false"], constraint_description="true or false",
                    description="true: the instances train one model together (torchrun elastic); false: one "
@@ -153,13 +162,13 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
             _param(stack, "MinNodes", "Fewest nodes to train", type="String", default=str(cap.min_nodes or cap.nodes),
                    allowed_pattern=MIN_NODES_PATTERN,
                    constraint_description=f"a whole number from 1 to {MAX_NODES}, at most Nodes",
-                   description="Distributed: training goes on while at least this many instances are up "
-                               "(at most Nodes); ignored otherwise"),
+                   description="Distributed: training goes on while this many are up (at most Nodes)"),
             _param(stack, "SpotMaxPrice", "Spot max price (USD/hour)", type="String", default=cap.max_price,
                    allowed_pattern=PRICE_PATTERN,
+                   constraint_description="empty, or USD per hour above 0 and below 1000, like 0.45",
                    description="Highest hourly price per instance; empty = the on-demand price"),
             _param(stack, "ImageId", "Machine image (AMI)", type=image_type, default=cap.ami,
-                   description="AMI id or SSM parameter path of the image (Deep Learning AMI by default)"),
+                   description=IMAGE_DESCRIPTIONS[image_type]),
         ]),
     ]
     vpc_id = subnets = None
@@ -197,8 +206,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ("Storage", [
             _param(stack, "ExistingBucket", "Existing checkpoint bucket", type="String", default=storage.bucket,
                    allowed_pattern=BUCKET_PATTERN, constraint_description=BUCKET_RULE,
-                   description="Empty = create a versioned bucket; else one you own (e.g. kept by a destroyed "
-                               "stack): training resumes from its checkpoints"),
+                   description="Empty = create one; else a bucket you own (e.g. kept by a destroyed stack): "
+                               "training resumes from it"),
             _param(stack, "VolumeSize", "Root volume size (GiB)", type="String", default=str(cap.volume_size),
                    allowed_pattern=VOLUME_PATTERN, constraint_description="a whole number of GiB from 8 to 16384",
                    description="Encrypted gp3 root volume"),
@@ -218,8 +227,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ("Access", [
             _param(stack, "SshCidr", "SSH source CIDR", type="String", default=access.ssh_cidr,
                    allowed_pattern=CIDR_PATTERN,
-                   constraint_description="empty, or an IPv4 range such as 203.0.113.0/24 (not /0: "
-                                          "SSH from the whole internet is refused)",
+                   constraint_description="empty, or an IPv4 range like 203.0.113.0/24, not /0",
                    description="Empty = no SSH (use Session Manager); else the range allowed to port 22"),
             # A String, not AWS::EC2::KeyPair::KeyName: that type rejects the empty "no key" value.
             _param(stack, "KeyPair", "Key pair", type="String", default=access.key_pair,

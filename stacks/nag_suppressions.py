@@ -40,16 +40,12 @@ def skip_checkov(resource: CfnResource, reasons: Mapping[str, str]) -> None:
     resource.add_metadata("checkov", {"skip": [{"id": check, "comment": why} for check, why in reasons.items()]})
 
 
-def _ref(stack: Stack, resource: CfnResource) -> str:
-    return str(stack.get_logical_id(resource))
-
-
 def _resolved(stack: Stack, token: str) -> str:
     """A token as cdk-nag writes it in a finding: the resolved intrinsic in compact JSON."""
     return json.dumps(stack.resolve(token), separators=(",", ":"))
 
 
-def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group: CfnResource,
+def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str,
                          group_name: str, created_vpc: bool, has_asset: bool,
                          data: tuple[str, str]) -> None:
     iam5 = "AwsSolutions::AwsSolutions-IAM5"
@@ -57,9 +53,6 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str, log_group:
         "AwsSolutions::AwsSolutions-S1": NO_BUCKET_ACCESS_LOGS,
         f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{_resolved(stack, bucket_name)}/{job}/*]":
         "Checkpoint object names are created at run time; access is confined to this job's prefix.",
-        f"{iam5}[Resource::<{_ref(stack, log_group)}.Arn>:log-stream:*]":
-        "One log stream per instance (and the capacity watch's, named by Lambda), created at run time inside "
-        "this job's own log group only.",
         f"{iam5}[Resource::*]": "PutMetricData (scoped by a namespace condition), DescribeAutoScalingInstances, "
         "DescribeAutoScalingGroups, DescribeSpotPriceHistory and the five Session Manager actions support no "
         "resource-level permissions.",

@@ -56,7 +56,7 @@ class TrainerRole(Construct):
             iam.PolicyStatement(
                 sid="JobLogs",
                 actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[log_group_arn, f"{log_group_arn}:log-stream:*"],
+                resources=[log_group_arn],  # a log group's Arn ends in ":*": it covers the group's streams
             ),
             iam.PolicyStatement(
                 sid="JobMetrics",

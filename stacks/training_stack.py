@@ -11,6 +11,7 @@ from constructs import Construct
 from stacks.capacity_watch import CapacityWatch
 from stacks.checkpoint_bucket import CheckpointBucket
 from stacks.console import JobParameters, add_job_parameters
+from stacks.console_rules import add_console_rules
 from stacks.dashboard import JobDashboard
 from stacks.dataset_access import DatasetReadAccess
 from stacks.job_spec import JobSpec, JobSpecError
@@ -37,6 +38,7 @@ class SpotTrainingStack(Stack):
         kwargs.setdefault("description", description)
         super().__init__(scope, construct_id, **kwargs)
         params = add_job_parameters(self, job)
+        add_console_rules(self, params)
         bucket = CheckpointBucket(self, "Checkpoints",
                                   noncurrent_days=Token.as_number(params.noncurrent_days.value_as_string),
                                   existing_name=params.existing_bucket.value_as_string)
@@ -73,7 +75,7 @@ class SpotTrainingStack(Stack):
             max_spot_wait=params.max_spot_wait, deadline=params.deadline, margin=params.deadline_margin,
         )
         acknowledge_findings(
-            self, job=job.name, bucket_name=bucket.name, log_group=logs.log_group,
+            self, job=job.name, bucket_name=bucket.name,
             group_name=fleet.group_name, created_vpc=job.network.create, has_asset=self._code_asset is not None,
             data=(params.data_bucket.value_as_string, params.data_prefix.value_as_string),
         )

@@ -121,6 +121,23 @@ CASES = [
     ("ExistingBucket", "my..bucket", False),
     ("ExistingBucket", "192.168.5.4", False),
     ("ExistingBucket", "My_Bucket", False),
+    ("ExistingBucket", "xn--bucket", False),
+    ("ExistingBucket", "sthree-checkpoints", False),
+    ("ExistingBucket", "checkpoints-s3alias", False),
+    ("ExistingBucket", "checkpoints--ol-s3", False),
+    ("ExistingBucket", "xn-bucket", True),
+    ("DataBucket", "amzn-s3-demo-data", False),
+    ("SpotMaxPrice", "", True),
+    ("SpotMaxPrice", "0.45", True),
+    ("SpotMaxPrice", ".5", True),
+    ("SpotMaxPrice", "12", True),
+    ("SpotMaxPrice", "999.99", True),
+    ("SpotMaxPrice", "0", False),  # no instance launches at a price of zero
+    ("SpotMaxPrice", "0.00", False),
+    ("SpotMaxPrice", "1000", False),
+    ("SpotMaxPrice", "1e20", False),
+    ("SpotMaxPrice", "0.45 ", False),
+    ("SpotMaxPrice", "-1", False),
     ("NotifyEmail", "", True),
     ("NotifyEmail", "ml-team@example.com", True),
     ("NotifyEmail", "first.last+spot@mail.example.co.uk", True),
@@ -185,7 +202,8 @@ def test_the_cases_cover_every_constrained_text_parameter(parameters: dict[str, 
     named = {n for n, _, _ in CASES}
     for name in ("TrainingCommand", "TrainArguments", "WorkingDirectory", "TrainerPackage", "SshCidr", "Nodes",
                  "MinNodes", "KeepCheckpoints", "InstanceTypes", "ExistingBucket", "VolumeSize", "NotifyEmail",
-                 "StallAlarmMinutes", "Deadline", "TotalSteps", "MaxSpotWait", "DeadlineMargin"):
+                 "StallAlarmMinutes", "Deadline", "TotalSteps", "MaxSpotWait", "DeadlineMargin", "SpotMaxPrice",
+                 "DataBucket"):
         assert name in named and "AllowedPattern" in parameters[name], name
     assert "Distributed" in named and parameters["Distributed"]["AllowedValues"], "Distributed"
 
