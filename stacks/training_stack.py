@@ -14,7 +14,7 @@ from stacks.console import JobParameters, add_job_parameters
 from stacks.console_rules import add_console_rules
 from stacks.dashboard import JobDashboard
 from stacks.dataset_access import DatasetReadAccess
-from stacks.job_spec import JobSpec, JobSpecError
+from stacks.job_spec import JobSpec
 from stacks.log_group import JobLogGroup
 from stacks.nag_suppressions import acknowledge_findings
 from stacks.network import JobNetwork
@@ -22,7 +22,8 @@ from stacks.notifications import JobTopic
 from stacks.spot_fleet import DRAIN_HOOK, SpotFleet, group_name
 from stacks.stall_alarm import StallAlarm
 from stacks.trainer_role import TrainerRole, s3_object_arn
-from stacks.user_data import MAX_USER_DATA_BYTES, deployed_size, render_user_data
+from stacks.user_data import render_user_data
+from stacks.user_data_budget import bound_user_data
 
 METRICS_NAMESPACE = "SpotTrainer"
 # A deployed v1 stack keeps its exact user data on update; its runtime reads none of the later variables.
@@ -55,7 +56,7 @@ class SpotTrainingStack(Stack):
         network = JobNetwork(self, "Network", params=params, one_az=job.capacity.placement == "cluster")
         header = user_data_header(job, params, bucket_name=bucket.name, log_group=logs.name, code_uri=code_uri,
                                   topic_arn=topic.arn)
-        check_user_data_size(job, header)
+        bound_user_data(job, params, header)
         fleet = SpotFleet(
             self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),
             subnet_ids=network.subnet_ids, security_group_id=network.security_group.attr_group_id,
@@ -99,17 +100,6 @@ class SpotTrainingStack(Stack):
         if self._code_asset is not None:
             arns.append(self._code_asset.bucket.arn_for_objects(self._code_asset.s3_object_key))
         return arns
-
-
-def check_user_data_size(job: JobSpec, header: dict[str, str]) -> None:
-    """EC2 refuses user data over 16 KiB at launch, long after deploy said yes: refuse it at synth."""
-    typed = {"SPOT_COMMAND": job.run.command, "SPOT_TRAIN_ARGS": job.run.train_args,
-             "SPOT_SETUP_COMMAND": job.run.setup, "SPOT_TRAINER_PACKAGE": job.run.trainer_package}
-    size = deployed_size(job.userdata_version, header, typed)
-    if size > MAX_USER_DATA_BYTES:
-        raise JobSpecError(f"{job.source}: run.command, run.train_args and run.setup make the user data "
-                           f"{size} bytes, over EC2's {MAX_USER_DATA_BYTES}: move long commands into a "
-                           "script in run.workdir")
 
 
 def user_data_header(

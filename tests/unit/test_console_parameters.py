@@ -29,6 +29,8 @@ def accepted(parameter: dict[str, Any], value: str) -> bool:
         return False
     if "AllowedValues" in parameter and value not in parameter["AllowedValues"]:
         return False
+    if "MaxLength" in parameter and len(value) > int(parameter["MaxLength"]):
+        return False
     if parameter["Type"] == "Number":
         try:
             number = float(value)
@@ -61,6 +63,10 @@ CASES = [
     ("DataPrefix", "/cifar10/", False),
     ("DataPrefix", "cifar 10/", False),
     ("TrainArguments", "--steps 10\r", False),
+    ("TrainArguments", "--lr 0.1 " * 100, True),
+    ("TrainArguments", "--lr 0.1 " * 1000, False),  # would push the user data past EC2's 16 KiB
+    ("SetupCommand", "pip install -r requirements.txt", True),
+    ("SetupCommand", "pip install a && " * 500, False),
     ("WorkingDirectory", "/opt/spot-trainer/work", True),
     ("WorkingDirectory", "work", False),
     ("WorkingDirectory", "/opt/my work", False),
@@ -203,8 +209,8 @@ def test_the_cases_cover_every_constrained_text_parameter(parameters: dict[str, 
     for name in ("TrainingCommand", "TrainArguments", "WorkingDirectory", "TrainerPackage", "SshCidr", "Nodes",
                  "MinNodes", "KeepCheckpoints", "InstanceTypes", "ExistingBucket", "VolumeSize", "NotifyEmail",
                  "StallAlarmMinutes", "Deadline", "TotalSteps", "MaxSpotWait", "DeadlineMargin", "SpotMaxPrice",
-                 "DataBucket"):
-        assert name in named and "AllowedPattern" in parameters[name], name
+                 "DataBucket", "SetupCommand"):
+        assert name in named and ("AllowedPattern" in parameters[name] or "MaxLength" in parameters[name]), name
     assert "Distributed" in named and parameters["Distributed"]["AllowedValues"], "Distributed"
 
 

@@ -436,3 +436,34 @@ def test_forty_instance_types_still_deploy_without_a_bootstrapped_account(tmp_pa
         sizes[count] = len(json.dumps(synthesized.raw, separators=(",", ":")))
     assert sizes[40] < 51_200, sizes
     assert sizes[40] - sizes[1] < 39 * 400, f"each extra type should add a few hundred bytes: {sizes}"
+
+
+def deployed_user_data(synth: Synthesized, typed: dict[str, str]) -> bytes:
+    """The launch template's user data as EC2 receives it: each parameter as `typed` (else its default),
+    each name only known at deploy time as long as AWS allows (bucket 63, region 20, topic ARN 256)."""
+    user_data = synth.one("AWS::EC2::LaunchTemplate")["LaunchTemplateData"]["UserData"]["Fn::Base64"]
+    _, parts = user_data["Fn::Join"]
+    parameters = synth.raw["Parameters"]
+    text = []
+    for part in parts:
+        if isinstance(part, str):
+            text.append(part)
+            continue
+        ref = part["Fn::Base64"].get("Ref")
+        if ref in parameters:
+            value = typed.get(ref, parameters[ref].get("Default", ""))
+        else:  # the bucket (Fn::If of two names), the region, the topic's ARN
+            value = "x" * {None: 63, "AWS::Region": 20}.get(ref, 256)
+        text.append(base64.b64encode(str(value).encode()).decode())
+    return "".join(text).encode()
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_every_typed_parameter_at_its_longest_still_fits_ec2s_user_data_limit(
+    synthesized: dict[str, Synthesized], job: str
+) -> None:
+    parameters = synthesized[job].raw["Parameters"]
+    longest = {name: "b" * int(p["MaxLength"]) for name, p in parameters.items() if "MaxLength" in p}
+    assert set(longest) >= {"TrainingCommand", "TrainArguments", "SetupCommand", "TrainerPackage", "WorkingDirectory"}
+    assert all(len(value) >= 1000 for value in longest.values()), "room for a real command"
+    assert len(deployed_user_data(synthesized[job], longest)) <= 16 * 1024

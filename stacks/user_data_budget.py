@@ -1,0 +1,46 @@
+"""EC2 takes at most 16 KiB of user data, and refuses more only when an instance launches, long after
+deploy said yes. The job file's values are measured at synth; what a console user may type instead is
+bounded by each free-text parameter's MaxLength, sized so that all of them at once still fit."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnParameter
+
+from stacks.console import JobParameters
+from stacks.job_spec import JobSpec, JobSpecError
+from stacks.user_data import MAX_USER_DATA_BYTES, deployed_size
+
+# Names only known at deploy time (bucket, region, topic ARN) are measured as their short synth-time
+# tokens; this covers their real length.
+DEPLOY_TIME_NAMES_BYTES = 512
+
+
+def typed_values(job: JobSpec, params: JobParameters) -> dict[str, tuple[str, CfnParameter]]:
+    """The user data variables a console user types in full, with the job file's value and the parameter."""
+    return {"SPOT_COMMAND": (job.run.command, params.command),
+            "SPOT_TRAIN_ARGS": (job.run.train_args, params.train_args),
+            "SPOT_SETUP_COMMAND": (job.run.setup, params.setup),
+            "SPOT_TRAINER_PACKAGE": (job.run.trainer_package, params.trainer_package),
+            "SPOT_WORKDIR": (str(params.workdir.default), params.workdir)}
+
+
+def spare_bytes(job: JobSpec, header: dict[str, str], typed: dict[str, str]) -> int:
+    size = deployed_size(job.userdata_version, header, typed)
+    if size > MAX_USER_DATA_BYTES - DEPLOY_TIME_NAMES_BYTES:
+        raise JobSpecError(f"{job.source}: run.command, run.train_args and run.setup make the user data "
+                           f"about {size + DEPLOY_TIME_NAMES_BYTES} bytes once deployed, over EC2's "
+                           f"{MAX_USER_DATA_BYTES}: move long commands into a script in run.workdir")
+    return MAX_USER_DATA_BYTES - size
+
+
+def bound_user_data(job: JobSpec, params: JobParameters, header: dict[str, str]) -> None:
+    """Refuse a job file whose values overflow; give each typed parameter an equal share of what is left.
+    A value travels base64-encoded (4 bytes per 3, plus up to 3 of padding), one byte per ASCII character."""
+    typed = typed_values(job, params)
+    spare = spare_bytes(job, header, {name: value for name, (value, _) in typed.items()})
+    share = max(0, (spare - DEPLOY_TIME_NAMES_BYTES - 3 * len(typed)) * 3 // 4 // len(typed))
+    for value, param in typed.values():
+        param.max_length = len(value.encode()) + share
+        rule = f"at most {param.max_length:g} characters"
+        param.constraint_description = f"{param.constraint_description}; {rule}" if param.constraint_description \
+            else rule
