@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import shutil
 import signal
 import sys
@@ -26,18 +25,8 @@ from localcloud.outages import parse_outage
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
 from localcloud.report import DEFAULT_DISCOUNT, build_report
+from spot_trainer.builtin.arguments import total_steps
 from spot_trainer.costs.spot_prices import PriceError, TracePrices
-
-
-def total_steps(train_args: str) -> int | None:
-    """`--steps N` of the built-in trainer's arguments (None for a job's own command)."""
-    words = shlex.split(train_args)
-    for index, word in enumerate(words):
-        if word == "--steps" and index + 1 < len(words) and words[index + 1].isdigit():
-            return int(words[index + 1])
-        if word.startswith("--steps=") and word[8:].isdigit():
-            return int(word[8:])
-    return None
 
 
 def build_parser() -> argparse.ArgumentParser:

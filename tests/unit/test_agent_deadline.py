@@ -13,10 +13,11 @@ from moto import mock_aws
 
 from localcloud import moto_app
 from spot_trainer.agent.config import AgentConfig, ConfigError, check_config, config_from_env
-from spot_trainer.agent.deadline_watch import DeadlineWatch, Pace, builtin_steps, deadline_watch_for, plan_from
+from spot_trainer.agent.deadline_watch import DeadlineWatch, Pace, deadline_watch_for, plan_from
 from spot_trainer.agent.notify import message_for
 from spot_trainer.agent.status import JobStatus, StatusReporter
 from spot_trainer.agent.telemetry import RunTelemetry
+from spot_trainer.builtin.arguments import total_steps
 from spot_trainer.capacity.market import group_market
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
 from spot_trainer.storage.remote import RemoteStore
@@ -105,10 +106,12 @@ def test_a_group_the_agent_may_not_change_leaves_training_alone(autoscaling: Any
     assert events == []
 
 
-def test_the_builtin_trainer_states_its_own_size() -> None:
-    assert builtin_steps("--model lm --steps 300 --synthetic") == 300
-    assert builtin_steps("--steps=42") == 42
-    assert builtin_steps("--model lm") == 0
+def test_the_builtin_trainer_states_its_own_size_as_the_trainer_reads_it() -> None:
+    assert total_steps("--model lm --steps 300 --synthetic") == 300
+    assert total_steps("--model lm --steps=42 --synthetic") == 42
+    assert total_steps("--model lm --synthetic") is None  # the trainer refuses it: no size to plan by
+    assert total_steps("--model lm --steps abc --synthetic") is None
+    assert total_steps("--model lm --steps 3 --synthetic '") is None
 
 
 @pytest.mark.parametrize(("name", "value", "named"), [
@@ -156,7 +159,7 @@ def test_a_deadline_the_agent_cannot_judge_is_said_where_the_user_looks(autoscal
     warning = telemetry.reporter.status.warning
     assert warning.startswith("the deadline is not kept: the job's size is unknown: set total_steps")
     assert [event["message"] for event in telemetry.store.events() if event["kind"] == "warning"] == [warning]
-    builtin = AgentConfig(job="own", bucket="ckpt", command="builtin", train_args="--steps 500", deadline="36h",
-                          asg_name=GROUP)
+    builtin = AgentConfig(job="own", bucket="ckpt", command="builtin", train_args="--model lm --steps 500 --synthetic",
+                          deadline="36h", asg_name=GROUP)
     watch = deadline_watch_for(builtin, autoscaling, telemetry, first_start=0.0)
     assert watch is not None and watch.plan.total_steps == 500 and watch.plan.deadline_at == 36 * HOUR

@@ -5,28 +5,16 @@ so a notification) and a line in the log. The capacity watch acts while no insta
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..builtin.arguments import total_steps
 from ..capacity.market import GroupClient, group_market, set_group_market
 from ..capacity.policy import SPOT, DeadlinePlan, Progress, choose_market, parse_deadline, parse_duration
 from .config import AgentConfig
 from .telemetry import RunTelemetry
-
-
-def builtin_steps(train_args: str) -> int:
-    """The built-in trainer's --steps (its job size), 0 when not given."""
-    words = shlex.split(train_args)
-    for index, word in enumerate(words):
-        if word.startswith("--steps="):
-            return int(word.split("=", 1)[1])
-        if word == "--steps" and index + 1 < len(words):
-            return int(words[index + 1])
-    return 0
-
 
 MIN_PACE_STEPS = 10  # a pace from fewer steps is mostly start-up noise, enough to flip a market
 
@@ -110,7 +98,7 @@ def deadline_watch_for(config: AgentConfig, autoscaling: GroupClient, telemetry:
     the plan goes into status.json for the capacity watch."""
     if not config.deadline:
         return None
-    total = config.total_steps or (builtin_steps(config.train_args) if config.command == "builtin" else 0)
+    total = config.total_steps or (total_steps(config.train_args) or 0 if config.command == "builtin" else 0)
     if total < 1:
         _not_kept(telemetry, "the job's size is unknown: set total_steps in the job file's [schedule] "
                              "(console: TotalSteps)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -119,3 +120,12 @@ def check_arguments(words: Sequence[str]) -> argparse.Namespace:
             # by their full names (read access to the data, the job's size).
             raise ArgumentsError(f"{flag}: spell the flag in full ({', '.join(spelled)})")
     return complete(parser, parser.parse_args(list(words)))
+
+
+def total_steps(train_args: str) -> int | None:
+    """The job's size, `--steps`, as the trainer will read it from `train_args`; None when the trainer would
+    refuse them (then the job fails at start, and nothing can be planned from its size)."""
+    try:
+        return int(check_arguments(shlex.split(train_args)).steps)
+    except (ValueError, ArgumentsError):
+        return None
