@@ -84,3 +84,33 @@ def instance_type_problem(name: str) -> str | None:
     if name not in ec2_instance_types():  # g5.nano, g5.3xlarge, c7i.nano: a known family, a size it lacks
         return f"{name!r} does not exist: {match['family']} comes in {', '.join(sizes_of(match['family']))}"
     return None
+
+
+MAX_INSTANCE_TYPES = 40  # overrides of one mixed instances policy
+
+
+def check_instance_types(types: list[str]) -> str | None:
+    if not types:
+        return "needs at least one instance type"
+    if len(types) > MAX_INSTANCE_TYPES:
+        return f"lists {len(types)} types; a mixed instances policy takes at most {MAX_INSTANCE_TYPES}"
+    if len(set(types)) != len(types):
+        return "lists an instance type twice"
+    if problem := next((p for p in map(instance_type_problem, types) if p), None):
+        return problem
+    first: dict[str, str] = {}
+    for name in types:
+        first.setdefault(architecture(name), name)
+    if len(first) > 1:
+        return (f"mixes x86_64 ({first['x86_64']}) and arm64 ({first['arm64']}) types: one image cannot boot "
+                "both, so list types of one architecture")
+    return None
+
+
+def check_image_architecture(ami: str, types: tuple[str, ...]) -> str | None:
+    """An SSM image path that names an architecture must match the instance types'."""
+    wanted = architecture(types[0])
+    other = "x86_64" if wanted == "arm64" else "arm64"
+    if f"/{other}/" in ami or f"-{other}" in ami:
+        return f"{ami!r} is an {other} image but the instance types are {wanted}"
+    return None

@@ -50,6 +50,10 @@ class JobSpecError(ValueError):
     """A job file is unusable; str() is one line naming the file and field."""
 
 
+def field_error(field: str, message: str) -> JobSpecError:
+    return JobSpecError(f"{field}: {message}")
+
+
 @dataclass(frozen=True)
 class RunSpec:
     command: str = "builtin"

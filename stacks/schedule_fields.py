@@ -1,0 +1,60 @@
+"""The [schedule] and [notify] fields of a job file: the forms the agent and the capacity watch read
+(trainer/capacity/policy.py) and the alarm and notification settings, checked at synth."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from collections.abc import Collection
+from datetime import UTC, datetime
+
+from stacks.job_spec import MAX_STALL_MINUTES, NotifySpec, RunSpec, ScheduleSpec, field_error
+from trainer.builtin.arguments import check_arguments
+from trainer.capacity.policy import parse_deadline, parse_duration
+
+EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")  # NotifyEmail's own
+DURATION = re.compile(r"^([0-9]+[dhms])+$")
+
+
+def utc_text(moment: datetime) -> str:
+    """A TOML date-time (`deadline = 2026-12-01T18:00:00Z`, unquoted) in the one form the agent reads."""
+    if moment.utcoffset() is None or moment.utcoffset() != UTC.utcoffset(None):
+        raise field_error("schedule.deadline",
+                          f"{moment.isoformat()} is not in UTC: end it in Z, like 2026-12-01T18:00:00Z")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_notify(notify: NotifySpec) -> None:
+    if notify.email and not EMAIL.match(notify.email):
+        raise field_error("notify.email", f"expected an e-mail address like ml-team@example.com, got {notify.email!r}")
+    if not 0 <= notify.stall_minutes <= MAX_STALL_MINUTES:
+        raise field_error("notify.stall_minutes", f"expected 0 (no stall alarm) to {MAX_STALL_MINUTES} minutes, "
+                    f"got {notify.stall_minutes}")
+
+
+def check_schedule(schedule: ScheduleSpec, run: RunSpec, given: Collection[str]) -> None:
+    """The forms the agent and the capacity watch read (trainer/capacity/policy.py), checked here first."""
+    for field, text in (("deadline", schedule.deadline), ("max_spot_wait", schedule.max_spot_wait),
+                        ("margin", schedule.margin)):
+        if text != text.strip():
+            raise field_error(f"schedule.{field}", f"{text!r} has leading or trailing spaces")
+        if not text and field != "margin":
+            continue
+        try:
+            at = parse_deadline(text, first_start=time.time()) if field == "deadline" else parse_duration(text)
+        except ValueError as error:
+            raise field_error(f"schedule.{field}", str(error)) from None
+        if field == "deadline" and not DURATION.match(text) and at <= time.time():
+            raise field_error("schedule.deadline", f"{text} has already passed")
+    if "total_steps" in given and schedule.total_steps < 1:
+        raise field_error("schedule.total_steps", f"expected a positive number of steps, got {schedule.total_steps}")
+    steps = _builtin_steps(run)
+    if "total_steps" in given and run.command == "builtin" and steps != schedule.total_steps:
+        raise field_error("schedule.total_steps", f"{schedule.total_steps} differs from the built-in trainer's --steps "
+                    f"{steps}: leave it out (the built-in trainer's own count is used)")
+
+
+def _builtin_steps(run: RunSpec) -> int | None:
+    """The built-in trainer's --steps (_check_run has run its parser over the arguments)."""
+    return int(check_arguments(shlex.split(run.train_args)).steps) if run.command == "builtin" else None
