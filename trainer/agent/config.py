@@ -201,7 +201,8 @@ def check_config(config: AgentConfig) -> None:
     for name, value, ok in checks:
         if not ok:
             hint = {"SPOT_LEASE_TTL_SECONDS": " (must exceed twice SPOT_POLL_SECONDS)",
-                    "SPOT_MIN_NODES": f" (1 to SPOT_MAX_NODES={config.max_nodes})"}.get(name, "")
+                    "SPOT_MIN_NODES": f" (1 to SPOT_MAX_NODES={config.max_nodes}; in the console, MinNodes "
+                                      "at most Nodes)"}.get(name, "")
             raise ConfigError(f"{name}={value!r} is out of range{hint}")
     _check_schedule(config)
     if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
