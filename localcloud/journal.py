@@ -78,7 +78,7 @@ class TrainingLog:
         kind, step = event.get("event"), event.get("step")
         if kind == "resumed" and isinstance(step, int):
             self.resumed_step = step
-            self.restarts.append([stamp, None])
+            self._restarted(stamp)
         elif kind == "step" and isinstance(step, int):
             self.reports_steps = True
             self._saw_step(step, stamp)
@@ -99,13 +99,20 @@ class TrainingLog:
             self.waited_for_lease = True
         elif "no checkpoint yet: starting fresh" in line:
             self.started_fresh = True
+            self._restarted(stamp)
         elif line.startswith(AGENT_STARTED) and self.command_started_at is None:
             self.command_started_at = stamp
         elif match := AGENT_RESUMED.search(line):
             if self.resumed_step is None:
                 self.resumed_step = int(match.group(1))
+            self._restarted(stamp)  # a command that prints no events is seen resuming only here
         elif (match := AGENT_UPLOADED.search(line)) and not self.reports_steps:
             self._saw_step(int(match.group(1)), stamp)
+
+    def _restarted(self, stamp: float) -> None:
+        """Training starts again (the agent's restore, then the built-in trainer's own event: one restart)."""
+        if not self.restarts or self.restarts[-1][1] is not None:
+            self.restarts.append([stamp, None])
 
     def _saw_step(self, step: int, stamp: float) -> None:
         if self.restarts and self.restarts[-1][1] is None:

@@ -73,7 +73,8 @@ class Report:
         """', training again after 12.3s, 31.0s': one figure per interruption, in order."""
         seconds = [event.get("recovery_seconds") for event in self.events]
         shown = [f"{value:.1f}s" if value is not None else "never" for value in seconds]
-        return f", training again after {', '.join(shown)}" if shown else ""
+        seen = "" if self.progress_from == "steps" else " (to the first checkpoint after it)"
+        return f", training again after {', '.join(shown)}{seen}" if shown else ""
 
     def text(self) -> str:
         steps = f"{self.steps}" + (f"/{self.total_steps}" if self.total_steps else "")

@@ -39,6 +39,31 @@ def test_training_is_going_again_at_the_first_step_after_a_resume(tmp_path: Path
     assert training_again_after(logs, 40.0) is None  # nobody has resumed since
 
 
+def test_a_command_that_prints_no_steps_trains_again_at_its_first_checkpoint_after_the_restore(
+    tmp_path: Path
+) -> None:
+    """Its only progress is the agent's uploads; its resume, the agent's restore (or a fresh start)."""
+    first = journal_with(tmp_path / "a.log", [
+        (1.0, "spot-trainer: no checkpoint yet: starting fresh"),
+        (5.0, "spot-trainer: checkpoint step 50 uploaded to s3://b/j/checkpoints/step-00000050 (1 files)"),
+    ])
+    replacement = journal_with(tmp_path / "b.log", [
+        (30.0, "spot-trainer: resuming from checkpoint step 50 (s3://b/j/checkpoints/step-00000050)"),
+        (31.0, "spot-trainer: starting python train.py"),
+        (36.0, "spot-trainer: checkpoint step 100 uploaded to s3://b/j/checkpoints/step-00000100 (1 files)"),
+    ])
+    assert training_again_after([first, replacement], 20.0) == 36.0
+
+
+def test_the_builtin_trainers_own_resume_event_is_the_same_restart_as_the_agents_restore(tmp_path: Path) -> None:
+    log = journal_with(tmp_path / "a.log", [
+        (30.0, "spot-trainer: resuming from checkpoint step 3 (s3://b/j/checkpoints/step-00000003)"),
+        (32.0, '{"event": "resumed", "step": 3}'),
+        (33.0, '{"event": "step", "step": 4}'),
+    ])
+    assert log.restarts == [[30.0, 33.0]]
+
+
 def test_the_world_training_now_is_every_node_that_stepped_in_the_last_seconds(tmp_path: Path) -> None:
     nodes = [Instance(f"i-{n}", "c7i.xlarge", tmp_path / str(n), {}) for n in range(3)]
     logs = {"i-0": journal_with(tmp_path / "0.log", [(100.0, '{"event": "step", "step": 7}')]),
