@@ -137,6 +137,9 @@ def test_notifications_say_what_happened_in_one_short_message() -> None:
     subject, text = message_for("lm", "interruption", {"instance": "i-1", "reason": "spot interruption notice",
                                                        "step": 80})
     assert subject == "Spot Trainer lm: interrupted" and "checkpoint step 80 is safe in S3" in text
+    _, text = message_for("lm", "interruption", {"instance": "i-1", "reason": "spot interruption notice",
+                                                 "step": None})
+    assert "None" not in text and "saved no checkpoint yet, so a replacement starts from the beginning" in text
     assert message_for("lm", "checkpoint", {"step": 80}) is None  # not every event is news
 
 

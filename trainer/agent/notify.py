@@ -26,8 +26,9 @@ def message_for(job: str, kind: str, fields: Mapping[str, Any]) -> tuple[str, st
     step = fields.get("step")
     at_step = f" at step {step}" if step is not None else ""
     texts = {
-        "interruption": ("interrupted", f"Job {job} was interrupted on {instance} ({fields.get('reason')}); "
-                         f"checkpoint step {step} is safe in S3 and a replacement will resume from it."),
+        "interruption": ("interrupted", f"Job {job} was interrupted on {instance} ({fields.get('reason')}); " + (
+            f"checkpoint step {step} is safe in S3 and a replacement will resume from it." if step is not None
+            else "it had saved no checkpoint yet, so a replacement starts from the beginning.")),
         "resume": ("resumed", f"Job {job} resumed on {instance} from checkpoint step {step}."),
         "market": (f"now {fields.get('to')}", f"Job {job} switched from {fields.get('from')} to "
                    f"{fields.get('to')}{at_step}: {fields.get('reason')}."),

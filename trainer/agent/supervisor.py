@@ -319,9 +319,12 @@ class Agent:
         reporter = self._require_reporter()
         reporter.update(state=states.INTERRUPTED, interruptions=reporter.status.interruptions + 1,
                         reason=reason)
+        if step is None and self.config.distributed:  # rank 0 may have saved on another node
+            step = self.clients.store.latest_step()
         self.telemetry.event("interruption", reason=reason, step=step)
         self._own_group().release()
-        self.log(f"interrupted ({reason}); checkpoint step {step} is safe in S3")
+        saved = f"checkpoint step {step} is safe in S3" if step is not None else "no checkpoint yet"
+        self.log(f"interrupted ({reason}); {saved}")
         return 0
 
     def _done(self, step: int | None) -> int:
