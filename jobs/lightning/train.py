@@ -49,7 +49,9 @@ def main() -> None:
                                   mode="max", save_last=True)
     L.seed_everything(0)
     callbacks = [checkpoints, SpotCheckpoint()] if WITH_CALLBACK else [checkpoints]
+    # One process per node; under torchrun (distributed = true) the world is as many nodes as are up.
     trainer = L.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, callbacks=callbacks,
+                        num_nodes=int(os.environ.get("WORLD_SIZE", "1")),
                         logger=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(Regression(), data(), ckpt_path="last")
     print(f"finished at global step {trainer.global_step}", flush=True)

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,13 +25,44 @@ def script_env(tmp_path: Path, steps: int, save_every: int) -> dict[str, str]:
             "BASE": str(tmp_path), "PYTHONUNBUFFERED": "1"}
 
 
-def world(tmp_path: Path, worker: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    """torchrun with two ranks, each running `worker` under bash (its pid in $BASE/pid-$LOCAL_RANK; not
-    $$: torchrun reads its arguments as string.Template macros)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--max-restarts=0",
-         "--no-python", "bash", "-c", f'echo $BASHPID > "$BASE/pid-$LOCAL_RANK"; {worker}'],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=(tmp_path / "stderr.log").open("w"), text=True)
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def world(tmp_path: Path, worker: str, env: dict[str, str]) -> list[subprocess.Popen[str]]:
+    """Two torchrun "nodes" of one process each, as two instances run them, each rank running `worker`
+    under bash (its pid in $BASE/pid-$RANK; not $$: torchrun reads arguments as string.Template macros);
+    node N's output in $BASE/node-N.out and .err."""
+    port = free_port()
+    return [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={node}", "--nproc-per-node=1",
+         "--master-addr=127.0.0.1", f"--master-port={port}", "--max-restarts=0",
+         "--no-python", "bash", "-c", f'echo $BASHPID > "$BASE/pid-$RANK"; {worker}'],
+        env=env, cwd=tmp_path, stdout=(tmp_path / f"node-{node}.out").open("w"),
+        stderr=(tmp_path / f"node-{node}.err").open("w"), text=True) for node in (0, 1)]
+
+
+def output(tmp_path: Path) -> list[str]:
+    return [line for node in (0, 1) for line in (tmp_path / f"node-{node}.out").read_text().splitlines()]
+
+
+def errors(tmp_path: Path) -> str:
+    return "".join((tmp_path / f"node-{node}.err").read_text()[-2000:] for node in (0, 1))
+
+
+def stop_rank_one_after_step(tmp_path: Path, nodes: list[subprocess.Popen[str]], step: int) -> list[str]:
+    """Send the agent's stop signal to rank 1 alone once the world has trained `step` steps; wait for both."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and all(node.poll() is None for node in nodes):
+        if any(event.get("step", 0) >= step for event in events(output(tmp_path), "step")):
+            os.kill(int((tmp_path / "pid-1").read_text()), signal.SIGTERM)  # the notice reaches one node
+            break
+        time.sleep(0.2)
+    for node in nodes:
+        node.wait(timeout=180)
+    return output(tmp_path)
 
 
 def events(lines: list[str], kind: str) -> list[dict]:
@@ -48,22 +80,10 @@ def events(lines: list[str], kind: str) -> list[dict]:
 
 def test_a_stop_signal_to_one_rank_stops_the_world_at_one_saved_step(tmp_path: Path) -> None:
     env = {**script_env(tmp_path, steps=100_000, save_every=100_000), "CHECKPOINT_DIR": str(tmp_path / "checkpoints")}
-    process = world(tmp_path, f"exec {sys.executable} {SCRIPT}", env)
-    lines: list[str] = []
-    assert process.stdout is not None
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line.strip())
-        if any(event.get("step", 0) >= 20 for event in events(lines[-1:], "step")):
-            os.kill(int((tmp_path / "pid-1").read_text()), signal.SIGTERM)  # the notice reaches one node
-            break
-    remaining, _ = process.communicate(timeout=180)
-    lines += remaining.splitlines()
-    text = "\n".join(lines) + (tmp_path / "stderr.log").read_text()[-3000:]
-    assert process.returncode != 0, text
+    nodes = world(tmp_path, f"exec {sys.executable} {SCRIPT}", env)
+    lines = stop_rank_one_after_step(tmp_path, nodes, 20)
+    text = "\n".join(lines) + errors(tmp_path)
+    assert all(node.returncode != 0 for node in nodes), text
     stops = {event["rank"]: event["step"] for event in events(lines, "group_stop")}
     assert set(stops) == {0, 1} and len(set(stops.values())) == 1, text  # both ranks stopped at one step
     (saved,) = events(lines, "emergency_checkpoint")  # written once, by rank 0
@@ -81,13 +101,32 @@ def test_ranks_resumed_from_different_checkpoints_leave_together_for_the_newest(
     assert first.returncode == 0, first.stdout + first.stderr
     shutil.copytree(tmp_path / "0", tmp_path / "1")
     shutil.rmtree(tmp_path / "1" / "checkpoint-20")  # this node's disk holds only the older save
-    process = world(tmp_path, f'CHECKPOINT_DIR="$BASE/$LOCAL_RANK" exec {sys.executable} {SCRIPT}',
-                    {**env, "HF_STEPS": "40"})
-    output, _ = process.communicate(timeout=240)
-    lines = output.splitlines()
-    output += (tmp_path / "stderr.log").read_text()[-3000:]
-    assert process.returncode != 0, output
-    assert {event["rank"]: event["step"] for event in events(lines, "group_stop")} == {0: 20, 1: 20}, output
+    nodes = world(tmp_path, f'CHECKPOINT_DIR="$BASE/$RANK" exec {sys.executable} {SCRIPT}', {**env, "HF_STEPS": "40"})
+    for node in nodes:
+        node.wait(timeout=240)
+    lines = output(tmp_path)
+    text = "\n".join(lines) + errors(tmp_path)
+    assert all(node.returncode != 0 for node in nodes), text
+    assert {event["rank"]: event["step"] for event in events(lines, "group_stop")} == {0: 20, 1: 20}, text
     lost = events(lines, "peer_lost")
     assert len(lost) == 2 and all("a new round starts from 20" in event["reason"] for event in lost)
     assert not events(lines, "step"), "no rank may train from a checkpoint the others did not load"
+
+
+LIGHTNING = REPO_ROOT / "jobs/lightning/train.py"
+
+
+def test_lightning_stops_every_rank_at_one_saved_step_when_one_rank_is_told(tmp_path: Path) -> None:
+    """Lightning itself shares only rank 0's SIGTERM: the notice goes to rank 1 here."""
+    env = {**os.environ, "PL_STEPS": "100000", "PL_SAVE_STEPS": "100000", "OMP_NUM_THREADS": "1",
+           "BASE": str(tmp_path), "PYTHONUNBUFFERED": "1", "CHECKPOINT_DIR": str(tmp_path / "checkpoints")}
+    nodes = world(tmp_path, f"exec {sys.executable} {LIGHTNING}", env)
+    lines = stop_rank_one_after_step(tmp_path, nodes, 20)
+    text = "\n".join(lines) + errors(tmp_path)
+    assert all(node.returncode != 0 for node in nodes), text
+    stops = {event["rank"]: event["step"] for event in events(lines, "group_stop")}
+    assert set(stops) == {0, 1} and len(set(stops.values())) == 1, text
+    (saved,) = events(lines, "emergency_checkpoint")
+    step = saved["step"]
+    assert step == stops[0] and (tmp_path / "checkpoints" / f"epoch=0-step={step}.ckpt").is_file(), text
+    assert "finished at global step" not in text

@@ -36,11 +36,12 @@ class StopRequest:
     def for_agent(cls) -> StopRequest:
         return cls(agent_stop_signal())
 
-    def install(self) -> StopRequest:
-        """Handle the signal from now on (main thread only, as Python requires); idempotent."""
+    def install(self, *, chain: bool = True) -> StopRequest:
+        """Handle the signal from now on (main thread only, as Python requires); idempotent. `chain`: a
+        handler set before keeps being called; without, this one alone decides."""
         current = signal.getsignal(self.signum)
         if current != self._handle:
-            self._previous = current
+            self._previous = current if chain else None
             signal.signal(self.signum, self._handle)
         return self
 
