@@ -19,6 +19,7 @@ from stacks.job_spec import (
     JobSpecError,
     data_location,
 )
+from stacks.user_data import HEREDOC_VERSIONS
 from trainer.storage.names import RESERVED_BUCKET_PREFIXES, RESERVED_BUCKET_SUFFIXES
 
 # Empty (the on-demand price caps it) or a plain decimal above 0 and below 1000 USD (job_fields.MAX_PRICE_USD).
@@ -107,6 +108,12 @@ def instance_types_pattern(count: int) -> str:
     return rf"^{name}(,{name}){{{count - 1}}}$"
 
 
+def _setup_constraint(version: str) -> dict[str, str]:
+    """From v2 a value travels base64-encoded and may span lines; v1's here-documents take one line only
+    (a line equal to their delimiter would end the value and run the rest as root at boot)."""
+    return {"allowed_pattern": ONE_LINE, "constraint_description": ONE_LINE_RULE} if version in HEREDOC_VERSIONS else {}
+
+
 def _param(stack: Stack, name: str, label: str, **props: object) -> tuple[str, str, CfnParameter]:
     return name, label, CfnParameter(stack, name, **props)
 
@@ -138,7 +145,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                    allowed_pattern=r"^/[^\s]*$", constraint_description="an absolute path without spaces",
                    description="Directory on the instance where the job's code lives and the command runs"),
             _param(stack, "SetupCommand", "Setup command", type="String", default=run.setup,
-                   description="Optional command run once in the working directory before training"),
+                   description="Optional command run once in the working directory before training",
+                   **_setup_constraint(job.userdata_version)),
             _param(stack, "TrainerPackage", "Trainer package", type="String", default=run.trainer_package,
                    allowed_pattern=PACKAGE_PATTERN,
                    constraint_description="s3://bucket/key.whl, a URL, or a pip requirement; no spaces, no local path",
@@ -220,6 +228,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                    type="String", default=str(storage.noncurrent_days), allowed_pattern=r"^[1-9][0-9]*$",
                    constraint_description="a whole number of days, 1 or more",
                    description="Days a deleted or overwritten checkpoint object stays recoverable"),
+            # AllowedValues: the console offers a list to pick from, and CloudFormation's refusal of any other
+            # value names that list, so no ConstraintDescription (the template has no bytes to spare).
             _param(stack, "LogRetentionDays", "Log retention (days)", type="Number",
                    default=str(storage.log_retention_days), allowed_values=[str(d) for d in LOG_RETENTION_DAYS],
                    description="Days CloudWatch keeps the job's logs"),

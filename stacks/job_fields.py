@@ -36,7 +36,7 @@ from stacks.job_spec import (
     field_error,
 )
 from stacks.schedule_fields import check_notify, check_schedule, utc_text
-from stacks.user_data import available_versions
+from stacks.user_data import HEREDOC_VERSIONS, available_versions
 from trainer.builtin.arguments import ArgumentsError, check_arguments
 from trainer.storage.names import bucket_name_problem
 
@@ -79,6 +79,8 @@ def _read_section(name: str, raw: Any, cls: type) -> Any:
         if key == "subnets" and value in ("create", "parameter"):
             values["create"] = value == "create"  # "parameter": VPC and subnets chosen at deploy time
             continue
+        if key == "subnets" and value == []:  # else the default, a VPC of the stack's own, would stand silently
+            raise field_error("network.subnets", 'an empty list: give subnet-… ids, "create" or "parameter"')
         if key == "subnets" and isinstance(value, str):
             raise field_error("network.subnets",
                               f'expected "create", "parameter" or a list of subnet-… ids, got {value!r}')
@@ -316,6 +318,11 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     if version == "v1" and sections["run"].trainer_package == DEFAULT_TRAINER_PACKAGE:
         raise field_error("userdata_version", "v1 starts the runtime as `trainer`, which spot-trainer 0.2 installs as "
                     f"`spot_trainer`: use {CURRENT_USERDATA_VERSION}, or pin run.trainer_package to 0.1.0")
+    if version in HEREDOC_VERSIONS and any(c in sections["run"].setup for c in "\r\n"):
+        # v1's header carries deploy-time values in here-documents: a line equal to their delimiter
+        # would end one and run the rest as root at boot.
+        raise field_error("run.setup", f"must be one line with user data {version} (its header carries values "
+                          f"in here-documents): join the commands with &&, or use {CURRENT_USERDATA_VERSION}")
     if version == "v1" and sections["capacity"].distributed:
         raise field_error("capacity.distributed", "user data v1 and spot-trainer 0.1 have no multi-node training: "
                     f"use {CURRENT_USERDATA_VERSION}")

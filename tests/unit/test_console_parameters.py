@@ -179,6 +179,8 @@ CASES = [
     ("MaxSpotWait", "90m", True),
     ("MaxSpotWait", "0m", False),
     ("MaxSpotWait", "2 h", False),
+    ("LogRetentionDays", "30", True),
+    ("LogRetentionDays", "10", False),  # CloudWatch Logs takes only its own list of periods
     ("DeadlineMargin", "30m", True),
     ("DeadlineMargin", "1h30m", True),
     ("DeadlineMargin", "", False),
@@ -195,7 +197,9 @@ def test_console_values_are_judged_like_the_job_file(
 
 @pytest.mark.parametrize("name", [n for n, _, _ in CASES])
 def test_a_refused_value_says_what_is_expected(parameters: dict[str, dict[str, Any]], name: str) -> None:
-    assert parameters[name].get("ConstraintDescription"), f"{name}: the console would only say 'malformed'"
+    # A list of AllowedValues is a pick list in the console, and CloudFormation's refusal names the list.
+    assert parameters[name].get("ConstraintDescription") or parameters[name].get("AllowedValues"), (
+        f"{name}: the console would only say 'malformed'")
 
 
 def test_the_shipped_defaults_pass_their_own_constraints(parameters: dict[str, dict[str, Any]]) -> None:
@@ -259,3 +263,20 @@ def test_every_default_is_held_to_its_parameters_own_constraints(change: Any, me
     # A safety net behind the job-file checks: whatever slips past them still stops at synth, in one line.
     text = stack_error(change(load_job("example")), tmp_path)
     assert "\n" not in text and text.startswith(f"{JOBS_DIR / 'example.toml'}: {message}"), text
+
+
+def test_no_v1_console_value_can_end_a_here_document_and_run_at_boot(tmp_path: Path) -> None:
+    """v1's header carries deploy-time values in here-documents ending at a line SPOT_TRAINER_VALUE: every
+    parameter that lands in one must refuse a value holding that line, or it would run as root at boot."""
+    job = tmp_path / "legacy.toml"
+    job.write_text('userdata_version = "v1"\n[run]\ncommand = "python train.py"\n'
+                   'trainer_package = "spot-trainer==0.1.0"\n')
+    raw = synth(str(job), tmp_path / "out").raw
+    (template,) = [r for r in raw["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    _, parts = template["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"]
+    in_heredocs = [part["Ref"] for before, part in zip(parts, parts[1:], strict=False)
+                   if isinstance(part, dict) and part.get("Ref") in raw["Parameters"]
+                   and str(before).endswith("<<'SPOT_TRAINER_VALUE'\n")]
+    assert {"TrainingCommand", "TrainArguments", "SetupCommand", "TrainerPackage"} <= set(in_heredocs)
+    breakout = "pip install x\nSPOT_TRAINER_VALUE\n)\ntouch /tmp/pwned"
+    assert [name for name in in_heredocs if accepted(raw["Parameters"][name], breakout)] == []

@@ -184,6 +184,11 @@ BAD_CASES = [
      "capacity.placement: \"cluster\" keeps every node in one AZ: network.subnets must list exactly one subnet, got 2"),
     ({**distributed(), "userdata_version": "v1", "run": {**EXAMPLE["run"], "trainer_package": "spot-trainer==0.1.0"}},
      "capacity.distributed: user data v1 and spot-trainer 0.1 have no multi-node training"),
+    ({**with_changes("run", setup="pip install x\nSPOT_TRAINER_VALUE\ntouch /tmp/pwned",
+                     trainer_package="spot-trainer==0.1.0"), "userdata_version": "v1"},
+     "run.setup: must be one line with user data v1 (its header carries values in here-documents)"),
+    (with_change(None, "network", {"subnets": []}), 'network.subnets: an empty list: give subnet-… ids, "create" '
+     'or "parameter"'),
     (with_change("notify", "email", "ml-team"), "notify.email: expected an e-mail address like ml-team@example.com"),
     (with_change("notify", "email", "a b@example.com"), "notify.email: expected an e-mail address"),
     (with_change("notify", "emails", "x@example.com"), "notify.emails: unknown key (known: email, stall_minutes)"),
