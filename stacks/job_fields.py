@@ -37,7 +37,7 @@ from stacks.job_spec import (
 )
 from stacks.schedule_fields import check_notify, check_schedule, utc_text
 from stacks.user_data import HEREDOC_VERSIONS, available_versions
-from trainer.builtin.arguments import ArgumentsError, check_arguments
+from trainer.builtin.arguments import arguments_problem
 from trainer.storage.names import bucket_name_problem
 
 SECTIONS: dict[str, type] = {
@@ -136,17 +136,8 @@ def _check_run(run: RunSpec, source: Path) -> None:
 
 def _check_builtin_arguments(train_args: str) -> None:
     """The trainer's own parser, run before deploying: arguments it refuses would fail every boot."""
-    if not train_args.strip():
-        raise field_error("run.train_args", "the built-in trainer needs --model, --steps and --data or --synthetic, "
-                    'e.g. "--model resnet --steps 20000 --data s3://bucket/cifar10"')
-    words = shlex.split(train_args)
-    try:
-        check_arguments(words)
-    except ArgumentsError as error:
-        raise field_error("run.train_args", f"{error} (in {train_args!r})") from None
-    if any(word.split("=", 1)[0] == "--checkpoint-dir" for word in words):
-        raise field_error("run.train_args", "leave out --checkpoint-dir: the agent restores into $CHECKPOINT_DIR and "
-                    "uploads only what the trainer saves there")
+    if problem := arguments_problem(train_args):
+        raise field_error("run.train_args", problem)
 
 
 def _check_dataset(run: RunSpec) -> None:

@@ -49,13 +49,16 @@ def run_agent_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProces
 
 BAD_SETTINGS = [
     ("SPOT_BUCKET", "", "missing required setting SPOT_BUCKET (agent environment file)"),
-    ("SPOT_GRACE_SECONDS", "ninety", "SPOT_GRACE_SECONDS='ninety' is not a valid float"),
+    ("SPOT_GRACE_SECONDS", "ninety", "SPOT_GRACE_SECONDS='ninety' is not a valid finite number"),
+    ("SPOT_GRACE_SECONDS", "inf", "SPOT_GRACE_SECONDS='inf' is not a valid finite number"),
     ("SPOT_STOP_SIGNAL", "SIGNOPE", "SPOT_STOP_SIGNAL='SIGNOPE' is not a signal name"),
     ("SPOT_RESTART_BUDGET", "-1", "SPOT_RESTART_BUDGET=-1 is out of range"),
     ("SPOT_LEASE_TTL_SECONDS", "0.3",
      "SPOT_LEASE_TTL_SECONDS=0.3 is out of range (must exceed twice SPOT_POLL_SECONDS)"),
     ("SPOT_WORKDIR", "/nonexistent/dir", "SPOT_WORKDIR='/nonexistent/dir' is not a directory"),
-    ("SPOT_TRAIN_ARGS", "\"--model 'lm\"", "SPOT_TRAIN_ARGS cannot be parsed as shell words"),
+    ("SPOT_TRAIN_ARGS", "\"--model 'lm\"", "SPOT_TRAIN_ARGS: cannot be parsed as shell words"),
+    ("SPOT_TRAIN_ARGS", "\"--model lm --synthetic --steps abc\"", "SPOT_TRAIN_ARGS: argument --steps: invalid"),
+    ("SPOT_NOTIFY_TOPIC", "my-topic", "SPOT_NOTIFY_TOPIC='my-topic' is not an SNS topic ARN"),
     ("SPOT_CHECKPOINT_DIR", "{file}/checkpoints", "is not a writable directory (Not a directory)"),
     ("SPOT_KEEP_CHECKPOINTS", "'3", "agent.env:6: SPOT_KEEP_CHECKPOINTS: a quote is never closed"),
     ("SPOT_REGION", "\udcff\udcfe", "agent.env is not UTF-8 text"),

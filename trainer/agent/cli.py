@@ -30,10 +30,11 @@ from ..storage.names import bucket_name_problem
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.s3client import client_config, s3_client
 from .cloudwatch import CloudWatchSink
-from .config import REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
+from .config import ENV_NAMES, REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
 from .fatal import end_job_as_failed
 from .imds import ImdsClient
 from .instance_record import InstanceRecord, instance_facts, price_source
+from .setting_names import unread_setting_warnings
 from .status import STATUS_NAME, describe_job
 from .supervisor import EXIT_FAILED, Agent, AgentError, Clients, install_stop_handlers
 
@@ -59,9 +60,11 @@ def give_up(env: dict[str, str], env_file: Path | None, message: str, code: int)
 
 def run_agent(options: argparse.Namespace) -> int:
     env = dict(os.environ)
+    from_file: dict[str, str] = {}
     try:
         if options.env_file is not None:
-            env.update(parse_env_file(options.env_file))
+            from_file = parse_env_file(options.env_file)
+            env.update(from_file)
         config = config_from_env(env)
         check_config(config)
     except ConfigError as error:
@@ -70,6 +73,8 @@ def run_agent(options: argparse.Namespace) -> int:
         return give_up(env, None, f"cannot read {options.env_file}: {error.strerror or error}", EXIT_BAD_CONFIG)
     try:
         agent = build_agent(config)
+        for warning in unread_setting_warnings(from_file, ENV_NAMES):
+            agent.log(f"WARNING: {warning}")
         install_stop_handlers(agent)
         record = start_instance_record(agent, env)
         try:

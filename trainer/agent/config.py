@@ -6,6 +6,7 @@ names from its environment, so there is exactly one place where a setting is spe
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..builtin.arguments import arguments_problem
 from ..capacity.policy import parse_deadline, parse_duration
 from ..storage.names import bucket_name_problem
 from .command import parse_signal
@@ -121,9 +123,13 @@ def _convert(env_name: str, raw: str, kind: type | str) -> object:
         if kind_name == "int":
             return int(raw)
         if kind_name == "float":
-            return float(raw)
+            number = float(raw)
+            if not math.isfinite(number):  # "inf" seconds would wait forever, "nan" compares false to all
+                raise ValueError
+            return number
     except ValueError:
-        raise ConfigError(f"{env_name}={raw!r} is not a valid {kind_name}") from None
+        raise ConfigError(f"{env_name}={raw!r} is not a valid {'finite number' if kind_name == 'float' else kind_name}"
+                          ) from None
     return raw
 
 
@@ -161,6 +167,9 @@ def parse_env_file(path: Path, *, strict: bool = True) -> dict[str, str]:
 
 UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}  # a command cannot save on these: every notice would lose work
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
+# The job's S3 prefix, log group and stack suffix: the stack's job-name rule, one letter allowed.
+JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$")
 
 
 def check_config(config: AgentConfig) -> None:
@@ -176,6 +185,12 @@ def check_config(config: AgentConfig) -> None:
         raise ConfigError(f"SPOT_REGION={config.region!r} is not an AWS region name (like us-east-1)")
     if problem := bucket_name_problem(config.bucket):
         raise ConfigError(f"SPOT_BUCKET: {problem}")
+    if not JOB_NAME.match(config.job):
+        raise ConfigError(f"SPOT_JOB={config.job!r} is not a job name (lowercase letters, digits and '-', "
+                          "starting with a letter: the job file's name)")
+    if config.notify_topic and not SNS_TOPIC_ARN.match(config.notify_topic):
+        raise ConfigError(f"SPOT_NOTIFY_TOPIC={config.notify_topic!r} is not an SNS topic ARN "
+                          "(arn:aws:sns:REGION:ACCOUNT:NAME)")
     if config.command != "builtin" and config.command.split(maxsplit=1)[0].rstrip(";&|") == "builtin":
         raise ConfigError(f"SPOT_COMMAND={config.command!r}: the built-in trainer is exactly \"builtin\" "
                           "(its arguments go in SPOT_TRAIN_ARGS); this would exit at once and end the job")
@@ -208,12 +223,14 @@ def check_config(config: AgentConfig) -> None:
     if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
         raise ConfigError(f"SPOT_WORKDIR={config.workdir!r} is not a directory")
     _check_writable(Path(config.checkpoint_dir))
-    name, text = ("SPOT_COMMAND", config.command) if config.command != "builtin" else ("SPOT_TRAIN_ARGS",
-                                                                                        config.train_args)
+    if config.command == "builtin":
+        if problem := arguments_problem(config.train_args):  # every start would fail the same way
+            raise ConfigError(f"SPOT_TRAIN_ARGS: {problem}")
+        return
     try:
-        shlex.split(text)
+        shlex.split(config.command)
     except ValueError as error:
-        raise ConfigError(f"{name} cannot be parsed as shell words ({error}): {text!r}") from None
+        raise ConfigError(f"SPOT_COMMAND cannot be parsed as shell words ({error}): {config.command!r}") from None
 
 
 def _check_schedule(config: AgentConfig) -> None:

@@ -122,6 +122,25 @@ def check_arguments(words: Sequence[str]) -> argparse.Namespace:
     return complete(parser, parser.parse_args(list(words)))
 
 
+def arguments_problem(train_args: str) -> str | None:
+    """Why a job's `train_args` cannot train it, or None: what synth says of run.train_args and the agent
+    of SPOT_TRAIN_ARGS (the console's TrainArguments reaches the agent unchecked)."""
+    if not train_args.strip():
+        return ('the built-in trainer needs --model, --steps and --data or --synthetic, '
+                'e.g. "--model resnet --steps 20000 --data s3://bucket/cifar10"')
+    try:
+        words = shlex.split(train_args)
+        check_arguments(words)
+    except ArgumentsError as error:
+        return f"{error} (in {train_args!r})"
+    except ValueError as error:  # shlex: an unbalanced quote
+        return f"cannot be parsed as shell words ({error}): {train_args!r}"
+    if any(word.split("=", 1)[0] == "--checkpoint-dir" for word in words):
+        return ("leave out --checkpoint-dir: the agent restores into $CHECKPOINT_DIR and uploads only what the "
+                "trainer saves there")
+    return None
+
+
 def total_steps(train_args: str) -> int | None:
     """The job's size, `--steps`, as the trainer will read it from `train_args`; None when the trainer would
     refuse them (then the job fails at start, and nothing can be planned from its size)."""
