@@ -18,14 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from localcloud.cloud import WORK_ROOT, CloudError, LocalCloud
+from localcloud.cloud import WORK_ROOT, CloudError, JobRefused, LocalCloud
 from localcloud.instance import Instance
 from localcloud.interruptions import InterruptionPlan, PlanError
-from localcloud.outages import parse_outage
+from localcloud.outages import SpotOutage, parse_outage
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
 from localcloud.report import DEFAULT_DISCOUNT, build_report
-from spot_trainer.builtin.arguments import total_steps
+from spot_trainer.builtin.arguments import arguments_problem, total_steps
 from spot_trainer.costs.spot_prices import PriceError, TracePrices
 
 
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="for a command with no --steps: seconds after an instance's first progress "
                            "(a step line or a new checkpoint) before each scheduled interruption (default 20)")
     demo.add_argument("--hard-kill", type=int, default=0, metavar="N",
-                      help="scheduled interruptions that come without notice (power off at once)")
+                      help="power-offs without notice, before the --interruptions announced ones (default 0)")
     demo.add_argument("--hard-kill-fraction", type=float, default=0.0, metavar="F",
                       help="with --rate: share of interruptions without notice")
     demo.add_argument("--notice-seconds", type=float, default=8.0, metavar="S",
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return demo(options) if options.command == "demo" else destroy()
     except (PlanError, CloudError, PriceError) as error:
         print(f"localcloud: {error}", file=sys.stderr, flush=True)
-        return 2 if isinstance(error, (PlanError, PriceError)) else 1
+        return 2 if isinstance(error, (PlanError, PriceError, JobRefused)) else 1
     except KeyboardInterrupt:
         print("\nlocalcloud: interrupted; every instance and server was stopped", file=sys.stderr, flush=True)
         return 130
@@ -122,7 +122,21 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def demo(options: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class DemoInputs:
+    """Everything the flags and the job file say, checked before any server starts."""
+
+    plan: InterruptionPlan
+    outages: list[SpotOutage]
+    prices: TracePrices | None
+    command_env: dict[str, str]
+    job: JobFile
+    train_args: str
+
+
+def checked_inputs(options: argparse.Namespace) -> DemoInputs:
+    """A flag that cannot work is one line now, not after moto, a synth and a deploy (or, for --json,
+    after the whole run)."""
     plan = InterruptionPlan(
         count=3 if options.interruptions is None and options.rate is None else (options.interruptions or 0),
         hard_kills=options.hard_kill, rate_per_hour=options.rate, notice_seconds=options.notice_seconds,
@@ -130,32 +144,45 @@ def demo(options: argparse.Namespace) -> int:
         hard_kill_fraction=options.hard_kill_fraction, seed=options.seed, spacing_seconds=options.interrupt_every,
     )
     plan.check()
+    if not options.timeout > 0:
+        raise PlanError(f"--timeout {options.timeout} must be a positive number of seconds")
     outages = [parse_outage(text) for text in options.spot_outage]
     if options.price_trace is not None and not options.price_trace.is_file():
         raise PlanError(f"--price-trace {options.price_trace}: no such file")
+    prices = TracePrices.from_file(options.price_trace) if options.price_trace is not None else None
     if not 0 <= options.spot_discount < 1:
         raise PlanError(f"--spot-discount {options.spot_discount} must lie in [0, 1)")
+    if options.json is not None and not options.json.resolve().parent.is_dir():
+        raise PlanError(f"--json {options.json}: no folder {options.json.parent} to write the report into")
     job = read_job(options.job)
     train_args = job.train_args if options.train_args is None else options.train_args
+    if options.train_args is not None and job.command == "builtin" and (problem := arguments_problem(train_args)):
+        raise PlanError(f"--train-args: {problem}")
+    return DemoInputs(plan, outages, prices, command_env(options.env), job, train_args)
+
+
+def demo(options: argparse.Namespace) -> int:
+    inputs = checked_inputs(options)
+    job, train_args = inputs.job, inputs.train_args
     progress = ProgressLine()
     workdir = WORK_ROOT / "runs" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     started = time.monotonic()
-    with LocalCloud(workdir, log=progress.message) as cloud:
+    cloud = LocalCloud(workdir, log=progress.message)
+    progress.message(f"synthesizing {job.stack_name} with the CDK CLI")
+    app_dir = cloud.synth(options.job)  # the job file's own checks, before any server starts
+    with cloud:
         progress.message(f"local AWS (moto) on {cloud.aws_env['AWS_ENDPOINT_URL']}; files in {workdir}")
-        progress.message(f"synthesizing {job.stack_name} with the CDK CLI")
-        app_dir = cloud.synth(options.job)
         parameters = {} if options.train_args is None else {"TrainArguments": train_args}
         deployment = cloud.deploy(app_dir, parameters)
         progress.message(f"deployed {deployment.stack}: bucket {deployment.bucket}, group {deployment.group}")
         # The built-in trainer's --steps spreads the schedule over the steps; any other command's
         # interruptions come every --interrupt-every seconds of training.
-        run = RunOptions(plan=plan, total_steps=total_steps(train_args) if job.command == "builtin" else None,
-                         timeout_seconds=options.timeout, on_tick=progress, command_env=command_env(options.env),
-                         outages=outages, price_trace=options.price_trace)
+        run = RunOptions(plan=inputs.plan, total_steps=total_steps(train_args) if job.command == "builtin" else None,
+                         timeout_seconds=options.timeout, on_tick=progress, command_env=inputs.command_env,
+                         outages=inputs.outages, price_trace=options.price_trace)
         player = Player(cloud, deployment, run).run()
         status = _status(cloud, deployment.bucket, deployment.job)
-        prices = TracePrices.from_file(options.price_trace) if options.price_trace is not None else None
-        report = build_report(player, status, options.spot_discount, prices=prices)
+        report = build_report(player, status, options.spot_discount, prices=inputs.prices)
         cloud.destroy(deployment)
         kept = cloud.client("s3").list_objects_v2(Bucket=deployment.bucket, Prefix=f"{job.name}/")["KeyCount"]
         progress.message(f"destroyed {deployment.stack}; bucket {deployment.bucket} kept ({kept} objects)")

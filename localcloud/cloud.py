@@ -19,7 +19,7 @@ from typing import Any
 import boto3
 
 from localcloud.instance import REPO_ROOT
-from localcloud.moto_server import MotoServer
+from localcloud.moto_server import DUMMY_CREDENTIALS, MotoServer
 
 WORK_ROOT = REPO_ROOT / ".localcloud"
 ARTIFACT_BUCKET = "spot-trainer-local-artifacts"
@@ -27,10 +27,16 @@ TOOLKIT_STACK = "CDKToolkit"
 STACK_PREFIX = "SpotTrainer-"
 LOCAL_IMAGE_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
 CDK_ENV = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "AWS_EC2_METADATA_DISABLED": "true"}
+# Nothing listens on the discard port: a CLI call to AWS before moto runs fails at once, never reaching AWS.
+OFFLINE_AWS = {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
 
 
 class CloudError(RuntimeError):
     """The local cloud cannot go on (deploy failed, an instance's user data failed, time ran out)."""
+
+
+class JobRefused(CloudError):
+    """`cdk synth` refused the job file; the message is the app's own line naming the field."""
 
 
 def trainer_wheel(cache: Path = WORK_ROOT / "wheels") -> Path:
@@ -108,7 +114,9 @@ class LocalCloud:
 
     # ---- the stack -----------------------------------------------------------------------------
     def synth(self, job: str, app_dir: Path | None = None) -> Path:
-        """`cdk synth -c job=<name or path>` into the run's directory."""
+        """`cdk synth -c job=<name or path>` into the run's directory. It needs no AWS: before start(),
+        any AWS call of the CLI's goes to a closed port and fails at once, credentials or not."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
         app_dir = app_dir or self.workdir / f"cdk.out-{Path(job).stem}"
         self._cdk(["synth", "-c", f"job={job}", "-o", str(app_dir), "--quiet"], "synth")
         return app_dir
@@ -184,7 +192,7 @@ class LocalCloud:
 
     def _cdk(self, args: list[str], what: str, output: Path | None = None) -> None:
         """Run the CDK CLI; its log goes to cdk-<what>.log, its stdout to `output` when given."""
-        env = {**os.environ, **CDK_ENV, **(self.aws_env if self.moto else {})}
+        env = {**os.environ, **CDK_ENV, **(self.aws_env if self.moto else OFFLINE_AWS)}
         log_path = self.workdir / f"cdk-{what}.log"
         with open(log_path, "w") as log, open(output or os.devnull, "w") as stdout:
             # Its own process group: on Ctrl-C or an error, npx, node and the synth all go together.
@@ -202,5 +210,7 @@ class LocalCloud:
             # The app's own one-line verdict (a job file field) says more than the CLI's exit status.
             ours = [line.removeprefix("spot-trainer: ") for line in lines if line.startswith("spot-trainer: ")]
             errors = [line for line in lines if "❌" in line or "Error" in line]
+            if ours and what == "synth":
+                raise JobRefused(ours[-1].strip())
             reason = (ours or errors or lines or ["?"])[-1]
             raise CloudError(f"cdk {what} failed: {reason.strip()} (full output: {log_path})")

@@ -41,6 +41,8 @@ class InterruptionPlan:
                 raise PlanError(f"--rate {self.rate_per_hour} must be a positive number per hour")
             if self.count or self.hard_kills:
                 raise PlanError("--rate cannot be combined with --interruptions or --hard-kill")
+        if self.early_replacement < 0:
+            raise PlanError(f"--early-replacement {self.early_replacement} must be 0 or more")
         if self.notice_seconds < 0:
             raise PlanError(f"--notice-seconds {self.notice_seconds} must be 0 or more")
         if self.spacing_seconds <= 0:

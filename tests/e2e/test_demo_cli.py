@@ -20,14 +20,24 @@ from localcloud.interruptions import ANNOUNCED, HARD, Injector, InterruptionPlan
         (["--hard-kill", "-1"], "--interruptions and --hard-kill must be 0 or more"),
         (["--spot-discount", "1.5"], "--spot-discount 1.5 must lie in [0, 1)"),
         (["--job", "no-such-job"], "no-such-job"),
+        (["--timeout", "0"], "--timeout 0.0 must be a positive number of seconds"),
+        (["--early-replacement", "-1"], "--early-replacement -1 must be 0 or more"),
+        (["--env", "HF_STEPS"], "--env 'HF_STEPS': expected NAME=VALUE"),
+        (["--json", "{tmp}/no-such-folder/report.json"], "no folder {tmp}/no-such-folder to write the report into"),
+        (["--price-trace", "{tmp}/trace.txt"], "price trace {tmp}/trace.txt: Expecting value"),
+        (["--train-args", "--model lm --synthetic --steps abc"], "--train-args: argument --steps: invalid"),
+        (["--train-args", "--model lm --steps 9"], "--train-args: one of the arguments --data --synthetic is required"),
     ],
 )
-def test_bad_flag_is_one_line_without_traceback(flags: list[str], message: str) -> None:
+def test_bad_flag_is_one_line_before_anything_starts(flags: list[str], message: str, tmp_path: Path) -> None:
+    (tmp_path / "trace.txt").write_text("spot prices, by hand\n")
+    flags = [flag.format(tmp=tmp_path) for flag in flags]
     done = subprocess.run([sys.executable, "-m", "localcloud", "demo", *flags], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("localcloud: ") and message in lines[0], done.stderr
+    assert len(lines) == 1 and lines[0].startswith("localcloud: ") and message.format(tmp=tmp_path) in lines[0], (
+        done.stderr)
     assert "Traceback" not in done.stderr
 
 
@@ -58,6 +68,7 @@ def test_a_bad_job_file_field_is_named_not_hidden_behind_the_cli_exit_status(tmp
     job.write_text('[run]\ntrain_args = "--model lm --synthetic --steps 10"\n[capacity]\nmax_price = -1\n')
     done = subprocess.run([sys.executable, "-m", "localcloud", "demo", "--job", str(job)], capture_output=True,
                           text=True, timeout=240)
-    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert f"{job}: capacity.max_price: expected a positive price, got '-1'" in last, done.stderr
+    assert last == f"localcloud: {job}: capacity.max_price: expected a positive price, got '-1'", done.stderr
+    assert "moto" not in done.stderr, "the job file is checked before any server starts"

@@ -90,8 +90,11 @@ def test_a_misspelt_setting_is_warned_about_with_the_one_it_likely_means() -> No
 
 
 def test_every_spot_name_the_runtime_or_user_data_reads_is_known() -> None:
-    """A name read somewhere but missing here would be warned about as a typo on every start."""
+    """User data writes every SPOT_* variable of the boot into the agent's file: a name the stack, the local
+    spot cloud, user data or the runtime uses but missing here would be warned about as a typo on every start."""
     root = Path(__file__).resolve().parents[2]
-    sources = [*(root / "trainer").rglob("*.py"), *(root / "userdata").rglob("*.sh")]
+    sources = [*(root / "trainer").rglob("*.py"), *(root / "stacks").rglob("*.py"),
+               *(root / "localcloud").rglob("*.py"), *(root / "userdata").rglob("*.sh"),
+               *(root / "localcloud" / "bin").iterdir()]
     read = {name for path in sources for name in re.findall(r"\bSPOT_[A-Z0-9_]+", path.read_text())}
     assert unread_setting_warnings(sorted(read - {"SPOT_TRAINER_VALUE"}), ENV_NAMES) == []
