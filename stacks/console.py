@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from aws_cdk import CfnParameter, Stack
 
+from stacks.instance_types import architecture
 from stacks.job_spec import (
     AMI_ID,
     LOG_RETENTION_DAYS,
@@ -101,11 +102,19 @@ STALL_PATTERN = r"^([0-9]|[1-9][0-9]|[1-9][0-9]{2}|1[0-3][0-9]{2}|14[0-3][0-9]|1
 TOTAL_STEPS_PATTERN = r"^$|^[1-9][0-9]{0,14}$"
 
 
-def instance_types_pattern(count: int) -> str:
-    """Exactly `count` names: the template splits the value into that many overrides, so a longer list
-    would lose its tail silently and a shorter one fail at deploy."""
+# An element of the list whose family has a "g" after its generation: Graviton (instance_types.architecture).
+_ARM_ELEMENT = r"(?:.*,)?[a-z]+[0-9]+[a-z]*g"
+# Per architecture: no element is Graviton, or every element is.
+_SAME_ARCHITECTURE = {"x86_64": rf"(?!{_ARM_ELEMENT})", "arm64": r"(?!(?:.*,)?(?![a-z]+[0-9]+[a-z]*g)[^,])"}
+_NO_TYPE_TWICE = r"(?!(?:.*,)?([^,]+),(?:.*,)?\1(?:,|$))"
+
+
+def instance_types_pattern(count: int, arch: str) -> str:
+    """Exactly `count` names, none twice, all of the job's architecture: the template splits the value into
+    that many overrides (a longer list would lose its tail silently, a shorter one fail at deploy), and
+    the image is chosen for the architecture at synth (a type of the other could never launch)."""
     name = r"[a-z][a-z0-9-]*[0-9][a-z0-9-]*\.[a-z0-9-]+"
-    return rf"^{name}(,{name}){{{count - 1}}}$"
+    return rf"^{_NO_TYPE_TWICE}{_SAME_ARCHITECTURE[arch]}{name}(,{name}){{{count - 1}}}$"
 
 
 def _setup_constraint(version: str) -> dict[str, str]:
@@ -123,6 +132,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
     location = data_location(run)
     data = (location[0], location[1] + "/" if location[1] else "") if location else ("", "")
     image_type = "AWS::EC2::Image::Id" if AMI_ID.match(cap.ami) else "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
+    arch = architecture(cap.instance_types[0])  # the job file's types share one, as its image does
     groups: list[tuple[str, list[tuple[str, str, CfnParameter]]]] = [
         ("What to run", [
             _param(stack, "TrainingCommand", "Training command", type="String", default=run.command,
@@ -154,9 +164,9 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ]),
         ("Capacity", [
             _param(stack, "InstanceTypes", "Instance types", type="String",
-                   allowed_pattern=instance_types_pattern(len(cap.instance_types)),
-                   constraint_description=f"exactly {len(cap.instance_types)} comma-separated types like g5.xlarge "
-                                          "(the count is fixed at synth)",
+                   allowed_pattern=instance_types_pattern(len(cap.instance_types), arch),
+                   constraint_description=f"exactly {len(cap.instance_types)} {arch} types, comma-separated, none "
+                                          "twice, like g5.xlarge (count and architecture are fixed at synth)",
                    default=",".join(cap.instance_types),
                    description=f"Exactly {len(cap.instance_types)} spot instance types, most preferred first"),
             # A String with a pattern: a Number parameter takes 1.5, which the group refuses at deploy.

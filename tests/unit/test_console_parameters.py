@@ -12,6 +12,8 @@ import aws_cdk as cdk
 import pytest
 
 from spot_trainer.capacity.policy import parse_deadline, parse_duration
+from stacks.console import instance_types_pattern
+from stacks.instance_types import architecture, ec2_instance_types
 from stacks.job_file import load_job
 from stacks.job_spec import JOBS_DIR, JobSpec, JobSpecError
 from stacks.training_stack import SpotTrainingStack
@@ -116,6 +118,12 @@ CASES = [
     ("InstanceTypes", "c7i.xlarge", False),
     ("InstanceTypes", "c7i.xlarge,c6i.xlarge,m6i.xlarge,m7i.xlarge", False),
     ("InstanceTypes", "c7i.xlarge, c6i.xlarge,m6i.xlarge", False),
+    ("InstanceTypes", "c7i.xlarge,c7i.xlarge,m6i.xlarge", False),  # a type twice: an override the group refuses
+    ("InstanceTypes", "c7i.xlarge,c6i.xlarge,c7i.xlarge", False),
+    ("InstanceTypes", "c7i.large,c7i.xlarge,c7i.2xlarge", True),  # no type is a prefix of another's match
+    ("InstanceTypes", "c7g.xlarge,c6i.xlarge,m6i.xlarge", False),  # Graviton: the x86_64 image cannot run on it
+    ("InstanceTypes", "c6i.xlarge,m6i.xlarge,t4g.large", False),
+    ("InstanceTypes", "g4dn.xlarge,gr6.4xlarge,p6-b200.48xlarge", True),
     ("VolumeSize", "100", True),
     ("VolumeSize", "8", True),
     ("VolumeSize", "16384", True),
@@ -280,3 +288,24 @@ def test_no_v1_console_value_can_end_a_here_document_and_run_at_boot(tmp_path: P
     assert {"TrainingCommand", "TrainArguments", "SetupCommand", "TrainerPackage"} <= set(in_heredocs)
     breakout = "pip install x\nSPOT_TRAINER_VALUE\n)\ntouch /tmp/pwned"
     assert [name for name in in_heredocs if accepted(raw["Parameters"][name], breakout)] == []
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "arm64"])
+def test_the_console_tells_the_architecture_of_every_ec2_type_as_the_job_file_does(arch: str) -> None:
+    """The InstanceTypes pattern keeps a list of the job's architecture (its image's): for each type EC2 has,
+    a list of three of it is taken exactly when the job file's check calls it that architecture."""
+    pattern = instance_types_pattern(3, arch)
+    others = "c7i.large,c7i.xlarge" if arch == "x86_64" else "c7g.large,c7g.xlarge"
+    wrong = [name for name in ec2_instance_types() if name not in others
+             and bool(re.fullmatch(pattern, f"{name},{others}")) != (architecture(name) == arch)]
+    assert wrong == []
+
+
+def test_an_arm_job_takes_graviton_types_only(tmp_path: Path) -> None:
+    job = tmp_path / "graviton.toml"
+    job.write_text('[run]\ntrain_args = "--model lm --synthetic --steps 10"\n[capacity]\n'
+                   'instance_types = ["c7g.xlarge", "m7g.xlarge"]\nami = "/aws/service/graviton-ami"\n')
+    parameter = synth(str(job), tmp_path / "out").raw["Parameters"]["InstanceTypes"]
+    assert accepted(parameter, "c8g.xlarge,r7gd.large") and accepted(parameter, "g5g.xlarge,t4g.medium")
+    assert not accepted(parameter, "c7g.xlarge,c7i.xlarge") and not accepted(parameter, "c7g.xlarge,c7g.xlarge")
+    assert "arm64 types" in parameter["ConstraintDescription"]
