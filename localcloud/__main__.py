@@ -149,7 +149,10 @@ def checked_inputs(options: argparse.Namespace) -> DemoInputs:
     outages = [parse_outage(text) for text in options.spot_outage]
     if options.price_trace is not None and not options.price_trace.is_file():
         raise PlanError(f"--price-trace {options.price_trace}: no such file")
-    prices = TracePrices.from_file(options.price_trace) if options.price_trace is not None else None
+    try:
+        prices = TracePrices.from_file(options.price_trace) if options.price_trace is not None else None
+    except PriceError as error:
+        raise PlanError(f"--price-trace: {error}") from None
     if not 0 <= options.spot_discount < 1:
         raise PlanError(f"--spot-discount {options.spot_discount} must lie in [0, 1)")
     if options.json is not None and not options.json.resolve().parent.is_dir():

@@ -24,7 +24,7 @@ from localcloud.interruptions import ANNOUNCED, HARD, Injector, InterruptionPlan
         (["--early-replacement", "-1"], "--early-replacement -1 must be 0 or more"),
         (["--env", "HF_STEPS"], "--env 'HF_STEPS': expected NAME=VALUE"),
         (["--json", "{tmp}/no-such-folder/report.json"], "no folder {tmp}/no-such-folder to write the report into"),
-        (["--price-trace", "{tmp}/trace.txt"], "price trace {tmp}/trace.txt: Expecting value"),
+        (["--price-trace", "{tmp}/trace.txt"], "--price-trace: price trace {tmp}/trace.txt: not JSON (Expecting value"),
         (["--train-args", "--model lm --synthetic --steps abc"], "--train-args: argument --steps: invalid"),
         (["--train-args", "--model lm --steps 9"], "--train-args: one of the arguments --data --synthetic is required"),
     ],

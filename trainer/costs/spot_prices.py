@@ -89,9 +89,13 @@ class TracePrices:
     @classmethod
     def from_file(cls, path: Path) -> TracePrices:
         try:
-            entries = json.loads(path.read_text())
-        except (OSError, ValueError) as error:
+            text = path.read_text()
+        except (OSError, ValueError) as error:  # ValueError: not UTF-8
             raise PriceError(f"price trace {path}: {getattr(error, 'strerror', None) or error}") from None
+        try:
+            entries = json.loads(text)
+        except ValueError as error:
+            raise PriceError(f"price trace {path}: not JSON ({error})") from None
         return cls.from_entries(entries, f"price trace {path}")
 
     @classmethod
