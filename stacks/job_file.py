@@ -20,6 +20,8 @@ def read_job_file(job: str) -> tuple[dict[str, Any], Path]:
     """The raw table of a job file, unchecked (the field checks import the CDK; this does not)."""
     path = resolve_job_path(job)
     if not path.is_file():
+        if meant := _likely_meant(job):
+            raise JobSpecError(f"job {job!r}: no file {path}; did you mean -c job={meant}?")
         known = ", ".join(sorted(p.stem for p in JOBS_DIR.glob("*.toml")))
         raise JobSpecError(f"job {job!r}: no file {path} (jobs available: {known})")
     try:
@@ -29,6 +31,15 @@ def read_job_file(job: str) -> tuple[dict[str, Any], Path]:
                            "save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as err:
         raise JobSpecError(f"{path}: not valid TOML: {err}") from None
+
+
+def _likely_meant(job: str) -> str | None:
+    """A path without its .toml, or a file name of jobs/ given without the folder."""
+    if Path(job + ".toml").is_file():
+        return job + ".toml"
+    if job.endswith(".toml") and "/" not in job and (JOBS_DIR / job).is_file():
+        return job.removesuffix(".toml")
+    return None
 
 
 def load_job(job: str) -> JobSpec:

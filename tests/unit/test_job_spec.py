@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -324,6 +325,13 @@ def test_a_trainer_package_pip_can_fetch_on_an_instance_is_accepted(package: str
 def test_unknown_job_lists_the_available_ones() -> None:
     with pytest.raises(JobSpecError, match=r"no file .*nope.toml \(jobs available: .*example"):
         load_job("nope")
+
+
+@pytest.mark.parametrize(("given", "meant"), [(str(JOBS_DIR / "cifar"), str(JOBS_DIR / "cifar.toml")),
+                                              ("cifar.toml", "cifar")])
+def test_a_job_given_almost_right_names_what_was_likely_meant(given: str, meant: str) -> None:
+    with pytest.raises(JobSpecError, match=re.escape(f"did you mean -c job={meant}?")):
+        load_job(given)
 
 
 def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
