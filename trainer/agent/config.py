@@ -128,8 +128,8 @@ def _convert(env_name: str, raw: str, kind: type | str) -> object:
                 raise ValueError
             return number
     except ValueError:
-        raise ConfigError(f"{env_name}={raw!r} is not a valid {'finite number' if kind_name == 'float' else kind_name}"
-                          ) from None
+        expected = "finite number" if kind_name == "float" else kind_name
+        raise ConfigError(f"{env_name}={raw!r} is not a valid {expected}") from None
     return raw
 
 
