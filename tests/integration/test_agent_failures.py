@@ -90,6 +90,24 @@ def test_bad_setting_is_one_line_ends_the_job_failed_and_stops_paying(
         assert record is not None and record["state"] == "FAILED" and message in record["reason"]
 
 
+def test_a_misspelt_setting_is_said_in_the_log_and_the_job_still_runs(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    env_file = tmp_path / "agent.env"
+    env_file.write_text("SPOT_REGOIN=us-west-2\nSPOT_GRACE_SECOND=30\n")
+    with FakeImds(instance_id="i-typo") as imds:
+        env = agent_env(aws_env, bucket=bucket, job="typo", checkpoint_dir=tmp_path / "c", imds_url=imds.url,
+                        instance_id="i-typo", command="true")
+        result = run_agent_cli(env, "--env-file", str(env_file))
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "WARNING" in line and "not a setting" in line]
+    assert [line.split("WARNING: ", 1)[1] for line in warnings] == [
+        "SPOT_REGOIN is not a setting this agent reads (did you mean SPOT_REGION?); it is ignored",
+        "SPOT_GRACE_SECOND is not a setting this agent reads (did you mean SPOT_GRACE_SECONDS?); it is ignored"]
+    record = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "typo")
+    assert record.get_json("status.json")["state"] == "DONE"
+
+
 def test_unknown_bucket_is_one_line_and_nothing_runs(aws_env: dict[str, str], tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     with FakeImds(instance_id="i-nobucket") as imds:
