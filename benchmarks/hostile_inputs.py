@@ -28,7 +28,7 @@ Outcomes per case:
 
 Each not-clear case is listed with its first relevant output line (for a traceback, its last line).
 Everything is written under one temporary directory; nothing listens, nothing stays running.
-Runs offline in about two minutes on two cores.
+Runs offline in about four minutes on two cores.
 
     .venv/bin/python benchmarks/hostile_inputs.py [--workers CORES] [--areas jobs console agent cli]
 """
