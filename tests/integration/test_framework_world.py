@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from tests.integration.agent_runner import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "jobs/hf/train.py"
@@ -128,5 +130,7 @@ def test_lightning_stops_every_rank_at_one_saved_step_when_one_rank_is_told(tmp_
     assert set(stops) == {0, 1} and len(set(stops.values())) == 1, text
     (saved,) = events(lines, "emergency_checkpoint")
     step = saved["step"]
-    assert step == stops[0] and (tmp_path / "checkpoints" / f"epoch=0-step={step}.ckpt").is_file(), text
+    # Named as ModelCheckpoint names its own; the epoch is the world's (each rank sees half the batches).
+    (path,) = (tmp_path / "checkpoints").glob(f"epoch=*-step={step}.ckpt")
+    assert step == stops[0] and torch.load(path, weights_only=False)["global_step"] == step, text
     assert "finished at global step" not in text
