@@ -1,0 +1,1 @@
+"""The hostile-inputs sweep, an area a module; benchmarks/hostile_inputs.py runs it."""
