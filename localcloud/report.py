@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from localcloud.instance import Instance
-from localcloud.interruptions import Interruption
+from localcloud.interruptions import Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog, training_again_after
 from localcloud.player import Player
 from spot_trainer.costs.instance_records import InstanceLife, read_records
@@ -63,6 +63,8 @@ class Report:
     redone_cost_usd: float | None
     price_source: str
     instances_without_record: int  # priced from the player's own view: their agent wrote no record
+    interruptions_planned: int = 0  # scheduled by --interruptions and --hard-kill (a --rate plans none)
+    interrupt_every_seconds: float | None = None  # the schedule's spacing when the total steps are unknown
     events: list[dict[str, Any]] = field(default_factory=list)
     market_switches: list[dict[str, Any]] = field(default_factory=list)  # the group's spot/on-demand changes
 
@@ -82,7 +84,8 @@ class Report:
             f"job {self.job}: {self.state}" + (f" ({self.reason})" if self.reason else ""),
             f"  steps                  {steps} (latest checkpoint in S3: {self.final_checkpoint_step})",
             f"  interruptions          {self.interruptions} ({self.announced} announced, "
-            f"{self.hard_kills} without notice)" + self._recoveries(),
+            f"{self.hard_kills} without notice)" + self._recoveries()
+            + unfired_phrase(self.interruptions_planned, self.interruptions, self.interrupt_every_seconds),
             f"  completed steps lost   {self.completed_steps_lost}" + self._unseen(),
             f"  steps computed         {self.steps_computed} "
             f"(redone: {max(0, self.steps_computed - (self.steps or 0))})" + self._unseen(),
@@ -117,6 +120,18 @@ class Report:
         if self.progress_from == "steps":
             return ""
         return " (counted from checkpoints: the command prints no steps, so steps after its last save are unseen)"
+
+
+def unfired_phrase(planned: int, happened: int, every_seconds: float | None) -> str:
+    """'; 2 of the 2 planned never came: ...': a demo asked for interruptions that the job outran must
+    not read as a run that survived them."""
+    if happened >= planned:
+        return ""
+    why = "the job ended first"
+    if every_seconds is not None:
+        why += (f" (a command that prints no total steps is interrupted after each {every_seconds:g}s of "
+                "training: lower --interrupt-every)")
+    return f"; {planned - happened} of the {planned} planned never came: {why}"
 
 
 def savings_phrase(savings: float, discount: float) -> str:
@@ -186,10 +201,17 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         redone_cost_usd=round(cost.redone_cost_usd, 6) if cost.redone_cost_usd is not None else None,
         price_source=cost.price_source,
         instances_without_record=unrecorded,
+        interruptions_planned=planned_interruptions(player.options.plan),
+        interrupt_every_seconds=None if player.options.total_steps else player.options.plan.spacing_seconds,
         events=[{**asdict(r), "lost_steps": r.lost_steps, "recovery_seconds": recovery_seconds(r, logs)}
                 for r in records],
         market_switches=market_switches(player),
     )
+
+
+def planned_interruptions(plan: InterruptionPlan) -> int:
+    """How many interruptions the schedule asked for; a Poisson rate promises no number."""
+    return 0 if plan.rate_per_hour is not None else plan.count + plan.hard_kills
 
 
 def market_switches(player: Player) -> list[dict[str, Any]]:

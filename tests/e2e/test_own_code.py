@@ -90,6 +90,7 @@ def test_the_report_matches_what_the_scripts_printed(run: tuple[str, str, Scenar
     steps = STEPS_AND_SAVES[framework][0]
     report = build_report(scenario.player, scenario.s3_json("status.json"))
     assert (report.state, report.steps, report.interruptions, report.hard_kills) == ("DONE", steps, 2, 1)
+    assert "never came" not in report.text()  # both planned interruptions came
     if callback == "on":
         lost = 0
         for record in scenario.player.interruptions:
