@@ -192,3 +192,20 @@ def test_resume_from_env_takes_precedence_over_the_newest_local_checkpoint(tmp_p
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[0] == {"event": "resumed", "step": older[0], "from": str(older[1])}
     assert events[-1] == {"event": "done", "step": older[0] + 1}
+
+
+def test_a_run_resumed_with_another_determinism_setting_says_it_is_no_longer_bit_identical(tmp_path: Path) -> None:
+    directory = tmp_path / "checkpoints"
+    command = trainer_command("lm", directory)
+    command[command.index("--steps") + 1] = str(EVERY)
+    strict = subprocess.run(command, env=trainer_env(), capture_output=True, text=True, timeout=120)
+    assert strict.returncode == 0, strict.stderr
+
+    command[command.index("--steps") + 1] = str(2 * EVERY)
+    off = subprocess.run([*command, "--deterministic", "off"], env=trainer_env(), capture_output=True, text=True,
+                         timeout=120)
+
+    assert off.returncode == 0, off.stderr
+    assert json.loads(off.stdout.splitlines()[0])["step"] == EVERY  # resumed, nothing lost
+    assert (f"was trained with --deterministic strict, this run uses off: from step {EVERY} on the weights are "
+            "not bit-identical") in off.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 MODEL_NAMES = ("resnet", "lm")
+DETERMINISM_MODES = ("strict", "off")
 DEFAULT_WIDTH = {"resnet": 16, "lm": 64}
 LM_HEADS = 4
 DESCRIPTION = "The built-in resumable trainer: `python -m spot_trainer train --model resnet|lm --steps N ...`."
@@ -66,6 +67,9 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
                         help="auto: bf16 autocast on CUDA, fp32 on CPU")
     parser.add_argument("--data-cache", type=Path, default=None, help="where S3 data is mirrored")
+    parser.add_argument("--deterministic", choices=DETERMINISM_MODES, default="strict",
+                        help="strict: a resumed run ends bit-identical to an uninterrupted one; off: faster on "
+                             "CUDA, resumes at the same step, data order and RNG, not bit-identical")
     return parser
 
 

@@ -2,7 +2,8 @@
 
 Under torchrun (WORLD_SIZE > 1) the ranks train one model with DDP (gloo on CPU, NCCL on CUDA):
 `--batch-size` is the *global* batch, drawn from the same seeded order on every rank and split by
-rank, so a changed world size keeps the same global batch at every step. Each step boundary ends
+rank, so a changed world size keeps the same global batch at every step; under `--deterministic strict`
+the ranks' gradients are added in rank order (ordered_reduce.py). Each step boundary ends
 with small all-reduces that carry "someone was asked to stop" and "a checkpoint is due", so every
 rank stops, and saves, at the same step (a clock-based save falls due at different moments on
 different ranks). Rank 0 writes checkpoints; the others wait for it.

@@ -4,7 +4,8 @@ Progress goes to stdout as one JSON object per line; human-readable messages go 
 Exit codes: 0 finished (final checkpoint committed), 75 stopped by SIGTERM/SIGINT after an emergency
 checkpoint, anything else a failure. Resume order: $RESUME_FROM, else the newest valid checkpoint in
 the checkpoint directory, else a fresh start. Interrupted any number of times, training ends with
-weights bit-identical to an uninterrupted run on the same hardware.
+weights bit-identical to an uninterrupted run on the same hardware (with `--deterministic off`: at the
+same step, data order and generators, but not bit-identical; see determinism.py).
 
 Under torchrun every rank runs this loop (see group.py): the ranks agree on the newest checkpoint
 any of them holds, its holder sends it to the others, and from then on they step, save and stop
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..progress import emit
@@ -36,8 +38,17 @@ from ..storage.local import (
 )
 from .arguments import build_parser, complete
 from .data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
+from .determinism import (
+    STRICT,
+    NotDeterministicError,
+    check_kernels,
+    configure_kernels,
+    kernel_problem,
+    prepare_process,
+)
 from .group import SOLO, Group, join_group
 from .models import build_model, compute_loss
+from .ordered_reduce import average_in_rank_order
 from .state import capture_rng, restore_rng, seed_everything
 
 EX_TEMPFAIL = 75
@@ -117,6 +128,7 @@ class Session:
             # Every rank's generators (a collective: all ranks build the state together).
             **({"rng_ranks": self.group.gather(capture_rng())} if self.group.distributed else {}),
             "identity": self.identity(),
+            "deterministic": self.args.deterministic,
         }
 
     def load_state_dict(self, state: dict[str, Any], source: Path) -> None:
@@ -129,6 +141,10 @@ class Session:
         self.scaler.load_state_dict(state["scaler"])
         self.order.load_state_dict(state["data"])
         self.step = int(state["step"])
+        if state.get("deterministic", self.args.deterministic) != self.args.deterministic:
+            say(f"warning: {source} was trained with --deterministic {state['deterministic']}, this run uses "
+                f"{self.args.deterministic}: from step {self.step} on the weights are not bit-identical to a "
+                "run that was never interrupted")
         self._restore_rng(state)  # last: building the model above drew from the generators
 
     def _restore_rng(self, state: dict[str, Any]) -> None:
@@ -182,8 +198,7 @@ def train_one_step(session: Session, dataset: Any, device: torch.device, amp: to
 
 def run(args: argparse.Namespace, stop: StopFlag, group: Group = SOLO) -> int:
     device = group.device()
-    if device.type == "cuda":  # CPU kernels are already deterministic; this mode slows them tenfold
-        torch.use_deterministic_algorithms(True, warn_only=True)
+    configure_kernels(args.deterministic, device)
     seed_everything(args.seed)
     dataset = load_dataset(args.model, args.data, args.seed, args.context, args.data_cache or default_cache_dir())
     if len(dataset) < args.batch_size:
@@ -194,6 +209,8 @@ def run(args: argparse.Namespace, stop: StopFlag, group: Group = SOLO) -> int:
     model = build_model(args.model, args.width, args.context).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     amp = autocast_dtype(args.precision, device)
+    inputs, targets = dataset.batch(group.shard(np.arange(args.batch_size)))
+    check_kernels(model, inputs.to(device), targets.to(device), amp)
     session = Session(
         args, model, optimizer,
         torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(args.warmup_steps, args.steps)),
@@ -203,6 +220,8 @@ def run(args: argparse.Namespace, stop: StopFlag, group: Group = SOLO) -> int:
     if group.distributed:
         session.forward = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
+        if args.deterministic == STRICT:
+            session.forward.register_comm_hook(None, average_in_rank_order)
         seed_everything(hash((args.seed, 0, group.rank)) % 2**63)  # each rank its own augmentations
     checkpoint_dir = Path(args.checkpoint_dir)
     try:  # an unusable place fails now, not after training
@@ -296,17 +315,20 @@ def emergency_stop(session: Session, store: AsyncCheckpointer, saved_step: int |
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS; before CUDA starts
     args = parse_args(argv)
+    prepare_process(args.deterministic)
     stop = StopFlag()
     stop.install()
     group = join_group()
     try:
         return run(args, stop, group)
-    except (TrainError, DataError, CheckpointError, OSError) as error:
+    except (TrainError, DataError, CheckpointError, NotDeterministicError, OSError) as error:
         say(f"error: {error}")
         return 1
     except RuntimeError as error:  # a collective failed: a peer is gone, and the world re-forms
+        if (line := kernel_problem(error)) is not None:  # a kernel the start-up check did not reach
+            say(f"error: {line}")
+            return 1
         if not group.distributed:
             raise
         emit("peer_lost", rank=group.rank, reason=str(error).splitlines()[0][:300])
