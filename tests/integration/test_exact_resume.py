@@ -194,18 +194,38 @@ def test_resume_from_env_takes_precedence_over_the_newest_local_checkpoint(tmp_p
     assert events[-1] == {"event": "done", "step": older[0] + 1}
 
 
-def test_a_run_resumed_with_another_determinism_setting_says_it_is_no_longer_bit_identical(tmp_path: Path) -> None:
-    directory = tmp_path / "checkpoints"
+def train_lm_until(directory: Path, steps: int, *extra: str,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Train (or resume) the LM in `directory` up to `steps`; it must end well."""
     command = trainer_command("lm", directory)
-    command[command.index("--steps") + 1] = str(EVERY)
-    strict = subprocess.run(command, env=trainer_env(), capture_output=True, text=True, timeout=120)
-    assert strict.returncode == 0, strict.stderr
+    command[command.index("--steps") + 1] = str(steps)
+    done = subprocess.run([*command, *extra], env=trainer_env() | (env or {}), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
 
-    command[command.index("--steps") + 1] = str(2 * EVERY)
-    off = subprocess.run([*command, "--deterministic", "off"], env=trainer_env(), capture_output=True, text=True,
-                         timeout=120)
 
-    assert off.returncode == 0, off.stderr
+def test_a_run_resumed_with_another_determinism_setting_says_it_is_no_longer_bit_identical(tmp_path: Path) -> None:
+    train_lm_until(tmp_path, EVERY)
+    off = train_lm_until(tmp_path, 2 * EVERY, "--deterministic", "off")
+
     assert json.loads(off.stdout.splitlines()[0])["step"] == EVERY  # resumed, nothing lost
     assert (f"was trained with --deterministic strict, this run uses off: from step {EVERY} on the weights are "
             "not bit-identical") in off.stderr
+
+
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() == "DEFAULT",
+                    reason="this CPU already runs torch's plain kernels: there is no other instruction set to move to")
+def test_a_run_resumed_on_another_platform_says_what_changed_and_loses_nothing(tmp_path: Path) -> None:
+    """A mixed fleet resumes on another CPU instruction set (or GPU model): torch's ATEN_CPU_CAPABILITY
+    makes this process pick other vectorised kernels, as another instance type would."""
+    train_lm_until(tmp_path, EVERY)
+    assert "another platform" not in train_lm_until(tmp_path, 2 * EVERY).stderr
+
+    other = train_lm_until(tmp_path, 3 * EVERY, env={"ATEN_CPU_CAPABILITY": "default"})
+
+    assert json.loads(other.stdout.splitlines()[0])["step"] == 2 * EVERY  # resumed, nothing lost
+    warning = next(line for line in other.stderr.splitlines() if "another platform" in line)
+    native = torch.backends.cpu.get_cpu_capability()
+    assert checkpoint_name(2 * EVERY) in warning and f"device CPU ({native}) -> CPU (DEFAULT)" in warning, warning
+    assert f"from step {2 * EVERY} on the weights are not bit-identical" in warning

@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from .determinism import (
 from .group import SOLO, Group, join_group
 from .models import build_model, compute_loss
 from .ordered_reduce import average_in_rank_order
+from .platform_record import current_platform, platform_change
 from .state import capture_rng, restore_rng, seed_everything
 
 EX_TEMPFAIL = 75
@@ -112,6 +113,7 @@ class Session:
     step: int = 0
     group: Group = SOLO
     forward: torch.nn.Module | None = None  # the DDP wrapper of `model` under torchrun
+    platform: dict[str, str] = field(default_factory=dict)  # what the steps are computed on
 
     def identity(self) -> dict[str, Any]:
         return {"model": self.args.model, "width": self.args.width, "context": self.args.context}
@@ -129,6 +131,7 @@ class Session:
             **({"rng_ranks": self.group.gather(capture_rng())} if self.group.distributed else {}),
             "identity": self.identity(),
             "deterministic": self.args.deterministic,
+            "platform": self.platform,
         }
 
     def load_state_dict(self, state: dict[str, Any], source: Path) -> None:
@@ -145,6 +148,10 @@ class Session:
             say(f"warning: {source} was trained with --deterministic {state['deterministic']}, this run uses "
                 f"{self.args.deterministic}: from step {self.step} on the weights are not bit-identical to a "
                 "run that was never interrupted")
+        if change := platform_change(state.get("platform"), self.platform):
+            say(f"warning: {source} was trained on another platform ({change}): from step {self.step} on the "
+                "weights are not bit-identical to a run that was never interrupted; exact resume needs the same "
+                "GPU model or CPU instruction set, torch, CUDA and cuDNN, precision and world size")
         self._restore_rng(state)  # last: building the model above drew from the generators
 
     def _restore_rng(self, state: dict[str, Any]) -> None:
@@ -215,7 +222,7 @@ def run(args: argparse.Namespace, stop: StopFlag, group: Group = SOLO) -> int:
         args, model, optimizer,
         torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(args.warmup_steps, args.steps)),
         torch.amp.GradScaler(device.type, enabled=amp == torch.float16),
-        BatchOrder(len(dataset), args.seed), group=group,
+        BatchOrder(len(dataset), args.seed), group=group, platform=current_platform(device, amp, group.world),
     )
     if group.distributed:
         session.forward = torch.nn.parallel.DistributedDataParallel(
