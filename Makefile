@@ -7,7 +7,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench synth clean
+.PHONY: demo test lint bench gpu-check synth clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,16 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done
+
+# On a machine with CUDA and torch, a bare one too (no venv, no boto3, nothing installed): exact resume on
+# the GPU (it fails here rather than skip) and P9. `spot_trainer` is imported through a link to trainer/.
+GPU_PATH := build/gpu-path
+GPU_ENV := PYTHONPATH=$(CURDIR)/$(GPU_PATH):$(CURDIR)
+gpu-check:
+	mkdir -p $(GPU_PATH) && ln -sfn $(CURDIR)/trainer $(GPU_PATH)/spot_trainer
+	$(GPU_ENV) $(PYTHON) -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "gpu-check: no CUDA device here")'
+	$(GPU_ENV) $(PYTHON) -m pytest --noconftest -p no:cacheprovider -o addopts='' tests/integration/test_cuda_determinism.py
+	$(GPU_ENV) $(PYTHON) benchmarks/p9_determinism_cost.py
 
 synth: $(STAMP)
 	npx cdk synth --quiet

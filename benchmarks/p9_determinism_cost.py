@@ -49,7 +49,8 @@ def trainer_args(case: list[str], steps: int, mode: str, directory: Path) -> lis
 
 def base_env() -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in ("RESUME_FROM", "CUBLAS_WORKSPACE_CONFIG")}
-    return env | {"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+    path = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])  # `make gpu-check` links it
+    return env | {"PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
 
 
 def compare(command: Callable[[str], list[str]], env: dict[str, str]) -> dict[str, float]:

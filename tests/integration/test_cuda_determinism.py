@@ -29,9 +29,10 @@ ARGS = ["--model", "lm", "--width", "512", "--context", "512", "--batch-size", "
 
 def start(directory: Path) -> subprocess.Popen[str]:
     env = {key: value for key, value in os.environ.items() if key not in ("RESUME_FROM", "CUBLAS_WORKSPACE_CONFIG")}
+    path = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])  # `make gpu-check` links it
     return subprocess.Popen(
         [sys.executable, "-m", "spot_trainer.builtin.loop", *ARGS, "--checkpoint-dir", str(directory)],
-        env=env | {"PYTHONPATH": str(REPO_ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env | {"PYTHONPATH": path}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def run_to_end(directory: Path) -> None:
