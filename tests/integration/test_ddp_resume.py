@@ -1,7 +1,7 @@
 """The built-in trainer as a torchrun world (gloo on CPU, real processes): stopped by a signal to one
 rank, every rank stops at the same step and rank 0 saves it; resumed at the same world size the run
 ends bit-identical to an uninterrupted one, and at another world size it resumes at the same step
-with the same global batch.
+with the same global batch, and says once that it is no longer bit-identical.
 
 Three ranks, not two: two ranks' gradients add up the same in either order, three do not, so only a
 world of three shows that the ranks are added in one fixed order whatever step the processes started at."""
@@ -94,6 +94,8 @@ def test_another_world_size_resumes_at_the_same_step_with_the_same_global_batch(
     resumed = finish(torchrun(2, tmp_path))
     assert {e["step"] for e in events(resumed, "resumed")} == {stopped_at}
     assert sorted(e["step"] for e in events(resumed, "done")) == [STEPS] * 2
+    said = [line for line in resumed.splitlines() if "another platform" in line]
+    assert len(said) == 1 and "world size 3 -> 2" in said[0], said  # rank 0 says it once for the world
     # The same global batches in the same order, split two ways instead of three; the dropout masks
     # (drawn per rank) and the order of float additions differ, so the run is not bit-identical, but
     # from the resume point it moves the weights the way the uninterrupted run did.

@@ -144,6 +144,12 @@ class Session:
         self.scaler.load_state_dict(state["scaler"])
         self.order.load_state_dict(state["data"])
         self.step = int(state["step"])
+        if self.group.writer:  # one rank speaks for the world: the others resumed the same state
+            self._say_why_not_bit_identical(state, source)
+        self._restore_rng(state)  # last: building the model above drew from the generators
+
+    def _say_why_not_bit_identical(self, state: dict[str, Any], source: Path) -> None:
+        """A warning for each reason this resumed run cannot end bit-identical to an uninterrupted one."""
         if state.get("deterministic", self.args.deterministic) != self.args.deterministic:
             say(f"warning: {source} was trained with --deterministic {state['deterministic']}, this run uses "
                 f"{self.args.deterministic}: from step {self.step} on the weights are not bit-identical to a "
@@ -152,7 +158,6 @@ class Session:
             say(f"warning: {source} was trained on another platform ({change}): from step {self.step} on the "
                 "weights are not bit-identical to a run that was never interrupted; exact resume needs the same "
                 "GPU model or CPU instruction set, torch, CUDA and cuDNN, precision and world size")
-        self._restore_rng(state)  # last: building the model above drew from the generators
 
     def _restore_rng(self, state: dict[str, Any]) -> None:
         ranks = state.get("rng_ranks") or [state["rng"]]
