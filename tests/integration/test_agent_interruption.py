@@ -6,8 +6,10 @@ from pathlib import Path
 
 import boto3
 import pytest
+import torch
 
 from localcloud.fake_imds import FakeImds
+from spot_trainer.agent.status import describe_job
 from spot_trainer.storage.remote import RemoteStore
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 
@@ -67,6 +69,38 @@ def test_notice_uploads_the_emergency_checkpoint_and_the_next_agent_resumes(
     assert reasons == ["spot interruption notice", "rebalance recommendation"]
     uploads = [e for e in events if e["kind"] == "checkpoint"]
     assert all(e["bytes"] > 0 and e["upload_seconds"] >= 0 for e in uploads)
+
+
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() == "DEFAULT",
+                    reason="this CPU already runs torch's plain kernels: there is no other instruction set to move to")
+def test_a_replacement_of_another_kind_resumes_and_status_says_exact_resume_was_lost_there(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """A mixed fleet: the replacement runs torch's kernels for another instruction set (ATEN_CPU_CAPABILITY,
+    as another instance type would), resumes with nothing lost, and the job's record says from which step
+    the run is no longer bit-identical."""
+    job = f"mixed-{bucket[-8:]}"
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
+    common = {"bucket": bucket, "job": job, "command": "builtin", "train_args": TRAIN_ARGS}
+    with FakeImds(instance_id="i-first") as imds:
+        first = AgentProcess(agent_env(aws_env, checkpoint_dir=tmp_path / "a", imds_url=imds.url,
+                                       instance_id="i-first", **common)).start()
+        run_until_notice(first, imds, past_step=15)
+    stopped_at = last_step(first)
+    assert not first.events("not_bit_identical")
+
+    with FakeImds(instance_id="i-second") as imds:
+        second = AgentProcess(agent_env(aws_env, checkpoint_dir=tmp_path / "b", imds_url=imds.url,
+                                        instance_id="i-second", **common) | {"ATEN_CPU_CAPABILITY": "default"}).start()
+        run_until_notice(second, imds, past_step=stopped_at + 5)
+
+    assert [e["step"] for e in second.events("resumed")] == [stopped_at]
+    recorded = [e for e in store.events() if e["kind"] == "not_bit_identical"]
+    native = torch.backends.cpu.get_cpu_capability()
+    reason = f"trained on another platform (device CPU ({native}) -> CPU (DEFAULT))"
+    assert [(e["step"], e["reason"], e["instance"]) for e in recorded] == [(stopped_at, reason, "i-second")]
+    summary = describe_job(store.get_json("status.json"), store.get_json("latest.json"), store.events())
+    assert f"exact resume   lost from step {stopped_at}: {reason}" in summary
 
 
 @pytest.fixture

@@ -209,9 +209,12 @@ def test_a_run_resumed_with_another_determinism_setting_says_it_is_no_longer_bit
     train_lm_until(tmp_path, EVERY)
     off = train_lm_until(tmp_path, 2 * EVERY, "--deterministic", "off")
 
-    assert json.loads(off.stdout.splitlines()[0])["step"] == EVERY  # resumed, nothing lost
+    events = [json.loads(line) for line in off.stdout.splitlines()]
+    assert next(e for e in events if e["event"] == "resumed")["step"] == EVERY  # nothing lost
     assert (f"was trained with --deterministic strict, this run uses off: from step {EVERY} on the weights are "
             "not bit-identical") in off.stderr
+    assert {"event": "not_bit_identical", "step": EVERY,  # the agent records it for `status`
+            "reason": "trained with --deterministic strict, this run uses off"} in events
 
 
 @pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() == "DEFAULT",
@@ -224,7 +227,9 @@ def test_a_run_resumed_on_another_platform_says_what_changed_and_loses_nothing(t
 
     other = train_lm_until(tmp_path, 3 * EVERY, env={"ATEN_CPU_CAPABILITY": "default"})
 
-    assert json.loads(other.stdout.splitlines()[0])["step"] == 2 * EVERY  # resumed, nothing lost
+    events = [json.loads(line) for line in other.stdout.splitlines()]
+    assert next(e for e in events if e["event"] == "resumed")["step"] == 2 * EVERY  # nothing lost
+    assert [e["step"] for e in events if e["event"] == "not_bit_identical"] == [2 * EVERY]
     warning = next(line for line in other.stderr.splitlines() if "another platform" in line)
     native = torch.backends.cpu.get_cpu_capability()
     assert checkpoint_name(2 * EVERY) in warning and f"device CPU ({native}) -> CPU (DEFAULT)" in warning, warning

@@ -43,3 +43,15 @@ def test_summary_names_state_progress_and_events() -> None:
     assert "reason         command exited with code 1: boom" in text
     assert "events         failure 2, start 1" in text
     assert describe_job(None, None, []).startswith("no status yet")
+
+
+def test_summary_says_from_which_step_exact_resume_was_lost_and_why() -> None:
+    status = {"job": "cifar", "state": "TRAINING", "step": 900}
+    events = ({"kind": "not_bit_identical", "step": step, "reason": reason} for step, reason in (
+        (700, "trained on another platform (device NVIDIA A10G -> Tesla T4)"),
+        (400, "trained on another platform (device Tesla T4 -> NVIDIA A10G)")))
+    text = describe_job(status, {"step": 880}, events)  # a generator, as read from S3 once
+    assert ("exact resume   lost from step 400: trained on another platform (device Tesla T4 -> NVIDIA A10G) "
+            "(and 1 more)") in text
+    assert "events         not_bit_identical 2" in text
+    assert "exact resume" not in describe_job(status, {"step": 880}, [{"kind": "resume", "step": 400}])

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 STATUS_NAME = "status.json"
+# The built-in trainer's event (and the job's recorded one) for a resume that cannot end bit-identical.
+NOT_BIT_IDENTICAL = "not_bit_identical"
 
 # States of a job as the status record spells them.
 STARTING = "STARTING"
@@ -103,6 +105,7 @@ def describe_job(
     if not status and not latest:
         return "no status yet: the job has not started (or the bucket/job name is wrong)"
     status = status or {}
+    events = list(events)
     kinds = Counter(str(event.get("kind", "?")) for event in events)
     lines = [
         f"job            {status.get('job', '?')}",
@@ -120,6 +123,10 @@ def describe_job(
         lines.append(f"reason         {status['reason']}")
     if status.get("warning"):
         lines.append(f"warning        {status['warning']}")
+    if inexact := [event for event in events if event.get("kind") == NOT_BIT_IDENTICAL]:
+        first = min(inexact, key=lambda event: event.get("step") or 0)
+        more = f" (and {len(inexact) - 1} more)" if len(inexact) > 1 else ""
+        lines.append(f"exact resume   lost from step {_or_dash(first.get('step'))}: {first.get('reason')}{more}")
     if kinds:
         counts = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
         lines.append(f"events         {counts}")

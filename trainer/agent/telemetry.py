@@ -18,7 +18,7 @@ from ..storage.uploader import Uploaded
 from . import status as states
 from .cloudwatch import CloudWatchSink
 from .notify import Notifier
-from .status import StatusReporter
+from .status import NOT_BIT_IDENTICAL, StatusReporter
 
 METRIC_INTERVAL_SECONDS = 1.0
 PROGRESS_METRICS = (("Step", "step", "Count"), ("Loss", "loss", "None"),
@@ -76,6 +76,8 @@ class RunTelemetry:
             self.peer_lost = True
         elif isinstance(event, dict) and event.get("event") == "group_stop" and isinstance(event.get("step"), int):
             self.group_stop_step = max(event["step"], self.group_stop_step or 0)
+        elif isinstance(event, dict) and event.get("event") == NOT_BIT_IDENTICAL:
+            self.event(NOT_BIT_IDENTICAL, step=event.get("step"), reason=str(event.get("reason", ""))[:300])
 
     def _progress(self, event: dict[str, Any]) -> None:
         self.update(step=event.get("step"), loss=event.get("loss"), samples_per_s=event.get("samples_per_s"))

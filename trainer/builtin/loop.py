@@ -149,15 +149,19 @@ class Session:
         self._restore_rng(state)  # last: building the model above drew from the generators
 
     def _say_why_not_bit_identical(self, state: dict[str, Any], source: Path) -> None:
-        """A warning for each reason this resumed run cannot end bit-identical to an uninterrupted one."""
+        """A warning, and a `not_bit_identical` event the agent records for `status`, for each reason this
+        resumed run cannot end bit-identical to an uninterrupted one."""
+        reasons = []
         if state.get("deterministic", self.args.deterministic) != self.args.deterministic:
-            say(f"warning: {source} was trained with --deterministic {state['deterministic']}, this run uses "
-                f"{self.args.deterministic}: from step {self.step} on the weights are not bit-identical to a "
-                "run that was never interrupted")
+            reasons.append(f"trained with --deterministic {state['deterministic']}, this run uses "
+                           f"{self.args.deterministic}")
         if change := platform_change(state.get("platform"), self.platform):
-            say(f"warning: {source} was trained on another platform ({change}): from step {self.step} on the "
-                "weights are not bit-identical to a run that was never interrupted; exact resume needs the same "
-                "GPU model or CPU instruction set, torch, CUDA and cuDNN, precision and world size")
+            reasons.append(f"trained on another platform ({change})")
+        for reason in reasons:
+            say(f"warning: {source} was {reason}: from step {self.step} on the weights are not bit-identical to "
+                "a run that was never interrupted (exact resume needs the same --deterministic, GPU model or CPU "
+                "instruction set, torch, CUDA and cuDNN, precision and world size)")
+            emit("not_bit_identical", step=self.step, reason=reason)
 
     def _restore_rng(self, state: dict[str, Any]) -> None:
         ranks = state.get("rng_ranks") or [state["rng"]]
