@@ -100,6 +100,7 @@ def test_a_notice_costs_no_step_with_the_callback_and_at_most_one_save_interval_
     with FakeImds(instance_id="i-noticed") as imds:
         env = framework_env(aws_env, bucket, job, tmp_path / "a", imds, "i-noticed", command, prefix)
         env[f"{prefix}_CALLBACK"] = callback
+        env[f"{prefix}_STEPS"] = str(100 * STEPS)  # still training when the notice comes, however slow the machine
         agent = AgentProcess(env).start()
         try:
             if callback == "on":  # the callback prints every step
