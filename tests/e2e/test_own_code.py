@@ -18,8 +18,9 @@ from localcloud.report import build_report
 from tests.e2e.conftest import Scenario, play
 
 # Enough steps that each instance trains past the 5 s before its interruption and the last has work
-# left, at about 80 steps/s for the tiny GPT-2 and 450 for the Lightning MLP on one CPU core.
-STEPS_AND_SAVES = {"hf": (2000, 200), "lightning": (12000, 1000)}
+# left, from about 80 steps/s for the tiny GPT-2 and 450 for the Lightning MLP on a slow core to 190 and
+# 1,000 on a fast one (where 2,000 and 12,000 steps let the second instance finish before its notice).
+STEPS_AND_SAVES = {"hf": (5000, 200), "lightning": (30000, 1000)}
 PLAN = InterruptionPlan(count=1, hard_kills=1, notice_seconds=6, spacing_seconds=5)  # power-off, then notice
 PREFIX = {"hf": "HF", "lightning": "PL"}
 RUNS = [pytest.param(("hf", "on"), id="hf-callback"), pytest.param(("lightning", "on"), id="lightning-callback"),
