@@ -94,8 +94,11 @@ def test_another_world_size_resumes_at_the_same_step_with_the_same_global_batch(
     resumed = finish(torchrun(2, tmp_path))
     assert {e["step"] for e in events(resumed, "resumed")} == {stopped_at}
     assert sorted(e["step"] for e in events(resumed, "done")) == [STEPS] * 2
-    said = [line for line in resumed.splitlines() if "another platform" in line]
-    assert len(said) == 1 and "world size 3 -> 2" in said[0], said  # rank 0 says it once for the world
+    # Rank 0 says it once for the world: one warning, one event for the agent to record.
+    warned = [line for line in resumed.splitlines() if line.startswith("warning:") and "another platform" in line]
+    assert len(warned) == 1 and "world size 3 -> 2" in warned[0], warned
+    assert [(e["step"], e["reason"]) for e in events(resumed, "not_bit_identical")] == [
+        (stopped_at, "trained on another platform (world size 3 -> 2)")]
     # The same global batches in the same order, split two ways instead of three; the dropout masks
     # (drawn per rank) and the order of float additions differ, so the run is not bit-identical, but
     # from the resume point it moves the weights the way the uninterrupted run did.
