@@ -55,3 +55,10 @@ def test_summary_says_from_which_step_exact_resume_was_lost_and_why() -> None:
             "(and 1 more)") in text
     assert "events         not_bit_identical 2" in text
     assert "exact resume" not in describe_job(status, {"step": 880}, [{"kind": "resume", "step": 400}])
+
+
+def test_a_recorded_event_without_a_whole_step_still_reads() -> None:
+    events = [{"kind": "not_bit_identical", "step": "x", "reason": "a script's own line"},
+              {"kind": "not_bit_identical", "step": 40, "reason": "trained on another platform (world size 2 -> 1)"}]
+    text = describe_job({"job": "j"}, None, events)
+    assert "exact resume   lost from step x: a script's own line (and 1 more)" in text

@@ -124,7 +124,7 @@ def describe_job(
     if status.get("warning"):
         lines.append(f"warning        {status['warning']}")
     if inexact := [event for event in events if event.get("kind") == NOT_BIT_IDENTICAL]:
-        first = min(inexact, key=lambda event: event.get("step") or 0)
+        first = min(inexact, key=lambda event: event["step"] if isinstance(event.get("step"), int) else 0)
         more = f" (and {len(inexact) - 1} more)" if len(inexact) > 1 else ""
         lines.append(f"exact resume   lost from step {_or_dash(first.get('step'))}: {first.get('reason')}{more}")
     if kinds:

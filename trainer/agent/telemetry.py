@@ -77,7 +77,8 @@ class RunTelemetry:
         elif isinstance(event, dict) and event.get("event") == "group_stop" and isinstance(event.get("step"), int):
             self.group_stop_step = max(event["step"], self.group_stop_step or 0)
         elif isinstance(event, dict) and event.get("event") == NOT_BIT_IDENTICAL:
-            self.event(NOT_BIT_IDENTICAL, step=event.get("step"), reason=str(event.get("reason", ""))[:300])
+            step = event.get("step") if isinstance(event.get("step"), int) else None  # a script's own line
+            self.event(NOT_BIT_IDENTICAL, step=step, reason=str(event.get("reason", ""))[:300])
 
     def _progress(self, event: dict[str, Any]) -> None:
         self.update(step=event.get("step"), loss=event.get("loss"), samples_per_s=event.get("samples_per_s"))
