@@ -49,7 +49,7 @@ from .determinism import (
 from .group import SOLO, Group, join_group
 from .models import build_model, compute_loss
 from .ordered_reduce import average_in_rank_order
-from .platform_record import current_platform, platform_change
+from .platform_record import current_platform, reasons_not_bit_identical
 from .state import capture_rng, restore_rng, seed_everything
 
 EX_TEMPFAIL = 75
@@ -151,13 +151,7 @@ class Session:
     def _say_why_not_bit_identical(self, state: dict[str, Any], source: Path) -> None:
         """A warning, and a `not_bit_identical` event the agent records for `status`, for each reason this
         resumed run cannot end bit-identical to an uninterrupted one."""
-        reasons = []
-        if state.get("deterministic", self.args.deterministic) != self.args.deterministic:
-            reasons.append(f"trained with --deterministic {state['deterministic']}, this run uses "
-                           f"{self.args.deterministic}")
-        if change := platform_change(state.get("platform"), self.platform):
-            reasons.append(f"trained on another platform ({change})")
-        for reason in reasons:
+        for reason in reasons_not_bit_identical(state, self.args.deterministic, self.platform):
             say(f"warning: {source} was {reason}: from step {self.step} on the weights are not bit-identical to "
                 "a run that was never interrupted (exact resume needs the same --deterministic, GPU model or CPU "
                 "instruction set, torch, CUDA and cuDNN, precision and world size)")

@@ -9,6 +9,8 @@ so a checkpoint still loads with `torch.load(weights_only=True)`; a resume on an
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 
@@ -28,6 +30,17 @@ def platform_change(saved: object, current: dict[str, str]) -> str | None:
     without a record (written before it existed) is taken to match: nothing is known to differ."""
     if not isinstance(saved, dict):
         return None
-    changes = [f"{name} {saved.get(name, 'none')} -> {value}"
-               for name, value in current.items() if saved.get(name, value) != value]
+    changes = [f"{name} {saved[name]} -> {value}" for name, value in current.items()
+               if name in saved and saved[name] != value]
     return ", ".join(changes) or None
+
+
+def reasons_not_bit_identical(state: dict[str, Any], deterministic: str, platform: dict[str, str]) -> list[str]:
+    """Why a run resumed from `state` with this --deterministic setting on this platform cannot end
+    bit-identical to one never interrupted; empty when it can."""
+    reasons = []
+    if state.get("deterministic", deterministic) != deterministic:
+        reasons.append(f"trained with --deterministic {state['deterministic']}, this run uses {deterministic}")
+    if change := platform_change(state.get("platform"), platform):
+        reasons.append(f"trained on another platform ({change})")
+    return reasons
