@@ -36,10 +36,16 @@ MODES = ("strict", "off")
 def samples_per_second(command: list[str], env: dict[str, str]) -> float:
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"p9: {' '.join(command[-12:])} failed: {done.stderr.strip().splitlines()[-1:]}")
+        raise SystemExit(f"p9: {' '.join(command[-12:])} failed: {failure_lines(done.stderr)}")
     rates = [event["samples_per_s"] for line in done.stdout.splitlines() if line.startswith("{")
              if (event := json.loads(line))["event"] == "step" and "samples_per_s" in event]
     return statistics.median(rates[1:] or rates)  # the first window holds start-up and kernel selection
+
+
+def failure_lines(stderr: str) -> list[str]:
+    """The lines that say why: the trainer's own `error:` lines or an exception, not torchrun's closing banner."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not set(line.strip()) <= set("=-")]
+    return [line for line in lines if line.startswith("error:") or "Error" in line][-3:] or lines[-3:]
 
 
 def trainer_args(case: list[str], steps: int, mode: str, directory: Path) -> list[str]:
