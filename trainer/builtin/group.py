@@ -10,11 +10,14 @@ different ranks). Rank 0 writes checkpoints; the others wait for it.
 
 A dead peer is noticed by the next collective: a killed process's sockets close at once, and a
 peer that vanishes without a word (power-off) is given up after `SPOT_COLLECTIVE_TIMEOUT` seconds.
+
+A rank ends its process without Python's finalization (`Group.end_process`): see there why.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -95,6 +98,24 @@ class Group:
     def close(self) -> None:
         if self.distributed and dist.is_initialized():
             dist.destroy_process_group()
+
+    def end_process(self, code: int) -> int:
+        """After `close`: a group of one returns `code`; a rank of a world flushes its output and
+        ends the process with `code` at once, skipping interpreter finalization.
+
+        Why: DDP keeps the process group, and its gloo worker threads, alive past
+        destroy_process_group, and a worker drops its last collective's tensors a moment after the
+        collective completes. A drop that lands while Python finalizes needs the GIL; a finalizing
+        interpreter ends such a thread instead, the unwinding meets a noexcept destructor and the
+        C++ runtime aborts the process ("terminate called without an active exception", SIGABRT)
+        after a run that succeeded, and torchrun reports the whole world failed. By this point every
+        checkpoint is committed and the checkpoint writer is a daemon thread finalization would not
+        wait for, so skipping it loses nothing."""
+        if not self.distributed:
+            return code
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _collective_device() -> torch.device:

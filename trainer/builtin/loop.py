@@ -331,6 +331,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop.install()
     group = join_group()
     try:
+        code = run_and_explain(args, stop, group)
+    finally:
+        group.close()
+    return group.end_process(code)
+
+
+def run_and_explain(args: argparse.Namespace, stop: StopFlag, group: Group) -> int:
+    """`run`, with a known failure said in one line and its exit code returned."""
+    try:
         return run(args, stop, group)
     except (TrainError, DataError, CheckpointError, NotDeterministicError, OSError) as error:
         say(f"error: {error}")
@@ -344,8 +353,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         emit("peer_lost", rank=group.rank, reason=str(error).splitlines()[0][:300])
         say(f"error: lost a peer at a collective: {str(error).splitlines()[0][:300]}")
         return EX_PEER_LOST
-    finally:
-        group.close()
 
 
 if __name__ == "__main__":
