@@ -350,8 +350,9 @@ def run_and_explain(args: argparse.Namespace, stop: StopFlag, group: Group) -> i
             return 1
         if not group.distributed:
             raise
-        emit("peer_lost", rank=group.rank, reason=str(error).splitlines()[0][:300])
-        say(f"error: lost a peer at a collective: {str(error).splitlines()[0][:300]}")
+        reason = str(error).splitlines()[0][:300]
+        emit("peer_lost", rank=group.rank, reason=reason)
+        say(f"error: lost a peer at a collective: {reason}")
         return EX_PEER_LOST
 
 
