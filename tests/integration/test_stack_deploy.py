@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
 
 from localcloud.moto_server import MotoServer
 from tests.integration.cdk_cli import cdk
+from tests.unit.stack_support import synth
 
 STACK = "SpotTrainer-example"
 
@@ -60,6 +63,13 @@ def test_deploy_creates_bucket_group_role_and_log_group(deployed: dict) -> None:
     assert [(g["logGroupName"], int(g["retentionInDays"])) for g in groups] == [("/spot-trainer/example", 14)]
     roles = [r["RoleName"] for r in clients["iam"].list_roles()["Roles"] if "TrainerRole" in r["RoleName"]]
     assert roles
+
+
+def test_the_cli_deploys_the_template_the_unit_tests_check(deployed: dict, tmp_path: Path) -> None:
+    """Same context (cdk.json's feature flags) and no per-resource path metadata: the template whose size,
+    snapshot, cfn-lint and cdk-nag findings the unit tests check is the one `cdk deploy` sends."""
+    deployed_template = json.loads((deployed["out"] / f"{STACK}.template.json").read_text())
+    assert deployed_template == synth("example", tmp_path).raw
 
 
 def b64(text: str) -> str:

@@ -1,4 +1,5 @@
-"""Synthesize a job's stack in-process (cdk.App does not read cdk.json: context is passed here)."""
+"""Synthesize a job's stack in-process, with cdk.json's context (its feature flags) as the CLI passes it:
+cdk.App does not read cdk.json itself."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from aws_cdk.assertions import Template
 
 from app import build_app
 
-JOBS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "jobs").glob("*.toml"))
+REPO = Path(__file__).resolve().parents[2]
+JOBS = sorted(p.stem for p in (REPO / "jobs").glob("*.toml"))
+CDK_JSON_CONTEXT: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())["context"]
 
 
 @dataclass
@@ -36,7 +39,7 @@ class Synthesized:
 
 
 def synth(job: str, outdir: Path, **context: Any) -> Synthesized:
-    app = cdk.App(context={"job": job, **context}, outdir=str(outdir), analytics_reporting=False)
+    app = cdk.App(context={**CDK_JSON_CONTEXT, "job": job, **context}, outdir=str(outdir), analytics_reporting=False)
     stack = build_app(app)
     app.synth()
     raw = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
