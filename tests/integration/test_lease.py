@@ -102,3 +102,24 @@ def test_unreadable_lease_is_reported_not_taken(s3: Any, bucket: str) -> None:
     s3.put_object(Bucket=bucket, Key="job/lease.json", Body=b"{not json")
     with pytest.raises(LeaseError, match="job/lease.json is not a valid lease"):
         Lease(s3, bucket, "job", owner="i-1").acquire()
+
+
+def test_a_renewal_in_flight_never_makes_the_holder_doubt_its_own_lease(s3: Any, bucket: str) -> None:
+    """The agent renews from a thread while the publisher asks S3 whether the lease is still ours (an
+    emergency checkpoint being published): the holder must never see its own renewal as a takeover."""
+    lease = Lease(s3, bucket, "busy", owner="i-1", ttl_seconds=60)
+    assert lease.acquire()
+    stop = threading.Event()
+
+    def renew_without_pause() -> None:
+        while not stop.is_set():
+            assert lease.renew()
+
+    renewer = threading.Thread(target=renew_without_pause)
+    renewer.start()
+    try:
+        answers = [lease.still_ours() for _ in range(150)]
+    finally:
+        stop.set()
+        renewer.join()
+    assert answers.count(False) == 0

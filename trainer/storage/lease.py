@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +83,10 @@ class Lease:
         self.token = 0
         self._etag: str | None = None
         self._expires_at = 0.0
+        # The agent renews from a thread while the publisher checks ownership: a check that read S3
+        # during a renewal in flight would see our own new etag, or keep comparing against the old one,
+        # and take it for a takeover. Writes and checks take turns.
+        self._turn = threading.Lock()
 
     def acquire(self) -> bool:
         """Take the lease if nobody holds it, it expired, or it is ours from an earlier run."""
@@ -120,12 +125,17 @@ class Lease:
 
     def still_ours(self) -> bool:
         """Check S3 itself: the lease object is unchanged since our last write and not expired."""
-        if not self.held():
-            return False
-        current = read_lease(self.s3, self.bucket, self.key)
-        return current is not None and current.etag == self._etag and current.token == self.token
+        with self._turn:
+            if not self.held():
+                return False
+            current = read_lease(self.s3, self.bucket, self.key)
+            return current is not None and current.etag == self._etag and current.token == self.token
 
     def _write(self, *, token: int, expires_at: float, condition: dict[str, str]) -> bool:
+        with self._turn:
+            return self._write_now(token=token, expires_at=expires_at, condition=condition)
+
+    def _write_now(self, *, token: int, expires_at: float, condition: dict[str, str]) -> bool:
         body = {"owner": self.owner, "token": token, "expires_at": expires_at, "written_at": self.clock()}
         try:
             response = self.s3.put_object(
