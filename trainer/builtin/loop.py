@@ -76,10 +76,20 @@ def say(message: str) -> None:
 
 
 class StopFlag:
-    """SIGTERM/SIGINT only record the request; the loop acts on it at the next step boundary."""
+    """Until training begins SIGTERM/SIGINT end the process at once (`end_at_once`); from then on they
+    only record the request, and the loop acts on it at the next step boundary (`install`).
+
+    Why not record from the start: before the first step the state is the checkpoint it resumes from,
+    so there is nothing to save, and setup may be blocked inside a collective (init_process_group, DDP's
+    first broadcast, agreeing on the checkpoint) with a peer that is gone. A Python handler runs only
+    once that returns, after the collective timeout, and the world waits for this rank all the while."""
 
     def __init__(self) -> None:
         self.signal_name: str | None = None
+
+    def end_at_once(self) -> None:
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, signal.SIG_DFL)
 
     def install(self) -> None:
         for number in (signal.SIGTERM, signal.SIGINT):
@@ -251,6 +261,7 @@ def run(args: argparse.Namespace, stop: StopFlag, group: Group = SOLO) -> int:
         emit("checkpoint", step=step, path=str(path), stall_s=round(stall_s, 6), write_s=round(write_s, 6))
 
     store = AsyncCheckpointer(checkpoint_dir, args.keep, on_commit, pin_memory=device.type == "cuda")
+    stop.install()  # from here a stop request is saved at a step boundary
     last_save = time.monotonic()
     window_start, window_steps = time.perf_counter(), 0
     while session.step < args.steps:
@@ -328,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     prepare_process(args.deterministic)
     stop = StopFlag()
-    stop.install()
+    stop.end_at_once()
     group = join_group()
     try:
         code = run_and_explain(args, stop, group)
