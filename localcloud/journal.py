@@ -6,6 +6,10 @@ trainer and the framework callbacks print. Beside them are the agent's own lines
 started, the step it resumed from and each checkpoint it uploaded, which are all the progress a
 command that prints no steps (an unmodified script) shows. Each line is stamped when it is read,
 within one player tick of when it was written.
+
+Each (re)start of training on the instance opens a stretch: the step it resumed from, the steps it
+showed after that and when. A node of a world that re-forms after a loss trains in several stretches;
+the report puts the stretches of every instance together (localcloud/work.py).
 """
 
 from __future__ import annotations
@@ -23,6 +27,33 @@ AGENT_STARTED = "spot-trainer: starting "
 
 
 @dataclass
+class Stretch:
+    """Training from one (re)start on one instance: from the step it resumed at to the last it showed."""
+
+    started: float  # when the restart was seen
+    first_step: int  # the step it resumed from (0: a fresh start)
+    last_step: int
+    first_seen_step: int | None = None  # the first step it showed, and when
+    first_step_at: float | None = None
+    last_step_at: float | None = None
+
+    @property
+    def steps(self) -> int:
+        return max(0, self.last_step - self.first_step)
+
+    @property
+    def timed_steps(self) -> int:
+        """The steps between its first and last step line: the ones `seconds` covers."""
+        return 0 if self.first_seen_step is None else max(0, self.last_step - self.first_seen_step)
+
+    @property
+    def seconds(self) -> float:
+        if self.first_step_at is None or self.last_step_at is None:
+            return 0.0
+        return self.last_step_at - self.first_step_at
+
+
+@dataclass
 class TrainingLog:
     path: Path
     offset: int = 0
@@ -33,7 +64,6 @@ class TrainingLog:
     started_fresh: bool = False
     first_step_at: float | None = None
     last_step_at: float | None = None
-    steps_run: int = 0  # steps this instance computed (its max step minus where it began)
     stall_seconds: float = 0.0  # training time spent inside checkpoint saves
     checkpoints: int = 0
     emergency_step: int | None = None
@@ -42,8 +72,7 @@ class TrainingLog:
     command_started_at: float | None = None
     reports_steps: bool = False  # the command prints step lines (else progress is its checkpoints)
     stall_measured: bool = False  # its checkpoint lines carry the time training stalled
-    # [when the command resumed, when its first step after that came]: when training was going again
-    restarts: list[list[float | None]] = field(default_factory=list)
+    stretches: list[Stretch] = field(default_factory=list)  # one per (re)start, in order
 
     def poll(self, now: float | None = None) -> bool:
         """Read what was appended since the last poll; True when a new step was seen."""
@@ -78,7 +107,7 @@ class TrainingLog:
         kind, step = event.get("event"), event.get("step")
         if kind == "resumed" and isinstance(step, int):
             self.resumed_step = step
-            self._restarted(stamp)
+            self._restarted(stamp, step)
         elif kind == "step" and isinstance(step, int):
             self.reports_steps = True
             self._saw_step(step, stamp)
@@ -99,40 +128,51 @@ class TrainingLog:
             self.waited_for_lease = True
         elif "no checkpoint yet: starting fresh" in line:
             self.started_fresh = True
-            self._restarted(stamp)
+            self._restarted(stamp, 0)
         elif line.startswith(AGENT_STARTED) and self.command_started_at is None:
             self.command_started_at = stamp
         elif match := AGENT_RESUMED.search(line):
             if self.resumed_step is None:
                 self.resumed_step = int(match.group(1))
-            self._restarted(stamp)  # a command that prints no events is seen resuming only here
+            self._restarted(stamp, int(match.group(1)))  # a command printing no events resumes only here
         elif (match := AGENT_UPLOADED.search(line)) and not self.reports_steps:
             self._saw_step(int(match.group(1)), stamp)
 
-    def _restarted(self, stamp: float) -> None:
-        """Training starts again (the agent's restore, then the built-in trainer's own event: one restart)."""
-        if not self.restarts or self.restarts[-1][1] is not None:
-            self.restarts.append([stamp, None])
+    def _restarted(self, stamp: float, step: int) -> None:
+        """Training starts again. The agent's restore, then the built-in trainer's own event, are one
+        restart, and the later is the one that counts: a node joining a world restores at boot, while the
+        world still trains, and resumes with it from the world's newer checkpoint when the world re-forms."""
+        if self.stretches and self.stretches[-1].first_seen_step is None:
+            self.stretches[-1] = Stretch(started=stamp, first_step=step, last_step=step)
+            return
+        self.stretches.append(Stretch(started=stamp, first_step=step, last_step=step))
 
     def _saw_step(self, step: int, stamp: float) -> None:
-        if self.restarts and self.restarts[-1][1] is None:
-            self.restarts[-1][1] = stamp
+        if not self.stretches:
+            self._restarted(stamp, self.resumed_step or 0)
+        stretch = self.stretches[-1]
+        if stretch.first_seen_step is None:
+            stretch.first_seen_step, stretch.first_step_at = step, stamp
+        stretch.last_step, stretch.last_step_at = max(step, stretch.last_step), stamp
         if self.first_step_at is None:
             self.first_step_at = stamp
         self.last_step_at = stamp
         if self.max_step is None or step > self.max_step:
             self.max_step = step
-        self.steps_run = self.max_step - (self.resumed_step or 0)
+
+    @property
+    def steps_run(self) -> int:
+        """Steps this instance computed, over all its (re)starts."""
+        return sum(stretch.steps for stretch in self.stretches)
 
     @property
     def training_seconds(self) -> float:
-        if self.first_step_at is None or self.last_step_at is None:
-            return 0.0
-        return self.last_step_at - self.first_step_at
+        """Time between first and last step line of each stretch: restarts in between are not training."""
+        return sum(stretch.seconds for stretch in self.stretches)
 
 
 def training_again_after(logs: list[TrainingLog], moment: float) -> float | None:
     """When any instance first stepped after resuming at or after `moment` (None: never)."""
-    times = [stepped for log in logs for resumed, stepped in log.restarts
-             if resumed is not None and stepped is not None and resumed >= moment]
+    times = [stretch.first_step_at for log in logs for stretch in log.stretches
+             if stretch.first_step_at is not None and stretch.started >= moment]
     return min(times) if times else None

@@ -155,8 +155,9 @@ class Player:
         return [i for i in self.instances.values() if i.ended_at is None]
 
     def _watch(self) -> None:
+        now = time.time()  # one stamp for the tick: lines of different nodes read together are simultaneous
         for iid, log in self.logs.items():
-            log.poll()
+            log.poll(now)
             instance = self.instances[iid]
             failure = instance.bootstrap_failed() if instance.ended_at is None else None
             if failure:

@@ -6,7 +6,8 @@ records the agents wrote to S3 (moto) and the job's events, billed per second wi
 local run is time scaled down). Spot prices come from a price trace; without one, a flat trace at
 (1 − discount) of the on-demand price. Two comparisons, not to be confused: the same instance-hours
 on demand (the discount the job got), and the same job run once, uninterrupted, on demand: one boot
-plus every step once at the step time measured here (what spot saved, boots and redone work included).
+plus every step once at the step time measured here, on as many nodes as trained together (what spot
+saved, boots and redone work included).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from localcloud.instance import Instance
 from localcloud.interruptions import Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog, training_again_after
 from localcloud.player import Player
+from localcloud.work import logged_work
 from spot_trainer.costs.instance_records import InstanceLife, read_records
 from spot_trainer.costs.job_cost import JobCost, job_cost
 from spot_trainer.costs.on_demand_prices import USD_PER_HOUR
@@ -40,7 +42,7 @@ class Report:
     announced: int
     hard_kills: int
     completed_steps_lost: int
-    steps_computed: int
+    steps_computed: int  # each step of a world of nodes once
     progress_from: str  # "steps": the command printed its steps; "checkpoints": only its saves were seen
     checkpoint_stall_seconds: float | None  # None: the command does not report how long saves stall it
     training_seconds: float
@@ -59,7 +61,7 @@ class Report:
     savings: float  # against that uninterrupted on-demand run
     on_demand_same_hours_usd: float  # the instance-hours this run used, at on-demand prices
     savings_same_hours: float | None  # against those: the discount the run got
-    redone_steps: int
+    redone_steps: int  # as `status` sees them: events and instance records
     redone_cost_usd: float | None
     price_source: str
     instances_without_record: int  # priced from the player's own view: their agent wrote no record
@@ -67,6 +69,8 @@ class Report:
     interrupt_every_seconds: float | None = None  # the schedule's spacing when the total steps are unknown
     events: list[dict[str, Any]] = field(default_factory=list)
     market_switches: list[dict[str, Any]] = field(default_factory=list)  # the group's spot/on-demand changes
+    steps_redone: int = 0  # as the journals show them: every step a node printed
+    nodes_together: int = 1  # the most nodes that trained as one world
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -87,12 +91,9 @@ class Report:
             f"{self.hard_kills} without notice)" + self._recoveries()
             + unfired_phrase(self.interruptions_planned, self.interruptions, self.interrupt_every_seconds),
             f"  completed steps lost   {self.completed_steps_lost}" + self._unseen(),
-            f"  steps computed         {self.steps_computed} "
-            f"(redone: {max(0, self.steps_computed - (self.steps or 0))})" + self._unseen(),
-            "  checkpoint overhead    " + (
-                f"{self.checkpoint_overhead:.2%} ({self.checkpoint_stall_seconds:.2f}s stalled in "
-                f"{self.training_seconds:.1f}s of training)" if self.checkpoint_overhead is not None
-                else "not measured (the command does not report how long a save stalls it)"),
+            f"  steps computed         {self.steps_computed} (redone: {self.steps_redone})"
+            + (f" by up to {self.nodes_together} nodes as one" if self.nodes_together > 1 else "") + self._unseen(),
+            "  checkpoint overhead    " + self._overhead(),
             f"  wall time              {self.wall_seconds:.1f}s on {self.instances} instances "
             f"({self.instance_seconds:.1f} instance-seconds, boot {self.boot_seconds:.1f}s)",
             f"  useful work            {self.useful_work_fraction:.1%} of instance time",
@@ -112,6 +113,13 @@ class Report:
             lines.append(f"  note                   {self.instances_without_record} instances wrote no record "
                          "(their agent never started): billed from launch to power-off as the player saw them")
         return "\n".join(lines)
+
+    def _overhead(self) -> str:
+        if self.checkpoint_overhead is None:
+            return "not measured (the command does not report how long a save stalls it)"
+        summed = " summed over the nodes" if self.nodes_together > 1 else ""
+        return (f"{self.checkpoint_overhead:.2%} ({self.checkpoint_stall_seconds:.2f}s stalled in "
+                f"{self.training_seconds:.1f}s of training{summed})")
 
     def _discount_got(self) -> float:
         return self.savings_same_hours if self.savings_same_hours is not None else self.spot_discount
@@ -151,15 +159,14 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
     instances = list(player.instances.values())
     stall = sum(log.stall_seconds for log in logs)
     stall_measured = any(log.stall_measured for log in logs)
-    training = sum(log.training_seconds for log in logs)
-    computed = sum(log.steps_run for log in logs)
+    work = logged_work(logs)
     total = player.options.total_steps or status.get("step") or player.current_step() or 0
-    per_step = training / computed if computed else 0.0
     first = instances[0] if instances else None
     # Boot time of an uninterrupted run: launch to first step of the first instance that trained.
     trained = [(i, player.logs[i.instance_id].first_step_at) for i in instances]
     boot = next((at - i.launched_at for i, at in trained if at is not None), 0.0)
-    equivalent = boot + per_step * total
+    nodes = max(1, work.nodes_together)
+    equivalent = nodes * (boot + work.seconds_per_step * total)
     kind = first.instance_type if first else "c7i.xlarge"
     price = USD_PER_HOUR.get(kind, USD_PER_HOUR["c7i.xlarge"])
     cost, unrecorded = run_cost(player, prices or flat_prices(discount))
@@ -178,11 +185,12 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         announced=sum(1 for r in records if r.kind == "announced"),
         hard_kills=sum(1 for r in records if r.kind == "hard-kill"),
         completed_steps_lost=sum(r.lost_steps or 0 for r in records),
-        steps_computed=computed,
+        steps_computed=work.steps_computed,
         progress_from="steps" if any(log.reports_steps for log in logs) else "checkpoints",
         checkpoint_stall_seconds=round(stall, 4) if stall_measured else None,
-        training_seconds=round(training, 2),
-        checkpoint_overhead=(round(stall / training, 5) if training else 0.0) if stall_measured else None,
+        training_seconds=round(work.node_seconds, 2),
+        checkpoint_overhead=(round(stall / work.node_seconds, 5) if work.node_seconds else 0.0)
+        if stall_measured else None,
         wall_seconds=round(player.ended_at - player.started_at, 2),
         instances=len(instances),
         instance_type=kind,
@@ -206,6 +214,8 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         events=[{**asdict(r), "lost_steps": r.lost_steps, "recovery_seconds": recovery_seconds(r, logs)}
                 for r in records],
         market_switches=market_switches(player),
+        steps_redone=work.redone,
+        nodes_together=nodes,
     )
 
 

@@ -44,6 +44,8 @@ def test_three_nodes_as_one_survive_notices_and_a_hard_kill(tmp_path: Path) -> N
     report = json.loads(report_file.read_text())
     assert report["state"] == "DONE" and report["steps"] == report["total_steps"] == 150
     assert report["completed_steps_lost"] == 0
+    # Each step of a world once, however many nodes and rounds computed it.
+    assert report["nodes_together"] == 3 and report["steps_computed"] == 150 + report["steps_redone"]
     run_dir = max((WORK_ROOT / "runs").glob("multinode-*"))
     roots = [root for root in (run_dir / "instances").glob("i-*") if root.is_dir()]
     assert len(roots) >= 4, "three nodes, and a replacement for each one lost"

@@ -7,19 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from localcloud.instance import Instance
-from localcloud.journal import TrainingLog, training_again_after
+from localcloud.journal import training_again_after
 from localcloud.progress import training_nodes
 
-
-def journal_with(path: Path, entries: list[tuple[float, str]]) -> TrainingLog:
-    """Lines appended and read at the given times, as the player polls a live journal."""
-    log = TrainingLog(path)
-    path.write_text("")
-    for at, line in entries:
-        with open(path, "a") as journal:
-            journal.write(line + "\n")
-        log.poll(now=at)
-    return log
+from .journal_support import journal_with
 
 
 def test_training_is_going_again_at_the_first_step_after_a_resume(tmp_path: Path) -> None:
@@ -61,7 +52,7 @@ def test_the_builtin_trainers_own_resume_event_is_the_same_restart_as_the_agents
         (32.0, '{"event": "resumed", "step": 3}'),
         (33.0, '{"event": "step", "step": 4}'),
     ])
-    assert log.restarts == [[30.0, 33.0]]
+    assert [(s.first_step, s.first_step_at) for s in log.stretches] == [(3, 33.0)]
 
 
 def test_the_world_training_now_is_every_node_that_stepped_in_the_last_seconds(tmp_path: Path) -> None:
