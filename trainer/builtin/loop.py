@@ -17,11 +17,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,15 +47,13 @@ from .determinism import (
 from .group import SOLO, Group, join_group
 from .models import build_model, compute_loss
 from .ordered_reduce import average_in_rank_order
-from .platform_record import current_platform, reasons_not_bit_identical
-from .state import capture_rng, restore_rng, seed_everything
+from .platform_record import current_platform
+from .session import Session, TrainError, say
+from .state import seed_everything
+from .stop_flag import StopFlag
 
 EX_TEMPFAIL = 75
 EX_PEER_LOST = 76  # under torchrun: a collective failed because a peer died; not this rank's fault
-
-
-class TrainError(RuntimeError):
-    """Training cannot start or go on; the message says why in one line."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -71,34 +67,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-class StopFlag:
-    """Until training begins SIGTERM/SIGINT end the process at once (`end_at_once`); from then on they
-    only record the request, and the loop acts on it at the next step boundary (`install`).
-
-    Why not record from the start: before the first step the state is the checkpoint it resumes from,
-    so there is nothing to save, and setup may be blocked inside a collective (init_process_group, DDP's
-    first broadcast, agreeing on the checkpoint) with a peer that is gone. A Python handler runs only
-    once that returns, after the collective timeout, and the world waits for this rank all the while."""
-
-    def __init__(self) -> None:
-        self.signal_name: str | None = None
-
-    def end_at_once(self) -> None:
-        for number in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(number, signal.SIG_DFL)
-
-    def install(self) -> None:
-        for number in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(number, self._handle)
-
-    def _handle(self, number: int, _frame: object) -> None:
-        self.signal_name = signal.Signals(number).name
-
-
 def warmup_cosine(warmup: int, total: int) -> Callable[[int], float]:
     """LR factor: linear warmup to 1, then cosine decay to 0 at the last step."""
     def factor(step: int) -> float:
@@ -108,71 +76,6 @@ def warmup_cosine(warmup: int, total: int) -> Callable[[int], float]:
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     return factor
-
-
-@dataclass
-class Session:
-    """Everything that changes while training; `state_dict` is the one resumable dict."""
-
-    args: argparse.Namespace
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    scaler: torch.amp.GradScaler
-    order: BatchOrder
-    step: int = 0
-    group: Group = SOLO
-    forward: torch.nn.Module | None = None  # the DDP wrapper of `model` under torchrun
-    platform: dict[str, str] = field(default_factory=dict)  # what the steps are computed on
-
-    def identity(self) -> dict[str, Any]:
-        return {"model": self.args.model, "width": self.args.width, "context": self.args.context}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "step": self.step,
-            "data": self.order.state_dict(),
-            "rng": capture_rng(),
-            # Every rank's generators (a collective: all ranks build the state together).
-            **({"rng_ranks": self.group.gather(capture_rng())} if self.group.distributed else {}),
-            "identity": self.identity(),
-            "deterministic": self.args.deterministic,
-            "platform": self.platform,
-        }
-
-    def load_state_dict(self, state: dict[str, Any], source: Path) -> None:
-        if state.get("identity") != self.identity():
-            raise TrainError(f"checkpoint {source} was written for {state.get('identity')}, "
-                             f"not {self.identity()}; use a fresh --checkpoint-dir")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        self.order.load_state_dict(state["data"])
-        self.step = int(state["step"])
-        if self.group.writer:  # one rank speaks for the world: the others resumed the same state
-            self._say_why_not_bit_identical(state, source)
-        self._restore_rng(state)  # last: building the model above drew from the generators
-
-    def _say_why_not_bit_identical(self, state: dict[str, Any], source: Path) -> None:
-        """A warning, and a `not_bit_identical` event the agent records for `status`, for each reason this
-        resumed run cannot end bit-identical to an uninterrupted one."""
-        for reason in reasons_not_bit_identical(state, self.args.deterministic, self.platform):
-            say(f"warning: {source} was {reason}: from step {self.step} on the weights are not bit-identical to "
-                "a run that was never interrupted (exact resume needs the same --deterministic, GPU model or CPU "
-                "instruction set, torch, CUDA and cuDNN, precision and world size)")
-            emit("not_bit_identical", step=self.step, reason=reason)
-
-    def _restore_rng(self, state: dict[str, Any]) -> None:
-        ranks = state.get("rng_ranks") or [state["rng"]]
-        if len(ranks) == self.group.world:
-            restore_rng(ranks[self.group.rank])
-        else:  # another world size: a fresh stream per rank, the same whoever resumes at this step
-            seed_everything(hash((self.args.seed, self.step, self.group.rank)) % 2**63)
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
