@@ -76,6 +76,7 @@ class Agent:
     _warned_imds: bool = False
     _imds_retry_at: float = 0.0
     _deadline: DeadlineWatch | None = None
+    started_at: float = field(default_factory=time.time)
 
     def __post_init__(self) -> None:
         self.telemetry = RunTelemetry(store=self.clients.store, cloud=self.clients.cloud)
@@ -186,7 +187,7 @@ class Agent:
                 raise AgentError("the job lease was taken over by another agent; stopped training")
             newest = self._settle_uploads(uploader)
             if outcome != "exited":
-                if self.config.distributed and self._world().finished_by_a_peer():
+                if self.config.distributed and self._world().finished_by_a_peer(self.started_at):
                     return self._done_elsewhere()
                 # Even an exit 0 after our stop signal is an interruption: a script that exits 0 on
                 # SIGTERM must not end the job. If it had really finished, the next run confirms DONE.

@@ -34,11 +34,13 @@ class World:
         of its own in the local spot cloud)."""
         return self.config.local_addr or self.imds.local_ipv4()
 
-    def finished_by_a_peer(self) -> bool:
+    def finished_by_a_peer(self, since: float) -> bool:
         """Several nodes finish together, and the first to finish scales the group to zero: the
-        others then get a scale-in notice while their own last step is already done."""
+        others then get a scale-in notice while their own last step is already done. The peer's
+        `done` event (recorded since this agent started) says so for sure: every node writes the one
+        status record, and a node's pending progress published a moment after the peer's DONE hides it."""
         status = self.store.get_json(states.STATUS_NAME)
-        return bool(status and status.get("state") == states.DONE)
+        return bool(status and status.get("state") == states.DONE) or bool(self.store.events("done", since))
 
     def catch_up(self, uploader: CheckpointUploader, group_stop_step: int | None, newest_local: NewestLocal,
                  prepare: Callable[[Path | None], None]) -> Path | None:

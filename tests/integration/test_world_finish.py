@@ -1,0 +1,41 @@
+"""A node told to leave after a peer finished the job records the job DONE, not interrupted, even when
+its own pending progress was published over the peer's DONE a moment before (every node writes the
+one status record). The peer's `done` event decides, against moto's S3."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from spot_trainer.agent.config import AgentConfig
+from spot_trainer.agent.imds import ImdsClient
+from spot_trainer.agent.status import DONE, STATUS_NAME, TRAINING
+from spot_trainer.agent.world import World
+from spot_trainer.storage.remote import RemoteStore
+
+
+def node(s3: Any, bucket: str, instance: str) -> World:
+    store = RemoteStore(s3, bucket, "job", instance=instance)
+    config = AgentConfig(job="job", bucket=bucket, command="builtin", train_args="--steps 10")
+    return World(config, store, ImdsClient("http://127.0.0.1:9"), threading.Event(), print)
+
+
+def test_a_peers_done_event_ends_the_job_even_under_a_later_training_status(s3: Any, bucket: str) -> None:
+    started = time.time()
+    leaving, finisher = node(s3, bucket, "i-leaving"), node(s3, bucket, "i-finisher")
+    assert not leaving.finished_by_a_peer(started)  # a scale-in now would be a real interruption
+    finisher.store.put_json(STATUS_NAME, {"state": DONE})
+    finisher.store.append_event("done", step=150)
+    leaving.store.put_json(STATUS_NAME, {"state": TRAINING, "step": 150})  # its progress, published late
+    assert leaving.finished_by_a_peer(started)
+
+
+def test_a_done_event_from_before_this_agent_started_is_an_earlier_run_of_the_job(s3: Any, bucket: str) -> None:
+    earlier = node(s3, bucket, "i-earlier")
+    earlier.store.append_event("done", step=40)
+    earlier.store.append_event("interruption", step=10)
+    time.sleep(0.01)
+    started = time.time()
+    assert not node(s3, bucket, "i-new").finished_by_a_peer(started)
+    assert [event["kind"] for event in earlier.store.events(since=started - 60)] == ["done", "interruption"]
