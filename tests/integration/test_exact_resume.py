@@ -173,36 +173,50 @@ def test_sigterm_saves_at_the_step_boundary_exits_75_and_loses_no_step(tmp_path:
     assert_bit_identical(final_weights(directory), reference["lm"])
 
 
-def test_resume_from_env_takes_precedence_over_the_newest_local_checkpoint(tmp_path: Path) -> None:
-    directory = tmp_path / "checkpoints"
-    first = Run.start("resnet", directory, tmp_path / "trainer.stderr")
-    first.read_until(lambda event: event["event"] == "checkpoint" and event["step"] >= 2 * EVERY)
-    first.process.send_signal(signal.SIGKILL)
-    first.process.wait(30)
-    committed = committed_checkpoints(directory)
-    assert len(committed) >= 2
-    older = committed[0]
+def test_resume_from_env_takes_precedence_over_older_local_checkpoints(tmp_path: Path) -> None:
+    """The agent's restore point (here in another directory, as a checkpoint fetched elsewhere) wins over
+    what the trainer's own directory holds below it."""
+    directory, restored = tmp_path / "checkpoints", tmp_path / "restored"
+    train_until("resnet", restored, 2 * EVERY)
+    train_until("resnet", directory, EVERY)
 
-    env = trainer_env() | {"RESUME_FROM": str(older[1])}
-    command = trainer_command("resnet", directory)
-    command[command.index("--steps") + 1] = str(older[0] + 1)
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    chosen = restored / checkpoint_name(2 * EVERY)
+    done = train_until("resnet", directory, 2 * EVERY + 1, env={"RESUME_FROM": str(chosen)})
 
-    assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
-    assert events[0] == {"event": "resumed", "step": older[0], "from": str(older[1])}
-    assert events[-1] == {"event": "done", "step": older[0] + 1}
+    assert events[0] == {"event": "resumed", "step": 2 * EVERY, "from": str(chosen)}
+    assert events[-1] == {"event": "done", "step": 2 * EVERY + 1}
 
 
-def train_lm_until(directory: Path, steps: int, *extra: str,
-                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Train (or resume) the LM in `directory` up to `steps`; it must end well."""
-    command = trainer_command("lm", directory)
+def test_a_newer_checkpoint_saved_here_since_resume_from_was_chosen_is_resumed_from(tmp_path: Path) -> None:
+    """torchrun re-forms a world by restarting its workers with the environment it started with: the
+    RESUME_FROM the agent gave it then is older than the step the world has just stopped at and saved."""
+    directory = tmp_path / "checkpoints"
+    train_until("resnet", directory, EVERY)
+    train_until("resnet", directory, 2 * EVERY)  # the world's stop: a newer save in the same directory
+
+    older = directory / checkpoint_name(EVERY)
+    done = train_until("resnet", directory, 2 * EVERY + 1, env={"RESUME_FROM": str(older)})
+
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events[0] == {"event": "resumed", "step": 2 * EVERY, "from": str(directory / checkpoint_name(2 * EVERY))}
+    assert events[-1] == {"event": "done", "step": 2 * EVERY + 1}
+
+
+def train_until(model: str, directory: Path, steps: int, *extra: str,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Train (or resume) `model` in `directory` up to `steps`; it must end well."""
+    command = trainer_command(model, directory)
     command[command.index("--steps") + 1] = str(steps)
     done = subprocess.run([*command, *extra], env=trainer_env() | (env or {}), capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
     return done
+
+
+def train_lm_until(directory: Path, steps: int, *extra: str,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return train_until("lm", directory, steps, *extra, env=env)
 
 
 def test_a_run_resumed_with_another_determinism_setting_says_it_is_no_longer_bit_identical(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 
 Progress goes to stdout as one JSON object per line; human-readable messages go to stderr.
 Exit codes: 0 finished (final checkpoint committed), 75 stopped by SIGTERM/SIGINT after an emergency
-checkpoint, anything else a failure. Resume order: $RESUME_FROM, else the newest valid checkpoint in
-the checkpoint directory, else a fresh start. Interrupted any number of times, training ends with
+checkpoint, anything else a failure. Resume order: $RESUME_FROM (or a newer valid checkpoint this
+trainer saved in the checkpoint directory since), else the newest valid checkpoint there, else a fresh
+start. Interrupted any number of times, training ends with
 weights bit-identical to an uninterrupted run on the same hardware (with `--deterministic off`: at the
 same step, data order and generators, but not bit-identical; see determinism.py).
 
@@ -34,6 +35,7 @@ from ..storage.local import (
     load_latest_valid,
     remove_stale_temps,
 )
+from ..storage.names import list_checkpoints
 from .arguments import build_parser, complete
 from .data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
 from .determinism import (
@@ -89,7 +91,7 @@ def find_resume_point(checkpoint_dir: Path) -> tuple[Path, dict[str, Any]] | Non
     if not explicit:
         return load_latest_valid(checkpoint_dir)
     try:
-        return Path(explicit), load_checkpoint(explicit)
+        chosen = Path(explicit), load_checkpoint(explicit)
     except CheckpointError as error:
         say(f"warning: RESUME_FROM ignored: {error}")
         older = load_latest_valid(checkpoint_dir)
@@ -97,6 +99,22 @@ def find_resume_point(checkpoint_dir: Path) -> tuple[Path, dict[str, Any]] | Non
             raise TrainError(f"RESUME_FROM {explicit} cannot be loaded and no older checkpoint is here: "
                              "refusing to start over from step 0") from None
         return older
+    return saved_here_since(checkpoint_dir, int(chosen[1]["step"])) or chosen
+
+
+def saved_here_since(checkpoint_dir: Path, step: int) -> tuple[Path, dict[str, Any]] | None:
+    """The newest valid checkpoint in the directory above `step`: one this trainer saved after the agent
+    chose RESUME_FROM. torchrun re-forms a world by restarting its workers with the environment it was
+    started with, so RESUME_FROM still names the agent's restore point while the world has just saved a
+    newer step (the agent sets aside whatever it cannot vouch for before it starts the command)."""
+    for found, path in reversed(list_checkpoints(checkpoint_dir)):
+        if found <= step:
+            return None
+        try:
+            return path, load_checkpoint(path)
+        except CheckpointError as error:
+            say(f"warning: skipping checkpoint step {found}: {error}")
+    return None
 
 
 def train_one_step(session: Session, dataset: Any, device: torch.device, amp: torch.dtype | None) -> torch.Tensor:
