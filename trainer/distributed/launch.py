@@ -8,6 +8,8 @@ import os
 import sys
 
 from torch.distributed import run as torchrun
+from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 from .handler import register
 
@@ -18,7 +20,13 @@ def main(argv: list[str] | None = None) -> None:
     # then waits for an address nobody writes. Each round publishes its own address instead.
     os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     register()
-    torchrun.main(argv if argv is not None else sys.argv[1:])
+    try:
+        torchrun.main(argv if argv is not None else sys.argv[1:])
+    except ChildFailedError as error:  # a round ended: the agent decides what follows, from the exit code
+        rank, failure = error.get_first_failure()
+        sys.exit(f"torchrun: rank {rank} exited with code {failure.exitcode}; this round is over")
+    except SignalException as error:  # the agent's stop signal: the workers have saved and exited
+        sys.exit(f"torchrun: stopped by {error.sigval.name}")
 
 
 if __name__ == "__main__":
