@@ -43,7 +43,10 @@ def test_three_nodes_as_one_survive_notices_and_a_hard_kill(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(report_file.read_text())
     assert report["state"] == "DONE" and report["steps"] == report["total_steps"] == 150
-    assert report["completed_steps_lost"] == 0
+    # A notice costs no step; a power-off at most the steps since the last checkpoint (every 10), and only
+    # when the node held rank 0.
+    assert all(event["lost_steps"] == 0 for event in report["events"] if event["kind"] == "announced")
+    assert report["completed_steps_lost"] <= 10 and report["steps_redone"] <= 10
     # Each step of a world once, however many nodes and rounds computed it.
     assert report["nodes_together"] == 3 and report["steps_computed"] == 150 + report["steps_redone"]
     run_dir = max((WORK_ROOT / "runs").glob("multinode-*"))
