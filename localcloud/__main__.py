@@ -22,6 +22,7 @@ from localcloud.cloud import WORK_ROOT, CloudError, JobRefused, LocalCloud
 from localcloud.instance import Instance
 from localcloud.interruptions import InterruptionPlan, PlanError
 from localcloud.outages import SpotOutage, parse_outage
+from localcloud.pace import PaceCheck
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
 from localcloud.report import DEFAULT_DISCOUNT, build_report
@@ -180,8 +181,10 @@ def demo(options: argparse.Namespace) -> int:
         progress.message(f"deployed {deployment.stack}: bucket {deployment.bucket}, group {deployment.group}")
         # The built-in trainer's --steps spreads the schedule over the steps; any other command's
         # interruptions come every --interrupt-every seconds of training.
-        run = RunOptions(plan=inputs.plan, total_steps=total_steps(train_args) if job.command == "builtin" else None,
-                         timeout_seconds=options.timeout, on_tick=progress, command_env=inputs.command_env,
+        steps = total_steps(train_args) if job.command == "builtin" else None
+        pace = PaceCheck(steps, options.timeout, progress.message)
+        run = RunOptions(plan=inputs.plan, total_steps=steps, timeout_seconds=options.timeout,
+                         on_tick=lambda player: (progress(player), pace(player)), command_env=inputs.command_env,
                          outages=inputs.outages, price_trace=options.price_trace)
         player = Player(cloud, deployment, run).run()
         status = _status(cloud, deployment.bucket, deployment.job)
