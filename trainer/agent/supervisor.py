@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..storage import layouts, staging
 from ..storage.lease import Lease
@@ -187,8 +188,8 @@ class Agent:
                 raise AgentError("the job lease was taken over by another agent; stopped training")
             newest = self._settle_uploads(uploader)
             if outcome != "exited":
-                if self.config.distributed and self._world().finished_by_a_peer(self.started_at):
-                    return self._done_elsewhere()
+                if self.config.distributed and (ending := self._world().ended_by_a_peer(self.started_at)):
+                    return self._ended_elsewhere(ending)
                 # Even an exit 0 after our stop signal is an interruption: a script that exits 0 on
                 # SIGTERM must not end the job. If it had really finished, the next run confirms DONE.
                 return self._interrupted(outcome, newest)
@@ -334,11 +335,17 @@ class Agent:
         self._end_job(f"training finished at checkpoint step {step}")
         return 0
 
-    def _done_elsewhere(self) -> int:
-        self._require_reporter().update(state=states.DONE)  # ours must not overwrite the peer's DONE
-        self.log("another node finished the job; this one leaves too")
+    def _ended_elsewhere(self, ending: dict[str, Any]) -> int:
+        """A peer finished the job or gave up on it: the record says what it said, not "interrupted"."""
+        if ending.get("kind") == "failed":
+            reason = str(ending.get("reason") or "")
+            self._require_reporter().update(state=states.FAILED, reason=reason)
+            self.log(f"another node gave up on the job ({reason}); this one leaves too")
+        else:
+            self._require_reporter().update(state=states.DONE)
+            self.log("another node finished the job; this one leaves too")
         self._own_group().release()
-        return 0
+        return EXIT_FAILED if ending.get("kind") == "failed" else 0
 
     def _failed(self, reason: str, failures: int) -> int:
         self._require_reporter().update(state=states.FAILED, reason=reason, failures=failures)

@@ -1,7 +1,7 @@
 """Several nodes as one (torchrun elastic): what a node's agent does beyond a single node's
 lifecycle. Every node trains and none holds the lease; rank 0's node writes the checkpoints, so a
 node joining a new round first fetches what another node may have published, and a node that is
-told to leave after a peer finished the job must not record that job as interrupted."""
+told to leave after a peer finished the job, or gave up on it, must not record that job as interrupted."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..storage import layouts
 from ..storage.remote import RemoteStore
@@ -34,13 +35,20 @@ class World:
         of its own in the local spot cloud)."""
         return self.config.local_addr or self.imds.local_ipv4()
 
-    def finished_by_a_peer(self, since: float) -> bool:
-        """Several nodes finish together, and the first to finish scales the group to zero: the
-        others then get a scale-in notice while their own last step is already done. The peer's
-        `done` event (recorded since this agent started) says so for sure: every node writes the one
-        status record, and a node's pending progress published a moment after the peer's DONE hides it."""
-        status = self.store.get_json(states.STATUS_NAME)
-        return bool(status and status.get("state") == states.DONE) or bool(self.store.events("done", since))
+    def ended_by_a_peer(self, since: float) -> dict[str, Any] | None:
+        """The `done` or `failed` event of a peer that ended the job, if one did since this agent started.
+
+        Several nodes finish together, and the first to finish (or to give up) scales the group to zero:
+        the others then get a scale-in notice, which is not an interruption. The peer's event says so for
+        sure: every node writes the one status record, and a node's progress published a moment after
+        the peer's DONE or FAILED hides it."""
+        endings = [event for kind in ("done", "failed") for event in self.store.events(kind, since)]
+        if endings:
+            return max(endings, key=lambda event: float(event.get("epoch") or 0.0))
+        status = self.store.get_json(states.STATUS_NAME) or {}
+        if status.get("state") in (states.DONE, states.FAILED):
+            return {"kind": str(status["state"]).lower(), "reason": status.get("reason", "")}
+        return None
 
     def catch_up(self, uploader: CheckpointUploader, group_stop_step: int | None, newest_local: NewestLocal,
                  prepare: Callable[[Path | None], None]) -> Path | None:
