@@ -143,8 +143,7 @@ class TrainingLog:
         restart, and the later is the one that counts: a node joining a world restores at boot, while the
         world still trains, and resumes with it from the world's newer checkpoint when the world re-forms."""
         if self.stretches and self.stretches[-1].first_seen_step is None:
-            self.stretches[-1] = Stretch(started=stamp, first_step=step, last_step=step)
-            return
+            self.stretches.pop()
         self.stretches.append(Stretch(started=stamp, first_step=step, last_step=step))
 
     def _saw_step(self, step: int, stamp: float) -> None:
@@ -164,11 +163,6 @@ class TrainingLog:
     def steps_run(self) -> int:
         """Steps this instance computed, over all its (re)starts."""
         return sum(stretch.steps for stretch in self.stretches)
-
-    @property
-    def training_seconds(self) -> float:
-        """Time between first and last step line of each stretch: restarts in between are not training."""
-        return sum(stretch.seconds for stretch in self.stretches)
 
 
 def training_again_after(logs: list[TrainingLog], moment: float) -> float | None:

@@ -42,9 +42,8 @@ class World:
         the others then get a scale-in notice, which is not an interruption. The peer's event says so for
         sure: every node writes the one status record, and a node's progress published a moment after
         the peer's DONE or FAILED hides it."""
-        endings = [event for kind in ("done", "failed") for event in self.store.events(kind, since)]
-        if endings:
-            return max(endings, key=lambda event: float(event.get("epoch") or 0.0))
+        if endings := self.store.events("done", "failed", since=since):
+            return endings[-1]
         status = self.store.get_json(states.STATUS_NAME) or {}
         if status.get("state") in (states.DONE, states.FAILED):
             return {"kind": str(status["state"]).lower(), "reason": status.get("reason", "")}

@@ -35,7 +35,6 @@ from ..storage.local import (
     load_latest_valid,
     remove_stale_temps,
 )
-from ..storage.names import list_checkpoints
 from .arguments import build_parser, complete
 from .data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
 from .determinism import (
@@ -99,22 +98,10 @@ def find_resume_point(checkpoint_dir: Path) -> tuple[Path, dict[str, Any]] | Non
             raise TrainError(f"RESUME_FROM {explicit} cannot be loaded and no older checkpoint is here: "
                              "refusing to start over from step 0") from None
         return older
-    return saved_here_since(checkpoint_dir, int(chosen[1]["step"])) or chosen
-
-
-def saved_here_since(checkpoint_dir: Path, step: int) -> tuple[Path, dict[str, Any]] | None:
-    """The newest valid checkpoint in the directory above `step`: one this trainer saved after the agent
-    chose RESUME_FROM. torchrun re-forms a world by restarting its workers with the environment it was
-    started with, so RESUME_FROM still names the agent's restore point while the world has just saved a
-    newer step (the agent sets aside whatever it cannot vouch for before it starts the command)."""
-    for found, path in reversed(list_checkpoints(checkpoint_dir)):
-        if found <= step:
-            return None
-        try:
-            return path, load_checkpoint(path)
-        except CheckpointError as error:
-            say(f"warning: skipping checkpoint step {found}: {error}")
-    return None
+    # torchrun re-forms a world by restarting its workers with the environment it was started with, so
+    # RESUME_FROM still names the agent's restore point while the world has just saved a newer step here
+    # (the agent sets aside whatever it cannot vouch for before it starts the command).
+    return load_latest_valid(checkpoint_dir, above=int(chosen[1]["step"])) or chosen
 
 
 def train_one_step(session: Session, dataset: Any, device: torch.device, amp: torch.dtype | None) -> torch.Tensor:

@@ -71,10 +71,14 @@ def load_model_weights(checkpoint_path: str | os.PathLike[str]) -> dict[str, tor
     return weights
 
 
-def load_latest_valid(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]] | None:
-    """Newest checkpoint that loads; damaged ones are skipped with a one-line warning on stderr."""
+def load_latest_valid(directory: str | os.PathLike[str],
+                      above: int | None = None) -> tuple[Path, dict[str, Any]] | None:
+    """Newest checkpoint that loads (above step `above`, when given); damaged ones are skipped with a
+    one-line warning on stderr."""
     entries = list_checkpoints(directory)
     for step, path in reversed(entries):
+        if above is not None and step <= above:
+            break
         try:
             return path, load_checkpoint(path)
         except CheckpointError as error:

@@ -306,14 +306,15 @@ class RemoteStore:
         event = {"kind": kind, "time": utc_stamp(now), "epoch": now, "instance": self.instance, **fields}
         self._put(f"events/{utc_stamp(now)}-{self.instance}-{kind}.json", event, absolute=False)
 
-    def events(self, kind: str | None = None, since: float | None = None) -> list[dict[str, Any]]:
-        """Every event of the job in time order; only those of `kind`, recorded at or after `since`
+    def events(self, *kinds: str, since: float | None = None) -> list[dict[str, Any]]:
+        """Every event of the job in time order; only those of `kinds`, recorded at or after `since`
         (epoch seconds), when given: chosen by key name, so only those are read."""
         paginator = self.s3.get_paginator("list_objects_v2")
         first = self.key(f"events/{utc_stamp(since)}") if since is not None else ""
+        endings = tuple(f"-{kind}.json" for kind in kinds)
         keys = [key for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key("events/"))
                 for item in page.get("Contents", []) if (key := item["Key"]) >= first
-                and (kind is None or key.endswith(f"-{kind}.json"))]
+                and (not endings or key.endswith(endings))]
         found = (self.get_json(key, absolute=True) for key in sorted(keys))
         return [event for event in found if event is not None]
 
