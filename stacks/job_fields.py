@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from stacks.checkpoint_dir_field import check_checkpoint_dir
 from stacks.instance_types import check_image_architecture, check_instance_types
 from stacks.job_spec import (
     AMI_ID,
@@ -127,6 +128,7 @@ def _check_run(run: RunSpec, source: Path) -> None:
     if run.data and not (run.data.startswith("s3://") and BUCKET_NAME.match(run.data[5:].partition("/")[0])):
         raise field_error("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
     _check_dataset(run)
+    check_checkpoint_dir(run)
     if run.workdir and not (source.parent / run.workdir).is_dir():
         raise field_error("run.workdir", f"{run.workdir!r} is not a directory next to the job file")
     if run.workdir and not (source.parent / run.workdir).resolve().is_relative_to(source.parent.resolve()):
@@ -314,6 +316,9 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
         # would end one and run the rest as root at boot.
         raise field_error("run.setup", f"must be one line with user data {version} (its header carries values "
                           f"in here-documents): join the commands with &&, or use {CURRENT_USERDATA_VERSION}")
+    if version == "v1" and sections["run"].checkpoint_dir:
+        raise field_error("run.checkpoint_dir", "user data v1 always uses the agent's own folder: use "
+                          f"{CURRENT_USERDATA_VERSION}")
     if version == "v1" and sections["capacity"].distributed:
         raise field_error("capacity.distributed", "user data v1 and spot-trainer 0.1 have no multi-node training: "
                     f"use {CURRENT_USERDATA_VERSION}")

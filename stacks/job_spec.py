@@ -60,6 +60,7 @@ class RunSpec:
     train_args: str = ""
     setup: str = ""
     workdir: str = ""  # local directory shipped with the job (a CDK asset); "" ships nothing
+    checkpoint_dir: str = ""  # where the command saves, from its working directory; "" = the agent's own
     data: str = ""  # s3://bucket/prefix the job reads (read access is granted); "" = train_args' --data
     trainer_package: str = DEFAULT_TRAINER_PACKAGE
     stop_signal: str = "SIGTERM"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, LegacyStackSynthesizer, Stack, Token
+from aws_cdk import Aws, CfnOutput, IgnoreMode, LegacyStackSynthesizer, Stack, Token
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from stacks.capacity_watch import CapacityWatch
 from stacks.checkpoint_bucket import CheckpointBucket
+from stacks.checkpoint_dir_field import shipped_path
 from stacks.console import JobParameters, add_job_parameters
 from stacks.console_rules import add_console_rules
 from stacks.dashboard import JobDashboard
@@ -89,7 +90,10 @@ class SpotTrainingStack(Stack):
         self._code_asset: s3_assets.Asset | None = None
         if job.workdir_path is None:
             return ""
-        self._code_asset = s3_assets.Asset(self, "JobCode", path=str(job.workdir_path))
+        # gitignore's "/outputs/": that folder at the top only, whatever a local run left in it.
+        inside = shipped_path(job.run)
+        excluded: dict[str, Any] = {"ignore_mode": IgnoreMode.GIT, "exclude": [f"/{inside}/"]} if inside else {}
+        self._code_asset = s3_assets.Asset(self, "JobCode", path=str(job.workdir_path), **excluded)
         # The legacy synthesizer declares an artifact-hash parameter that nothing references.
         metadata = dict(self.template_options.metadata or {})
         self.template_options.metadata = {**metadata, "cfn-lint": {"config": {"ignore_checks": ["W2001"]}}}
@@ -136,4 +140,6 @@ def user_data_header(
             "SPOT_MAX_SPOT_WAIT": params.max_spot_wait.value_as_string,
             "SPOT_DEADLINE_MARGIN": params.deadline_margin.value_as_string,
         }),
+        # Only when given: every byte of the template counts against the CLI's 50 KiB.
+        **({"SPOT_CHECKPOINT_DIR": job.run.checkpoint_dir} if job.run.checkpoint_dir else {}),
     }

@@ -51,6 +51,7 @@ COMMAND = """python train.py --note "it's \\"quoted\\"" --cost '$5' --epochs 3""
 def realistic_header(bucket: str, package_uri: str, code_uri: str) -> dict[str, str]:
     return job_header(
         bucket, package_uri, SPOT_COMMAND=COMMAND, SPOT_CODE_URI=code_uri, SPOT_GRACE_SECONDS="20",
+        SPOT_CHECKPOINT_DIR="outputs",  # run.checkpoint_dir: where the script already saves, from its workdir
         SPOT_SETUP_COMMAND="echo setup-ran >> setup.log && test -f train.py"
         " && python -c 'import sys; print(sys.executable)' > python.txt",
     )
@@ -134,7 +135,8 @@ def test_env_file_is_the_agents_config(booted: Bootstrapped) -> None:
     assert (config.job, config.bucket, config.command) == ("cifar", booted.bucket, COMMAND)
     assert config.instance_id == INSTANCE_ID and config.region == "us-east-1"
     assert config.workdir == f"{root}/opt/spot-trainer/work"
-    assert config.checkpoint_dir == f"{root}/opt/spot-trainer/checkpoints"
+    assert config.checkpoint_dir == f"{root}/opt/spot-trainer/work/outputs"
+    assert Path(config.checkpoint_dir).is_dir()  # the agent refuses a folder it cannot write
     assert (config.grace_seconds, config.restart_budget, config.keep_checkpoints) == (20.0, 3, 3)
     assert env["PYTHONPATH"] == f"{root}/opt/spot-trainer/lib"
     header = realistic_header(booted.bucket, "", "")
@@ -170,7 +172,7 @@ def test_started_process_is_the_agent_running_the_jobs_command(booted: Bootstrap
     assert list(started.parent.rglob("hijacked-by-*")) == [], "a job file stood in for the runtime"
     assert record["argv"] == ["--note", 'it\'s "quoted"', "--cost", "$5", "--epochs", "3"]
     assert record["env"]["JOB_NAME"] == "cifar"
-    assert record["env"]["CHECKPOINT_DIR"].startswith(str(sandbox.root))
+    assert record["env"]["CHECKPOINT_DIR"] == f"{sandbox.root}/opt/spot-trainer/work/outputs"
 
 
 def test_code_fetched_and_setup_run_once(booted: Bootstrapped) -> None:

@@ -216,6 +216,15 @@ BAD_CASES = [
     (with_change("schedule", "total_steps", 0), "schedule.total_steps: expected a positive number of steps, got 0"),
     (with_change("schedule", "total_steps", 39), "schedule.total_steps: 39 differs from the built-in trainer's "
      "--steps 40: leave it out"),
+    (with_change("run", "checkpoint_dir", "my outputs"), "run.checkpoint_dir: 'my outputs': use letters, digits"),
+    (with_change("run", "checkpoint_dir", "../shared/ckpt"), "run.checkpoint_dir: '../shared/ckpt' climbs out with "
+     "'..'"),
+    (with_change("run", "checkpoint_dir", "./"), "run.checkpoint_dir: './' is the working directory itself"),
+    (with_change("run", "checkpoint_dir", "/"), "run.checkpoint_dir: '/' is the root itself"),
+    (with_change("run", "checkpoint_dir", "out;rm"), "run.checkpoint_dir: 'out;rm': use letters"),
+    (with_change("run", "checkpoint_dir", "o" * 201), "run.checkpoint_dir: 201 characters; at most 200"),
+    ({**with_changes("run", checkpoint_dir="outputs", trainer_package="spot-trainer==0.1.0"),
+      "userdata_version": "v1"}, "run.checkpoint_dir: user data v1 always uses the agent's own folder"),
 ]
 
 

@@ -247,7 +247,10 @@ install_file() {
 
 agent_config() {
   local name
-  export SPOT_WORKDIR="$WORKDIR" SPOT_CHECKPOINT_DIR="$SPOT_ROOT${SPOT_CHECKPOINT_DIR:-/opt/spot-trainer/checkpoints}"
+  local checkpoints="${SPOT_CHECKPOINT_DIR:-/opt/spot-trainer/checkpoints}"
+  # A relative folder is where the job's script saves from its working directory (run.checkpoint_dir).
+  if [[ "$checkpoints" == /* ]]; then checkpoints="$SPOT_ROOT$checkpoints"; else checkpoints="$WORKDIR/$checkpoints"; fi
+  export SPOT_WORKDIR="$WORKDIR" SPOT_CHECKPOINT_DIR="$checkpoints"
   mkdir -p "$SPOT_CHECKPOINT_DIR" "${ENV_FILE%/*}" "${UNIT_FILE%/*}"
   {
     echo "# Spot Trainer agent settings, written by user data $SPOT_USERDATA_VERSION"
