@@ -1,19 +1,23 @@
 """Says so, loudly, when a training command saves nothing the agent can recognise.
 
-A script that writes its checkpoints under a name no layout knows would otherwise train for days
-and lose everything at the first interruption. Once the command has run past the expected save
-interval (or exits) with no recognised checkpoint, one warning names what CHECKPOINT_DIR holds
-and the layouts the agent accepts; it goes to the log, status.json and `status`.
+A script that writes its checkpoints under a name no layout knows, or into a folder of its own,
+would otherwise train for days and lose everything at the first interruption. A checkpoint that
+appears elsewhere under the working directory is named at the next look (once a minute), with the
+job-file line that fixes it. Otherwise, once the command has run past the expected save interval
+(or exits) with no recognised checkpoint, one warning names what CHECKPOINT_DIR holds and the
+layouts the agent accepts. Either goes to the log, status.json and `status`.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..storage import layouts
+from .misplaced_saves import MisplacedSave, find_misplaced_save
 
 
 def nothing_saved_warning(directory: Path, seconds: float) -> str:
@@ -22,18 +26,36 @@ def nothing_saved_warning(directory: Path, seconds: float) -> str:
             "(see README, Your own training command)")
 
 
+# Lightning's loggers number a new version_<N> folder per run, so a fresh instance would save elsewhere.
+_RUN_NUMBERED = re.compile(r"(^|/)version_\d+(/|$)")
+
+
+def misplaced_save_warning(directory: Path, save: MisplacedSave) -> str:
+    lost = (f"the command saves its checkpoints in {save.folder} ({save.name}), not in CHECKPOINT_DIR "
+            f"{directory}: none is uploaded, so an interruption loses them.")
+    if _RUN_NUMBERED.search(save.relative):
+        return (f"{lost} That folder is numbered per run (Lightning's default): give ModelCheckpoint a fixed "
+                "dirpath and name it in run.checkpoint_dir, or use dirpath=os.environ[\"CHECKPOINT_DIR\"]")
+    return f'{lost} Set run.checkpoint_dir = "{save.relative}" in the job file (or save into $CHECKPOINT_DIR)'
+
+
 @dataclass
 class SaveWatch:
     directory: Path
     warn_after_seconds: float
     warn: Callable[[str], None]
+    workdir: Path | None = None  # the command's working directory, where a script's own folder lies
+    look_every_seconds: float = 60.0  # how often the working directory is searched for saves
     started: float = 0.0
+    started_at: float = 0.0  # wall clock, to tell a new save from a file shipped with the code
+    looked: float = 0.0
     seen_checkpoint: bool = False
     warned: bool = False
 
     def start(self, *, resumed: bool) -> SaveWatch:
         """A new run of the command; a restored checkpoint counts as seen until the command saves."""
-        self.started, self.seen_checkpoint = time.monotonic(), resumed
+        self.started, self.started_at, self.seen_checkpoint = time.monotonic(), time.time(), resumed
+        self.looked = self.started
         return self
 
     def check(self, newest: object | None, *, exited: bool = False) -> None:
@@ -42,7 +64,20 @@ class SaveWatch:
             self.seen_checkpoint = True
         if self.seen_checkpoint or self.warned:
             return
-        elapsed = time.monotonic() - self.started
-        if exited or elapsed >= self.warn_after_seconds:
+        now = time.monotonic()
+        due = exited or now - self.started >= self.warn_after_seconds
+        if due or now - self.looked >= self.look_every_seconds:
+            self.looked = now
+            if misplaced := self._misplaced():
+                self.warned = True
+                self.warn(misplaced_save_warning(self.directory, misplaced))
+                return
+        if due:
             self.warned = True
-            self.warn(nothing_saved_warning(self.directory, elapsed))
+            self.warn(nothing_saved_warning(self.directory, now - self.started))
+
+    def _misplaced(self) -> MisplacedSave | None:
+        if self.workdir is None or not self.workdir.is_dir():
+            return None
+        # File times come from the kernel's coarse clock, a tick behind time.time(): allow a second.
+        return find_misplaced_save(self.workdir, self.directory, since=self.started_at - 1.0)

@@ -369,7 +369,10 @@ class Agent:
             self.telemetry.event("warning", message=message)
             self.telemetry.update(warning=message)
 
-        return SaveWatch(Path(self.config.checkpoint_dir), self.config.checkpoint_warn_seconds, warn)
+        # A look through the working directory every dozen polls: once a minute at the default 5 s.
+        return SaveWatch(Path(self.config.checkpoint_dir), self.config.checkpoint_warn_seconds, warn,
+                         workdir=Path(self.config.workdir) if self.config.workdir else None,
+                         look_every_seconds=12 * self.config.poll_seconds)
 
     def _own_group(self) -> OwnGroup:
         return OwnGroup(self.config.asg_name, self.config.lifecycle_hook, self.instance_id,
