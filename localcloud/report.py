@@ -21,6 +21,7 @@ from localcloud.interruptions import Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog, training_again_after
 from localcloud.player import Player
 from localcloud.work import logged_work
+from spot_trainer.agent.status import FINAL_OUTPUTS
 from spot_trainer.costs.instance_records import InstanceLife, read_records
 from spot_trainer.costs.job_cost import JobCost, job_cost
 from spot_trainer.costs.on_demand_prices import USD_PER_HOUR
@@ -71,6 +72,7 @@ class Report:
     market_switches: list[dict[str, Any]] = field(default_factory=list)  # the group's spot/on-demand changes
     steps_redone: int = 0  # as the journals show them: every step a node printed
     nodes_together: int = 1  # the most nodes that trained as one world
+    final_outputs: str = ""  # what the finished command left beside its checkpoints, and where it is kept
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -109,6 +111,8 @@ class Report:
         for switch in self.market_switches:
             lines.append(f"  market switch          {switch['from']} → {switch['to']} after "
                          f"{switch['after_seconds']:.0f}s by {switch['by']}: {switch['reason']}")
+        if self.final_outputs:
+            lines.append(f"  final outputs          {self.final_outputs}")
         if self.instances_without_record:
             lines.append(f"  note                   {self.instances_without_record} instances wrote no record "
                          "(their agent never started): billed from launch to power-off as the player saw them")
@@ -216,6 +220,7 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         market_switches=market_switches(player),
         steps_redone=work.redone,
         nodes_together=nodes,
+        final_outputs=final_outputs(player),
     )
 
 
@@ -230,6 +235,15 @@ def market_switches(player: Player) -> list[dict[str, Any]]:
     return [{"after_seconds": round(float(event["epoch"]) - player.started_at, 1), "from": event.get("from"),
              "to": event.get("to"), "by": event.get("instance"), "reason": event.get("reason")}
             for event in store.events() if event.get("kind") == "market"]
+
+
+def final_outputs(player: Player) -> str:
+    """'4 files (0.5 MB) kept in s3://…/final/' from the agent's event, or '' when it kept none."""
+    store = RemoteStore(player.cloud.client("s3"), player.deployment.bucket, player.deployment.job)
+    if not (kept := store.events(FINAL_OUTPUTS)):
+        return ""
+    last = kept[-1]
+    return f"{last.get('files')} files ({int(last.get('bytes') or 0) / 1e6:.1f} MB) kept in {last.get('location')}"
 
 
 def flat_prices(discount: float) -> SpotPriceSource:

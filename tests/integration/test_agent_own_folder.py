@@ -4,7 +4,8 @@ job's working directory.
 
 Left to the agent's own folder it would train on and upload nothing, so the agent names the folder
 and the job-file line; with `run.checkpoint_dir = "outputs"` (user data hands the agent
-<workdir>/outputs) its checkpoints reach S3 and a replacement resumes from them, script unchanged."""
+<workdir>/outputs) its checkpoints reach S3, a replacement resumes from them, script unchanged, and the final model it
+saves beside them when it finishes is kept in S3 before the instance goes."""
 
 from __future__ import annotations
 
@@ -84,3 +85,14 @@ def test_with_the_folder_named_in_the_job_file_it_resumes_after_a_power_off_unch
     assert f"finished at global step {STEPS}" in second.lines, second.text()
     status = store.get_json("status.json")
     assert (status["state"], status["checkpoint_step"], status["warning"]) == ("DONE", STEPS, "")
+    # The final model save_model() wrote beside the checkpoints outlives the instance; checkpoints stay theirs.
+    final = {key.removeprefix(f"{store.job}/final/") for key in keys(store, "final/")}
+    assert {"model.safetensors", "config.json"} <= final, final
+    assert not any(name.startswith("checkpoint-") for name in final), final
+    (kept,) = store.events("final_outputs")
+    assert kept["location"] == f"s3://{store.bucket}/{store.job}/final/" and kept["files"] == len(final)
+
+
+def keys(store: RemoteStore, prefix: str) -> list[str]:
+    listed = store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.key(prefix))
+    return [item["Key"] for item in listed.get("Contents", [])]

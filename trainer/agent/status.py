@@ -16,6 +16,7 @@ from typing import Any
 STATUS_NAME = "status.json"
 # The built-in trainer's event (and the job's recorded one) for a resume that cannot end bit-identical.
 NOT_BIT_IDENTICAL = "not_bit_identical"
+FINAL_OUTPUTS = "final_outputs"  # what a finished command left beside its checkpoints, and where it went
 
 # States of a job as the status record spells them.
 STARTING = "STARTING"
@@ -127,6 +128,10 @@ def describe_job(
         first = min(inexact, key=lambda event: event["step"] if isinstance(event.get("step"), int) else 0)
         more = f" (and {len(inexact) - 1} more)" if len(inexact) > 1 else ""
         lines.append(f"exact resume   lost from step {_or_dash(first.get('step'))}: {first.get('reason')}{more}")
+    if kept := [event for event in events if event.get("kind") == FINAL_OUTPUTS]:
+        size = kept[-1].get("bytes")
+        megabytes = f"{size / 1e6:.1f} MB" if isinstance(size, int) else "? MB"
+        lines.append(f"final outputs  {kept[-1].get('location')} ({kept[-1].get('files')} files, {megabytes})")
     if kinds:
         counts = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
         lines.append(f"events         {counts}")

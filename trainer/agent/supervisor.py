@@ -29,6 +29,7 @@ from .command import CommandProcess, parse_signal, runtime_argv
 from .config import AgentConfig
 from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .imds import ImdsClient
+from .keep_outputs import keep_final_outputs
 from .lease_keeper import LeaseKeeper
 from .notify import Notifier, SnsClient
 from .own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
@@ -196,6 +197,7 @@ class Agent:
             if code == 0:
                 if self.config.distributed:  # rank 0 may have written on another node
                     newest = self.clients.store.latest_step()
+                keep_final_outputs(self.telemetry, Path(self.config.checkpoint_dir))
                 return self._done(newest)
             if self.config.distributed and ((reporter.status.step or 0) > step_at_start or self.telemetry.peer_lost):
                 # The world lost a node (this rank said so, or it had trained a while): a new round,

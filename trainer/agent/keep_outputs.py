@@ -1,0 +1,30 @@
+"""Before a finished job lets its instance go: what the command left beside its checkpoints (the final
+model, metrics) goes to S3, or a warning says it did not. The checkpoints themselves are already there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..storage.final_outputs import FINAL_PREFIX, final_output_files
+from ..storage.remote import RemoteStoreError
+from .status import FINAL_OUTPUTS
+from .telemetry import RunTelemetry
+
+
+def keep_final_outputs(telemetry: RunTelemetry, directory: Path) -> None:
+    files = final_output_files(directory)
+    if not files:
+        return
+    store = telemetry.store
+    location = f"s3://{store.bucket}/{store.key(FINAL_PREFIX)}"
+    try:
+        size = store.upload_files(files, FINAL_PREFIX)
+    except (RemoteStoreError, OSError) as error:
+        message = (f"the command's final outputs in {directory} did not reach {location} ({error}): they go "
+                   "with the instance")
+        telemetry.log(f"WARNING: {message}")
+        telemetry.event("warning", message=message)
+        telemetry.update(warning=message)
+        return
+    telemetry.log(f"final outputs: {len(files)} files ({size / 1e6:.1f} MB) from {directory} kept in {location}")
+    telemetry.event(FINAL_OUTPUTS, location=location, files=len(files), bytes=size)
