@@ -26,9 +26,29 @@ def checkpoint_dir_problem(value: str) -> str | None:
         return (f"{value!r} climbs out with '..': name the folder from the working directory down, or give an "
                 "absolute path")
     path = PurePosixPath(value)
-    if path in (PurePosixPath("."), PurePosixPath("/")):
-        return f"{value!r} is the {'working directory' if value.startswith('.') else 'root'} itself: name the folder " \
-               "your script saves its checkpoints in, e.g. \"outputs\""
+    if path == PurePosixPath("."):
+        return f"{value!r} is the working directory itself: name the folder your script saves its checkpoints in, " \
+               "e.g. \"outputs\""
+    if path.is_absolute():
+        return _absolute_problem(value, PurePosixPath("/", *path.parts[1:]))
+    return None
+
+
+# The instance's own trees: the agent moves aside what looks like a stray checkpoint in its folder and
+# keeps everything else there when the job ends, so it must never be given one of these.
+_SYSTEM = tuple(PurePosixPath(p) for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root",
+                                            "/run", "/sbin", "/sys", "/usr", "/var"))
+_RUNTIME = PurePosixPath("/opt/spot-trainer")  # the runtime, its state and the job's code (work/)
+
+
+def _absolute_problem(value: str, path: PurePosixPath) -> str | None:
+    if len(path.parts) < 3:
+        return f"{value!r} is the root or a folder right under it: name a folder of its own, e.g. \"/mnt/checkpoints\""
+    if any(path.is_relative_to(tree) for tree in _SYSTEM):
+        return f"{value!r} lies in the system's own folders: use a folder of the job's, e.g. \"/mnt/checkpoints\""
+    if path.is_relative_to(_RUNTIME) and path != _RUNTIME / "checkpoints":
+        return (f"{value!r} lies in Spot Trainer's own folder: give the folder relative to the working directory "
+                "(e.g. \"outputs\" for /opt/spot-trainer/work/outputs)")
     return None
 
 

@@ -35,3 +35,16 @@ def test_status_says_where_the_final_outputs_went() -> None:
     text = describe_job({"job": "hf", "state": "DONE"}, {"step": 400}, events)
     assert "final outputs  s3://b/hf/final/ (4 files, 2.5 MB)" in text.splitlines()
     assert "final outputs" not in describe_job({"job": "hf", "state": "DONE"}, {"step": 400}, events[:1])
+
+
+def test_checkpoints_nested_in_a_run_folder_and_links_out_of_the_folder_are_no_outputs(tmp_path: Path) -> None:
+    (tmp_path / "run1/checkpoint-400").mkdir(parents=True)  # HF output_dir="outputs/run1"
+    (tmp_path / "run1/checkpoint-400/model.safetensors").write_bytes(b"x")
+    (tmp_path / "run1/model.safetensors").write_bytes(b"x")
+    (tmp_path / "dataset").mkdir()
+    (tmp_path / "dataset/shard-0.bin").write_bytes(b"x")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out/data").symlink_to(tmp_path / "dataset")
+    (tmp_path / "out/weights.bin").symlink_to(tmp_path / "dataset/shard-0.bin")
+    assert sorted(final_output_files(tmp_path / "out")) == []
+    assert sorted(final_output_files(tmp_path / "run1")) == ["model.safetensors"]

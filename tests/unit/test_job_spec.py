@@ -220,7 +220,11 @@ BAD_CASES = [
     (with_change("run", "checkpoint_dir", "../shared/ckpt"), "run.checkpoint_dir: '../shared/ckpt' climbs out with "
      "'..'"),
     (with_change("run", "checkpoint_dir", "./"), "run.checkpoint_dir: './' is the working directory itself"),
-    (with_change("run", "checkpoint_dir", "/"), "run.checkpoint_dir: '/' is the root itself"),
+    (with_change("run", "checkpoint_dir", "//"), "run.checkpoint_dir: '//' is the root or a folder right under it"),
+    (with_change("run", "checkpoint_dir", "/mnt"), "run.checkpoint_dir: '/mnt' is the root or a folder right under"),
+    (with_change("run", "checkpoint_dir", "/etc/ckpt"), "run.checkpoint_dir: '/etc/ckpt' lies in the system's own"),
+    (with_change("run", "checkpoint_dir", "/opt/spot-trainer/work"), "run.checkpoint_dir: '/opt/spot-trainer/work' "
+     "lies in Spot Trainer's own folder: give the folder relative to the working directory"),
     (with_change("run", "checkpoint_dir", "out;rm"), "run.checkpoint_dir: 'out;rm': use letters"),
     (with_change("run", "checkpoint_dir", "o" * 201), "run.checkpoint_dir: 201 characters; at most 200"),
     ({**with_changes("run", checkpoint_dir="outputs", trainer_package="spot-trainer==0.1.0"),
@@ -394,3 +398,10 @@ def test_user_data_over_16_kib_is_refused_at_synth_with_one_line(tmp_path: Path)
     assert last.startswith(f"spot-trainer: {job}: run.command, run.train_args and run.setup make the user data ")
     assert "over EC2's 16384" in last
 
+
+
+@pytest.mark.parametrize("folder", ["outputs", "./runs/exp-1/", "/mnt/checkpoints", "/home/ubuntu/out"])
+def test_a_folder_of_the_jobs_own_is_taken_for_checkpoint_dir(folder: str) -> None:
+    spec = parse_job(with_changes("run", command="python train.py", train_args="", checkpoint_dir=folder),
+                     JOBS_DIR / "example.toml")
+    assert spec.run.checkpoint_dir == folder

@@ -85,3 +85,26 @@ def test_a_folder_numbered_per_run_is_not_offered_as_the_fix(tmp_path: Path) -> 
     assert "lightning_logs/version_0/checkpoints (epoch=0-step=64.ckpt)" in warning
     assert "numbered per run (Lightning's default): give ModelCheckpoint a fixed dirpath" in warning
     assert "Set run.checkpoint_dir =" not in warning
+
+
+def test_saves_straight_into_the_working_directory_are_told_to_go_into_a_folder_of_their_own(tmp_path: Path) -> None:
+    def save() -> None:
+        (tmp_path / "ckpt_100.pt").write_bytes(b"x")
+        (tmp_path / "ckpt_200.pt").write_bytes(b"x")  # a later one makes the earlier complete
+
+    (warning,) = watch_warnings(tmp_path, save)
+    assert "(ckpt_100.pt)" in warning and "Save them into a folder of their own" in warning
+    assert 'run.checkpoint_dir = "."' not in warning  # a value the job file refuses
+
+
+def test_a_run_folder_inside_the_watched_folder_is_named_in_full(tmp_path: Path) -> None:
+    # output_dir=$CHECKPOINT_DIR/run1: the agent reads only the folder's top level.
+    started = time.time() - 5
+    watched = tmp_path / "agent-folder"
+    hf_checkpoint(watched / "run1", 30)
+    found = find_misplaced_save(tmp_path / "work", watched, since=started)
+    assert found is not None and (found.folder, found.relative) == (watched / "run1", str(watched / "run1"))
+    (tmp_path / "work").mkdir()
+    hf_checkpoint(tmp_path / "work/outputs/run1", 40)
+    found = find_misplaced_save(tmp_path / "work", tmp_path / "work/outputs", since=started)
+    assert found is not None and found.relative == "outputs/run1"

@@ -6,20 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..storage.final_outputs import FINAL_PREFIX, final_output_files
-from ..storage.remote import RemoteStoreError
 from .status import FINAL_OUTPUTS
 from .telemetry import RunTelemetry
 
 
 def keep_final_outputs(telemetry: RunTelemetry, directory: Path) -> None:
-    files = final_output_files(directory)
-    if not files:
-        return
     store = telemetry.store
     location = f"s3://{store.bucket}/{store.key(FINAL_PREFIX)}"
     try:
+        files = final_output_files(directory)
+        if not files:
+            return
         size = store.upload_files(files, FINAL_PREFIX)
-    except (RemoteStoreError, OSError) as error:
+    # Whatever went wrong (S3, a file that vanished, a name S3 cannot take), the training did finish:
+    # the job ends DONE, with a warning rather than a failure and a needless rerun.
+    except Exception as error:
         message = (f"the command's final outputs in {directory} did not reach {location} ({error}): they go "
                    "with the instance")
         telemetry.log(f"WARNING: {message}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..storage import layouts
 
 MAX_DEPTH = 4  # outputs/run-1/checkpoint-500 is three levels down
-MAX_DIRECTORIES = 2000  # a workdir holding a dataset must not turn each look into a crawl
+MAX_ENTRIES = 20_000  # a workdir holding a dataset must not turn each look (in the poll loop) into a crawl
 # Folders that hold installed code or caches, never a script's checkpoints.
 _SKIPPED = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages", "wandb", "mlruns"})
 
@@ -25,50 +25,63 @@ _SKIPPED = frozenset({"__pycache__", "node_modules", "site-packages", "dist-pack
 class MisplacedSave:
     folder: Path  # where the newest such checkpoint lies
     name: str  # the checkpoint's own name, e.g. checkpoint-500
-    relative: str  # the folder from the working directory, as run.checkpoint_dir takes it
+    relative: str  # the folder as run.checkpoint_dir takes it: from the working directory, else absolute
 
 
 def find_misplaced_save(workdir: Path, watched: Path, since: float) -> MisplacedSave | None:
-    """The folder under `workdir` holding the highest-step complete checkpoint written at or after `since`
-    (seconds since the epoch, the command's start: code shipped with a pretrained checkpoint-N is no save)."""
+    """The folder holding the highest-step complete checkpoint written at or after `since` (seconds since
+    the epoch: code shipped with a pretrained checkpoint-N is no save), under `workdir` or in a subfolder
+    of `watched` (`output_dir=$CHECKPOINT_DIR/run1`), whose top level the agent reads itself."""
     best: tuple[int, Path, str] | None = None
-    if workdir.resolve() == watched.resolve():
-        return None
-    for folder in _folders(workdir, watched.resolve()):
+    watched = watched.resolve()
+    for folder in _folders([workdir.resolve(), watched]):
+        if folder == watched:
+            continue
         found = layouts.newest_complete(folder)
         if found is not None and _modified_since(found.path, since) and (best is None or found.step > best[0]):
             best = (found.step, folder, found.path.name)
     if best is None:
         return None
     _, folder, name = best
-    return MisplacedSave(folder, name, folder.relative_to(workdir).as_posix())
+    inside = folder.is_relative_to(workdir.resolve())
+    return MisplacedSave(folder, name, folder.relative_to(workdir.resolve()).as_posix() if inside else str(folder))
 
 
-def _folders(workdir: Path, watched: Path) -> list[Path]:
-    """Breadth first, at most MAX_DIRECTORIES folders, skipping dot folders, caches and virtual envs."""
+def _folders(roots: list[Path]) -> list[Path]:
+    """Breadth first from each root, at most MAX_ENTRIES entries listed, skipping dot folders, caches,
+    virtual envs and checkpoints themselves; each folder once."""
     found: list[Path] = []
-    queue: deque[tuple[Path, int]] = deque([(workdir, 0)])
-    while queue and len(found) < MAX_DIRECTORIES:
+    seen: set[Path] = set()
+    queue: deque[tuple[Path, int]] = deque((root, 0) for root in roots if root.is_dir())
+    listed = 0
+    while queue and listed < MAX_ENTRIES:
         folder, depth = queue.popleft()
+        if folder in seen:  # the watched folder may lie inside the working directory
+            continue
+        seen.add(folder)
         found.append(folder)
         if depth == MAX_DEPTH:
             continue
         try:
-            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+            with os.scandir(folder) as entries:
+                subfolders = []
+                for entry in entries:
+                    listed += 1
+                    if entry.is_dir(follow_symlinks=False) and _worth_a_look(Path(entry.path)):
+                        subfolders.append(Path(entry.path))
+                    if listed >= MAX_ENTRIES:
+                        break
         except OSError:
             continue
-        for entry in entries:
-            path = Path(entry.path)
-            if entry.is_dir(follow_symlinks=False) and _worth_a_look(path, watched):
-                queue.append((path, depth + 1))
+        queue.extend((path, depth + 1) for path in sorted(subfolders))
     return found
 
 
-def _worth_a_look(path: Path, watched: Path) -> bool:
+def _worth_a_look(path: Path) -> bool:
     if path.name.startswith(".") or path.name in _SKIPPED or (path / "pyvenv.cfg").exists():
         return False
     # A checkpoint is a leaf: its own folder (checkpoint-500/) is no place to look for more.
-    return layouts.classify(path) is None and path.resolve() != watched
+    return layouts.classify(path) is None
 
 
 def _modified_since(path: Path, since: float) -> bool:

@@ -33,6 +33,9 @@ _RUN_NUMBERED = re.compile(r"(^|/)version_\d+(/|$)")
 def misplaced_save_warning(directory: Path, save: MisplacedSave) -> str:
     lost = (f"the command saves its checkpoints in {save.folder} ({save.name}), not in CHECKPOINT_DIR "
             f"{directory}: none is uploaded, so an interruption loses them.")
+    if save.relative == ".":
+        return (f"{lost} Save them into a folder of their own and name it in run.checkpoint_dir (e.g. "
+                '"outputs"), or into $CHECKPOINT_DIR')
     if _RUN_NUMBERED.search(save.relative):
         return (f"{lost} That folder is numbered per run (Lightning's default): give ModelCheckpoint a fixed "
                 "dirpath and name it in run.checkpoint_dir, or use dirpath=os.environ[\"CHECKPOINT_DIR\"]")

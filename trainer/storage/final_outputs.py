@@ -4,6 +4,7 @@ and the instance's disk with it, so these go to S3 first, under `<job>/final/`, 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from . import layouts
@@ -12,17 +13,19 @@ FINAL_PREFIX = "final/"
 
 
 def final_output_files(directory: Path) -> dict[str, Path]:
-    """Relative POSIX name → file, for every entry of `directory` that is no checkpoint of any layout,
-    no `last.ckpt` copy and no dot-name (writes in progress, entries set aside, upload views)."""
-    if not directory.is_dir():
-        return {}
+    """Relative POSIX name → file, for everything under `directory` that is no checkpoint of any layout
+    (at any depth: `run1/checkpoint-400/`), no `last.ckpt` copy, no dot-name (writes in progress, entries
+    set aside, upload views) and no symbolic link (a link to a dataset is not an output)."""
     files: dict[str, Path] = {}
-    for entry in sorted(directory.iterdir()):
-        if entry.name.startswith(".") or layouts.LIGHTNING_LAST.match(entry.name) or layouts.classify(entry):
-            continue
-        inside = sorted(entry.rglob("*")) if entry.is_dir() else [entry]
-        for path in inside:
-            relative = path.relative_to(directory)
-            if path.is_file() and not any(part.startswith(".") for part in relative.parts):
-                files[relative.as_posix()] = path
+    for folder, subfolders, names in os.walk(directory):  # links to folders are not followed
+        base = Path(folder)
+        subfolders[:] = sorted(name for name in subfolders if _an_output(base / name))
+        for name in sorted(names):
+            path = base / name
+            if _an_output(path) and not path.is_symlink():
+                files[path.relative_to(directory).as_posix()] = path
     return files
+
+
+def _an_output(path: Path) -> bool:
+    return not (path.name.startswith(".") or layouts.LIGHTNING_LAST.match(path.name) or layouts.classify(path))

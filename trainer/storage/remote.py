@@ -346,9 +346,12 @@ class RemoteStore:
 
     def _confirm_sizes(self, prefix: str, expected: dict[str, int]) -> None:
         paginator = self.s3.get_paginator("list_objects_v2")
-        found = {item["Key"][len(prefix):]: item["Size"]
-                 for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix)
-                 for item in page.get("Contents", [])}
+        try:
+            found = {item["Key"][len(prefix):]: item["Size"]
+                     for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix)
+                     for item in page.get("Contents", [])}
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{prefix}: listing to confirm sizes: {error}") from error
         wrong = [name for name, size in expected.items() if found.get(name) != size]
         if wrong:
             raise RemoteStoreError(f"s3://{self.bucket}/{prefix}{wrong[0]}: not stored with its full size")
