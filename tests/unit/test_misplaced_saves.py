@@ -108,3 +108,15 @@ def test_a_run_folder_inside_the_watched_folder_is_named_in_full(tmp_path: Path)
     hf_checkpoint(tmp_path / "work/outputs/run1", 40)
     found = find_misplaced_save(tmp_path / "work", tmp_path / "work/outputs", since=started)
     assert found is not None and found.relative == "outputs/run1"
+
+
+def test_a_first_save_after_the_nothing_saved_warning_is_still_named(tmp_path: Path) -> None:
+    # A script whose first save comes after the save interval the agent waits for (30 minutes).
+    warnings: list[str] = []
+    watch = SaveWatch(tmp_path / "checkpoints", 0.0, warnings.append, workdir=tmp_path, look_every_seconds=0)
+    watch.start(resumed=False).check(None)
+    assert len(warnings) == 1 and "no recognised checkpoint" in warnings[0]
+    hf_checkpoint(tmp_path / "outputs", 500)
+    watch.check(None)
+    watch.check(None)
+    assert len(warnings) == 2 and 'Set run.checkpoint_dir = "outputs"' in warnings[1]

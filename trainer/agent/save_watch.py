@@ -53,7 +53,8 @@ class SaveWatch:
     started_at: float = 0.0  # wall clock, to tell a new save from a file shipped with the code
     looked: float = 0.0
     seen_checkpoint: bool = False
-    warned: bool = False
+    warned_nothing: bool = False  # said once; the looks go on, as a script may first save after it
+    warned_misplaced: bool = False
 
     def start(self, *, resumed: bool) -> SaveWatch:
         """A new run of the command; a restored checkpoint counts as seen until the command saves."""
@@ -65,18 +66,18 @@ class SaveWatch:
         """Called from the poll loop with the newest complete checkpoint (None when there is none)."""
         if newest is not None:
             self.seen_checkpoint = True
-        if self.seen_checkpoint or self.warned:
+        if self.seen_checkpoint or self.warned_misplaced:
             return
         now = time.monotonic()
-        due = exited or now - self.started >= self.warn_after_seconds
-        if due or now - self.looked >= self.look_every_seconds:
+        due = not self.warned_nothing and (exited or now - self.started >= self.warn_after_seconds)
+        if due or exited or now - self.looked >= self.look_every_seconds:
             self.looked = now
             if misplaced := self._misplaced():
-                self.warned = True
+                self.warned_misplaced = True
                 self.warn(misplaced_save_warning(self.directory, misplaced))
                 return
         if due:
-            self.warned = True
+            self.warned_nothing = True
             self.warn(nothing_saved_warning(self.directory, now - self.started))
 
     def _misplaced(self) -> MisplacedSave | None:
