@@ -2,7 +2,10 @@
 
 The agent watches, uploads from and restores into this folder instead of its own default. A relative
 path is taken from the command's working directory (where `run.workdir` is unpacked), which is where a
-script's `output_dir="outputs"` lands."""
+script's `output_dir="outputs"` lands. The job file and the console's CheckpointFolder parameter judge
+a value by the same rules: `checkpoint_dir_problem` says why in words, CHECKPOINT_FOLDER_PATTERN is
+the same rule as the template's AllowedPattern (tests/unit/test_checkpoint_dir_job.py holds them equal).
+"""
 
 from __future__ import annotations
 
@@ -12,41 +15,49 @@ from pathlib import PurePosixPath
 from stacks.job_spec import RunSpec, field_error
 
 MAX_LENGTH = 200
-# One word in the agent's environment file and in bootstrap's paths: no spaces, no shell or quote characters.
-_SAFE = re.compile(r"^[A-Za-z0-9._/@+=-]+$")
+_CHAR = r"[A-Za-z0-9._@+=-]"  # one word in the agent's environment file and bootstrap's paths: no spaces or quotes
+# The instance's own trees: the agent moves aside what looks like a stray checkpoint in its folder and keeps
+# everything else there when the job ends, so it must never be given one of these.
+SYSTEM_FOLDERS = ("bin", "boot", "dev", "etc", "lib", "lib64", "proc", "root", "run", "sbin", "sys", "usr", "var")
+RUNTIME_FOLDER = "opt/spot-trainer"  # the runtime, its state and the job's code (work/)
+AGENT_DEFAULT = "opt/spot-trainer/checkpoints"  # the agent's own folder: naming it changes nothing
+
+_SEGMENT = rf"(?!\.\.?(?:/|$)){_CHAR}+"  # a plain name: not "." or ".."
+_RELATIVE = r"(?!/)(?!(?:\./*)+$)(?!(?:.*/)?\.\.(?:/|$))[A-Za-z0-9._/@+=-]+"
+_ABSOLUTE = (rf"/(?!(?:{'|'.join(SYSTEM_FOLDERS)})(?:/|$))(?!{RUNTIME_FOLDER}(?:/|$)(?!checkpoints/?$))"
+             rf"{_SEGMENT}(?:/{_SEGMENT})+/?")
+CHECKPOINT_FOLDER_PATTERN = rf"^$|^(?=.{{1,{MAX_LENGTH}}}$)(?:{_RELATIVE}|{_ABSOLUTE})$"
+CHECKPOINT_FOLDER_RULE = ('empty, or a folder from the working directory like outputs (no ".."), or an absolute '
+                          "one like /mnt/checkpoints outside the system's and /opt/spot-trainer")
 
 
 def checkpoint_dir_problem(value: str) -> str | None:
     """Why `value` cannot be a checkpoint folder, or None."""
     if len(value) > MAX_LENGTH:
         return f"{len(value)} characters; at most {MAX_LENGTH}"
-    if not _SAFE.match(value):
+    if not re.fullmatch(r"[A-Za-z0-9._/@+=-]+", value):
         return f"{value!r}: use letters, digits and . _ - / @ + = only (no spaces or quotes)"
     if ".." in value.split("/"):
         return (f"{value!r} climbs out with '..': name the folder from the working directory down, or give an "
                 "absolute path")
-    path = PurePosixPath(value)
-    if path == PurePosixPath("."):
-        return f"{value!r} is the working directory itself: name the folder your script saves its checkpoints in, " \
-               "e.g. \"outputs\""
-    if path.is_absolute():
-        return _absolute_problem(value, PurePosixPath("/", *path.parts[1:]))
-    return None
+    if not value.startswith("/"):
+        if PurePosixPath(value) == PurePosixPath("."):
+            return (f"{value!r} is the working directory itself: name the folder your script saves its checkpoints "
+                    'in, e.g. "outputs"')
+        return None
+    return _absolute_problem(value)
 
 
-# The instance's own trees: the agent moves aside what looks like a stray checkpoint in its folder and
-# keeps everything else there when the job ends, so it must never be given one of these.
-_SYSTEM = tuple(PurePosixPath(p) for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root",
-                                            "/run", "/sbin", "/sys", "/usr", "/var"))
-_RUNTIME = PurePosixPath("/opt/spot-trainer")  # the runtime, its state and the job's code (work/)
-
-
-def _absolute_problem(value: str, path: PurePosixPath) -> str | None:
-    if len(path.parts) < 3:
+def _absolute_problem(value: str) -> str | None:
+    segments = value[1:].removesuffix("/").split("/")  # one trailing slash is as good as none
+    if len(segments) < 2:
         return f"{value!r} is the root or a folder right under it: name a folder of its own, e.g. \"/mnt/checkpoints\""
-    if any(path.is_relative_to(tree) for tree in _SYSTEM):
+    if any(segment in ("", ".") for segment in segments):
+        return f"{value!r}: write the path plainly, without // or /./"
+    if segments[0] in SYSTEM_FOLDERS:
         return f"{value!r} lies in the system's own folders: use a folder of the job's, e.g. \"/mnt/checkpoints\""
-    if path.is_relative_to(_RUNTIME) and path != _RUNTIME / "checkpoints":
+    path = "/".join(segments)
+    if (path + "/").startswith(RUNTIME_FOLDER + "/") and path != AGENT_DEFAULT:
         return (f"{value!r} lies in Spot Trainer's own folder: give the folder relative to the working directory "
                 "(e.g. \"outputs\" for /opt/spot-trainer/work/outputs)")
     return None

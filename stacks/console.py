@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from aws_cdk import CfnParameter, Stack
 
+from stacks.checkpoint_dir_field import CHECKPOINT_FOLDER_PATTERN, CHECKPOINT_FOLDER_RULE
 from stacks.instance_types import architecture
 from stacks.job_spec import (
     AMI_ID,
@@ -77,6 +78,7 @@ class JobParameters:
     total_steps: CfnParameter
     max_spot_wait: CfnParameter
     deadline_margin: CfnParameter
+    checkpoint_dir: CfnParameter | None = None  # own commands only: the built-in trainer saves where it is told
 
 
 # Values the agent reads from its environment file must be one line (user data refuses others at boot).
@@ -154,6 +156,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
             _param(stack, "WorkingDirectory", "Working directory", type="String", default=DEFAULT_WORKDIR,
                    allowed_pattern=r"^/[^\s]*$", constraint_description="an absolute path without spaces",
                    description="Directory on the instance where the job's code lives and the command runs"),
+            *_checkpoint_folder(stack, job),
             _param(stack, "SetupCommand", "Setup command", type="String", default=run.setup,
                    description="Optional command run once in the working directory before training",
                    **_setup_constraint(job.userdata_version)),
@@ -280,8 +283,19 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         data_bucket=found["DataBucket"], data_prefix=found["DataPrefix"],
         notify_email=found["NotifyEmail"], stall_minutes=found["StallAlarmMinutes"], deadline=found["Deadline"],
         total_steps=found["TotalSteps"], max_spot_wait=found["MaxSpotWait"],
-        deadline_margin=found["DeadlineMargin"],
+        deadline_margin=found["DeadlineMargin"], checkpoint_dir=found.get("CheckpointFolder"),
     )
+
+
+def _checkpoint_folder(stack: Stack, job: JobSpec) -> list[tuple[str, str, CfnParameter]]:
+    """Offered where a command of the user's own runs (from user data v2): the built-in trainer saves where
+    it is told, and the CLI's 50 KiB for a template without assets has no room for it."""
+    if job.run.command == "builtin" or job.userdata_version in HEREDOC_VERSIONS:
+        return []
+    return [_param(stack, "CheckpointFolder", "Checkpoint folder", type="String", default=job.run.checkpoint_dir,
+                   allowed_pattern=CHECKPOINT_FOLDER_PATTERN, constraint_description=CHECKPOINT_FOLDER_RULE,
+                   description="Empty = the agent's own ($CHECKPOINT_DIR); else the folder your command saves its "
+                               "checkpoints in, e.g. outputs (from the working directory)")]
 
 
 # The job-file field each parameter's default comes from (the rest have fixed defaults).
@@ -295,6 +309,7 @@ JOB_FIELDS = {
     "ExistingBucket": "storage.bucket", "VolumeSize": "capacity.volume_size",
     "KeepCheckpoints": "storage.keep_checkpoints", "CheckpointVersionRetentionDays": "storage.noncurrent_days",
     "LogRetentionDays": "storage.log_retention_days", "SshCidr": "access.ssh_cidr", "KeyPair": "access.key_pair",
+    "CheckpointFolder": "run.checkpoint_dir",
 }
 
 

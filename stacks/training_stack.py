@@ -140,6 +140,13 @@ def user_data_header(
             "SPOT_MAX_SPOT_WAIT": params.max_spot_wait.value_as_string,
             "SPOT_DEADLINE_MARGIN": params.deadline_margin.value_as_string,
         }),
-        # Only when given: every byte of the template counts against the CLI's 50 KiB.
-        **({"SPOT_CHECKPOINT_DIR": job.run.checkpoint_dir} if job.run.checkpoint_dir else {}),
+        **checkpoint_folder_header(job, params),
     }
+
+
+def checkpoint_folder_header(job: JobSpec, params: JobParameters) -> dict[str, str]:
+    """The console's folder where it offers one; else the job file's, only when given: every byte of a
+    built-in job's template counts against the CLI's 50 KiB."""
+    if params.checkpoint_dir is not None:
+        return {"SPOT_CHECKPOINT_DIR": params.checkpoint_dir.value_as_string}
+    return {"SPOT_CHECKPOINT_DIR": job.run.checkpoint_dir} if job.run.checkpoint_dir else {}

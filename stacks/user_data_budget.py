@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from aws_cdk import CfnParameter
 
+from stacks.checkpoint_dir_field import MAX_LENGTH as CHECKPOINT_DIR_MAX
 from stacks.console import JobParameters
 from stacks.job_spec import JobSpec, JobSpecError
 from stacks.user_data import MAX_USER_DATA_BYTES, deployed_size
@@ -37,7 +38,9 @@ def bound_user_data(job: JobSpec, params: JobParameters, header: dict[str, str])
     """Refuse a job file whose values overflow; give each typed parameter an equal share of what is left.
     A value travels base64-encoded (4 bytes per 3, plus up to 3 of padding), one byte per ASCII character."""
     typed = typed_values(job, params)
-    spare = spare_bytes(job, header, {name: value for name, (value, _) in typed.items()})
+    # A console checkpoint folder is bounded by its own pattern: counted at its longest, not given a share.
+    longest = {"SPOT_CHECKPOINT_DIR": "x" * CHECKPOINT_DIR_MAX} if params.checkpoint_dir is not None else {}
+    spare = spare_bytes(job, header, {**{name: value for name, (value, _) in typed.items()}, **longest})
     share = max(0, (spare - DEPLOY_TIME_NAMES_BYTES - 3 * len(typed)) * 3 // 4 // len(typed))
     for value, param in typed.values():
         param.max_length = len(value.encode()) + share

@@ -64,6 +64,9 @@ def console_cases() -> list[ConsoleCase]:
         one("TotalSteps", "0"), one("TotalSteps", "1e6"), one("MaxSpotWait", "2 hours"), one("DeadlineMargin", ""),
         one("DataBucket", "s3://my-datasets"), one("WorkingDirectory", "work"),
         one("KeyPair", "my key; rm -rf /"),
+        one("CheckpointFolder", "../ckpt", "byo"), one("CheckpointFolder", "/etc", "byo"),
+        one("CheckpointFolder", "/opt/spot-trainer/work", "byo"), one("CheckpointFolder", "my outputs", "byo"),
+        one("CheckpointFolder", "$(reboot)", "byo"),
     ]
 
 
@@ -130,7 +133,7 @@ def console_verdicts(root: Path) -> list[Verdict]:
     from tests.unit.stack_support import synth
 
     with stdout_to_stderr():
-        templates = {job: synth(job, root / "console" / job).raw for job in ("example", "cifar")}
+        templates = {job: synth(job, root / "console" / job).raw for job in ("example", "cifar", "byo")}
     verdicts = []
     for case in console_cases():
         outcome, output = judge_console(templates[case.job], case)

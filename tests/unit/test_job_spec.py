@@ -221,6 +221,8 @@ BAD_CASES = [
      "'..'"),
     (with_change("run", "checkpoint_dir", "./"), "run.checkpoint_dir: './' is the working directory itself"),
     (with_change("run", "checkpoint_dir", "//"), "run.checkpoint_dir: '//' is the root or a folder right under it"),
+    (with_change("run", "checkpoint_dir", "/mnt//x"), "run.checkpoint_dir: '/mnt//x': write the path plainly"),
+    (with_change("run", "checkpoint_dir", "/"), "run.checkpoint_dir: '/' is the root or a folder right under it"),
     (with_change("run", "checkpoint_dir", "/mnt"), "run.checkpoint_dir: '/mnt' is the root or a folder right under"),
     (with_change("run", "checkpoint_dir", "/etc/ckpt"), "run.checkpoint_dir: '/etc/ckpt' lies in the system's own"),
     (with_change("run", "checkpoint_dir", "/opt/spot-trainer/work"), "run.checkpoint_dir: '/opt/spot-trainer/work' "
