@@ -178,6 +178,7 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
     spot_cost = cost.cost_usd
     on_demand_cost = equivalent / 3600 * price
     records = player.interruptions
+    events = job_events(player)
     return Report(
         job=player.deployment.job,
         state=str(status.get("state", "UNKNOWN")),
@@ -217,10 +218,10 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         interrupt_every_seconds=None if player.options.total_steps else player.options.plan.spacing_seconds,
         events=[{**asdict(r), "lost_steps": r.lost_steps, "recovery_seconds": recovery_seconds(r, logs)}
                 for r in records],
-        market_switches=market_switches(player),
+        market_switches=market_switches(player, events),
         steps_redone=work.redone,
         nodes_together=nodes,
-        final_outputs=final_outputs(player),
+        final_outputs=final_outputs(events),
     )
 
 
@@ -229,18 +230,20 @@ def planned_interruptions(plan: InterruptionPlan) -> int:
     return 0 if plan.rate_per_hour is not None else plan.count + plan.hard_kills
 
 
-def market_switches(player: Player) -> list[dict[str, Any]]:
+def job_events(player: Player) -> list[dict[str, Any]]:
+    return RemoteStore(player.cloud.client("s3"), player.deployment.bucket, player.deployment.job).events()
+
+
+def market_switches(player: Player, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every switch of the job's group between spot and on-demand, as its events record it."""
-    store = RemoteStore(player.cloud.client("s3"), player.deployment.bucket, player.deployment.job)
     return [{"after_seconds": round(float(event["epoch"]) - player.started_at, 1), "from": event.get("from"),
              "to": event.get("to"), "by": event.get("instance"), "reason": event.get("reason")}
-            for event in store.events() if event.get("kind") == "market"]
+            for event in events if event.get("kind") == "market"]
 
 
-def final_outputs(player: Player) -> str:
+def final_outputs(events: list[dict[str, Any]]) -> str:
     """'4 files (0.5 MB) kept in s3://…/final/' from the agent's event, or '' when it kept none."""
-    store = RemoteStore(player.cloud.client("s3"), player.deployment.bucket, player.deployment.job)
-    if not (kept := store.events(FINAL_OUTPUTS)):
+    if not (kept := [event for event in events if event.get("kind") == FINAL_OUTPUTS]):
         return ""
     last = kept[-1]
     return f"{last.get('files')} files ({int(last.get('bytes') or 0) / 1e6:.1f} MB) kept in {last.get('location')}"

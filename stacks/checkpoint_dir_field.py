@@ -15,15 +15,16 @@ from pathlib import PurePosixPath
 from stacks.job_spec import RunSpec, field_error
 
 MAX_LENGTH = 200
-_CHAR = r"[A-Za-z0-9._@+=-]"  # one word in the agent's environment file and bootstrap's paths: no spaces or quotes
+# One word in the agent's environment file and bootstrap's paths: no spaces or quotes.
+_CHARS = "A-Za-z0-9._@+=-"
 # The instance's own trees: the agent moves aside what looks like a stray checkpoint in its folder and keeps
 # everything else there when the job ends, so it must never be given one of these.
 SYSTEM_FOLDERS = ("bin", "boot", "dev", "etc", "lib", "lib64", "proc", "root", "run", "sbin", "sys", "usr", "var")
 RUNTIME_FOLDER = "opt/spot-trainer"  # the runtime, its state and the job's code (work/)
 AGENT_DEFAULT = "opt/spot-trainer/checkpoints"  # the agent's own folder: naming it changes nothing
 
-_SEGMENT = rf"(?!\.\.?(?:/|$)){_CHAR}+"  # a plain name: not "." or ".."
-_RELATIVE = r"(?!/)(?!(?:\./*)+$)(?!(?:.*/)?\.\.(?:/|$))[A-Za-z0-9._/@+=-]+"
+_SEGMENT = rf"(?!\.\.?(?:/|$))[{_CHARS}]+"  # a plain name: not "." or ".."
+_RELATIVE = rf"(?!/)(?!(?:\./*)+$)(?!(?:.*/)?\.\.(?:/|$))[/{_CHARS}]+"
 _ABSOLUTE = (rf"/(?!(?:{'|'.join(SYSTEM_FOLDERS)})(?:/|$))(?!{RUNTIME_FOLDER}(?:/|$)(?!checkpoints/?$))"
              rf"{_SEGMENT}(?:/{_SEGMENT})+/?")
 CHECKPOINT_FOLDER_PATTERN = rf"^$|^(?=.{{1,{MAX_LENGTH}}}$)(?:{_RELATIVE}|{_ABSOLUTE})$"
@@ -35,7 +36,7 @@ def checkpoint_dir_problem(value: str) -> str | None:
     """Why `value` cannot be a checkpoint folder, or None."""
     if len(value) > MAX_LENGTH:
         return f"{len(value)} characters; at most {MAX_LENGTH}"
-    if not re.fullmatch(r"[A-Za-z0-9._/@+=-]+", value):
+    if not re.fullmatch(rf"[/{_CHARS}]+", value):
         return f"{value!r}: use letters, digits and . _ - / @ + = only (no spaces or quotes)"
     if ".." in value.split("/"):
         return (f"{value!r} climbs out with '..': name the folder from the working directory down, or give an "

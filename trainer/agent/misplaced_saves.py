@@ -34,7 +34,7 @@ def find_misplaced_save(workdir: Path, watched: Path, since: float) -> Misplaced
     of `watched` (`output_dir=$CHECKPOINT_DIR/run1`), whose top level the agent reads itself."""
     best: tuple[int, Path, str] | None = None
     watched = watched.resolve()
-    for folder in _folders([workdir.resolve(), watched]):
+    for folder in _holding_checkpoints([workdir.resolve(), watched]):
         if folder == watched:
             continue
         found = layouts.newest_complete(folder)
@@ -47,9 +47,9 @@ def find_misplaced_save(workdir: Path, watched: Path, since: float) -> Misplaced
     return MisplacedSave(folder, name, folder.relative_to(workdir.resolve()).as_posix() if inside else str(folder))
 
 
-def _folders(roots: list[Path]) -> list[Path]:
-    """Breadth first from each root, at most MAX_ENTRIES entries listed, skipping dot folders, caches,
-    virtual envs and checkpoints themselves; each folder once."""
+def _holding_checkpoints(roots: list[Path]) -> list[Path]:
+    """The folders with an entry named like a checkpoint, breadth first from each root, at most MAX_ENTRIES
+    entries listed, skipping dot folders, caches, virtual envs and checkpoints themselves; each folder once."""
     found: list[Path] = []
     seen: set[Path] = set()
     queue: deque[tuple[Path, int]] = deque((root, 0) for root in roots if root.is_dir())
@@ -59,20 +59,23 @@ def _folders(roots: list[Path]) -> list[Path]:
         if folder in seen:  # the watched folder may lie inside the working directory
             continue
         seen.add(folder)
-        found.append(folder)
-        if depth == MAX_DEPTH:
-            continue
+        subfolders: list[Path] = []
+        holds = False
         try:
             with os.scandir(folder) as entries:
-                subfolders = []
                 for entry in entries:
                     listed += 1
-                    if entry.is_dir(follow_symlinks=False) and _worth_a_look(Path(entry.path)):
-                        subfolders.append(Path(entry.path))
+                    path = Path(entry.path)
+                    # Named like one: only such folders are read again, by the layouts, for a complete one.
+                    holds = holds or layouts.classify(path) is not None
+                    if depth < MAX_DEPTH and entry.is_dir(follow_symlinks=False) and _worth_a_look(path):
+                        subfolders.append(path)
                     if listed >= MAX_ENTRIES:
                         break
         except OSError:
             continue
+        if holds:
+            found.append(folder)
         queue.extend((path, depth + 1) for path in sorted(subfolders))
     return found
 

@@ -124,9 +124,10 @@ class RemoteStore:
     def upload_files(self, files: dict[str, Path], prefix: str) -> int:
         """Upload name → file under `<job>/<prefix>`, each confirmed at its full size; the bytes sent."""
         sizes = {name: path.stat().st_size for name, path in files.items()}
-        self._transfer_all(((str(path), self.key(prefix + name)) for name, path in files.items()), sum(sizes.values()))
+        total = sum(sizes.values())
+        self._transfer_all(((str(path), self.key(prefix + name)) for name, path in files.items()), total)
         self._confirm_sizes(self.key(prefix), sizes)
-        return sum(sizes.values())
+        return total
 
     def publish(self, step: int, *, lease: Lease | None = None, attempts: int = 5,
                 read: tuple[dict[str, Any] | None, str | None] | None = None) -> bool:
