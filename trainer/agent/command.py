@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 LineSink = Callable[[str, str], None]  # (stream name "stdout"/"stderr", line without newline)
@@ -27,6 +28,17 @@ def runtime_argv(*args: str) -> list[str]:
     """`python -P -m spot_trainer ARGS`: -P keeps the job's working directory off sys.path, so a job's
     own `trainer.py` or `spot_trainer/` cannot stand in for the runtime."""
     return [sys.executable, "-P", "-m", RUNTIME_PACKAGE, *args]
+
+
+# Its sitecustomize.py makes a command's HF or Lightning script resume when it never asks to
+# (integrations/auto_resume.py); Python runs it at start-up from the first folder on PYTHONPATH.
+AUTO_RESUME_PATH = Path(__file__).resolve().parents[1] / "integrations" / "python-startup"
+
+
+def with_auto_resume(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with AUTO_RESUME_PATH first on PYTHONPATH, before what the command's environment had there."""
+    paths = [str(AUTO_RESUME_PATH), *(path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path)]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def parse_signal(name: str) -> signal.Signals:

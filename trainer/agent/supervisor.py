@@ -25,7 +25,7 @@ from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .aws_clients import AutoScalingClient
 from .cloudwatch import CloudWatchSink
-from .command import CommandProcess, parse_signal, runtime_argv
+from .command import CommandProcess, parse_signal, runtime_argv, with_auto_resume
 from .config import AgentConfig
 from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .imds import ImdsClient
@@ -275,6 +275,8 @@ class Agent:
             # Several nodes: torchrun gives each rank RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT.
             **({} if config.distributed else SINGLE_NODE_ENV),
         }
+        if not self._builtin:  # the built-in trainer resumes by itself
+            env = with_auto_resume(env)
         self.log(f"starting {'the built-in trainer' if self._builtin else config.command!r}"
                  f" (attempt {env['JOB_ATTEMPT']}, resume from {env['RESUME_FROM'] or 'scratch'})")
         return CommandProcess(argv, env, cwd=config.workdir, sink=self.telemetry.command_output).start()

@@ -1,0 +1,89 @@
+"""HF Trainer and Lightning scripts as most are written (tests/fixtures/plain_scripts): no resume logic
+at all (`trainer.train()`, `trainer.fit(model, data)`), Lightning's default checkpointing, nothing of
+Spot Trainer. Under the agent their checkpoints reach S3 and, after a power-off, the replacement
+resumes from the newest instead of starting over, script unchanged."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+from localcloud.fake_imds import FakeImds
+from spot_trainer.agent.command import with_auto_resume
+from spot_trainer.storage.remote import RemoteStore
+from tests.integration.agent_runner import AgentProcess, agent_env
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures/plain_scripts"
+HF_STEPS, HF_SAVE_EVERY = 600, 50
+PL_EPOCHS, PL_EPOCH_STEPS = 40, 256  # Lightning saves once an epoch: 8192 samples in batches of 32
+PLAIN = {
+    "hf": (f"hf_train.py {HF_STEPS} {HF_SAVE_EVERY}", HF_STEPS, r"Trainer\.train\(\) named no checkpoint: "
+           r"resuming from .*/checkpoint-(\d+),", r"training from global step (\d+)"),
+    "lightning": (f"lightning_train.py {PL_EPOCHS}", PL_EPOCHS * PL_EPOCH_STEPS, r"Trainer\.fit\(\) named no "
+                  r"checkpoint: resuming from .*/last\.ckpt,", r"Restored all states from the checkpoint at .*/last"),
+}
+
+
+def instance(aws_env: dict[str, str], bucket: str, job: str, disk: Path, imds: FakeImds, script: str) -> AgentProcess:
+    """A fresh disk with the job's code unpacked and the agent's own checkpoint folder, as user data makes it."""
+    shutil.copytree(SCRIPTS, disk / "work")
+    env = agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=disk / "checkpoints", imds_url=imds.url,
+                    instance_id=imds.instance_id, command=f"{sys.executable} {script}", workdir=str(disk / "work"))
+    env["OMP_NUM_THREADS"] = "1"
+    return AgentProcess(env).start()
+
+
+@pytest.mark.parametrize("framework", sorted(PLAIN))
+def test_a_script_without_resume_logic_resumes_after_a_power_off(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path, framework: str
+) -> None:
+    script, steps, resume_line, began_line = PLAIN[framework]
+    job = f"plain-{framework}"
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
+    with FakeImds(instance_id="i-plain-first") as imds:
+        first = instance(aws_env, bucket, job, tmp_path / "first", imds, script)
+        try:
+            first.wait_for(lambda: (store.latest_step() or 0) > 0, timeout=240, what="a checkpoint in S3")
+            first.kill_tree()  # power off: no notice
+        finally:
+            first.stop()
+    in_s3 = store.latest_step()
+    assert in_s3 is not None and 0 < in_s3 < steps, first.text()
+
+    with FakeImds(instance_id="i-plain-second") as imds:
+        second = instance(aws_env, bucket, job, tmp_path / "second", imds, script)
+        try:
+            assert second.wait(timeout=300) == 0, second.text()
+        finally:
+            second.stop()
+    assert any(re.search(resume_line, line) for line in second.lines), second.text()
+    began = [match for line in second.lines if (match := re.search(began_line, line))]
+    assert began, f"the script started over:\n{second.text()}"
+    if framework == "hf":
+        assert int(began[0].group(1)) == in_s3, second.text()
+    assert f"finished at global step {steps}" in second.lines, second.text()
+    status = store.get_json("status.json")
+    # No warning: Lightning's default checkpoints were saved where the agent looks, not in lightning_logs/.
+    assert (status["state"], status["checkpoint_step"], status["warning"]) == ("DONE", steps, ""), status
+
+
+@pytest.mark.parametrize(("switch", "begins_at"), [("", 20), ("off", 0)])
+def test_the_resume_is_the_agents_doing_and_spot_auto_resume_off_turns_it_off(
+    tmp_path: Path, switch: str, begins_at: int
+) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    env = {**os.environ, "CHECKPOINT_DIR": str(checkpoints), "RESUME_FROM": "", "OMP_NUM_THREADS": "1"}
+    run = [sys.executable, str(SCRIPTS / "hf_train.py")]
+    subprocess.run([*run, "20", "10"], env=with_auto_resume(env), check=True, capture_output=True)
+    env.update(RESUME_FROM=str(checkpoints / "checkpoint-20"), SPOT_AUTO_RESUME=switch)
+    second = subprocess.run([*run, "30", "10"], env=with_auto_resume(env), check=True, capture_output=True, text=True)
+    assert f"training from global step {begins_at}\n" in second.stdout, second.stdout + second.stderr
+    assert ("named no checkpoint" in second.stderr) == (switch != "off"), second.stderr

@@ -1,0 +1,97 @@
+"""A script that never asks to resume still resumes: HF's `trainer.train()`, Lightning's `trainer.fit(model)`.
+
+A run the agent gave a checkpoint to (RESUME_FROM is set) must not start over at step 0: every
+interruption would cost the whole run, and a long job would never finish. So the first `train()` or
+`fit()` of a process that names no checkpoint is given the newest one in CHECKPOINT_DIR, found the
+framework's own way: HF's `get_last_checkpoint`, Lightning's `last.ckpt` (the agent links one to the
+step it restores; `save_last=True` keeps it current). Lightning does the same by itself under SLURM
+(`ckpt_path="hpc"`). A value the script passes (a path, `resume_from_checkpoint=False`,
+`ckpt_path="best"`) is its own choice and is kept, and so is every later call (a second phase of
+training is not a restart). A Lightning ModelCheckpoint without a dirpath saves where the agent
+looks (lightning_dirpath.py). `SPOT_AUTO_RESUME=off` in the command's environment turns all this
+off. `python-startup/sitecustomize.py` installs it in every Python process of a command of the user's own.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .lightning_dirpath import MODULES as LIGHTNING_CHECKPOINT_MODULES
+from .lightning_dirpath import save_into_checkpoint_dir
+from .post_import import Hook, when_imported
+
+SWITCH = "SPOT_AUTO_RESUME"
+HF_MODULE = "transformers.trainer"
+LIGHTNING_MODULES = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
+LIGHTNING_LAST = "last.ckpt"
+
+Method = Callable[..., Any]
+
+
+def install() -> None:
+    """Patch the frameworks when (and if) the script imports them; nothing is imported here."""
+    when_imported(hooks(os.environ))
+
+
+def hooks(env: Mapping[str, str]) -> dict[str, Hook]:
+    """Module → patch, for a command the agent runs with this environment."""
+    if not env.get("CHECKPOINT_DIR") or env.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
+        return {}
+    saving: dict[str, Hook] = dict.fromkeys(LIGHTNING_CHECKPOINT_MODULES, save_into_checkpoint_dir)
+    if not env.get("RESUME_FROM"):  # the first run of the job: nothing to resume from
+        return saving
+    return {**saving, HF_MODULE: _patch_hf, **dict.fromkeys(LIGHTNING_MODULES, _patch_lightning)}
+
+
+def newest_hf_checkpoint() -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    directory = os.environ["CHECKPOINT_DIR"]
+    return get_last_checkpoint(directory) if os.path.isdir(directory) else None
+
+
+def newest_lightning_checkpoint() -> str | None:
+    last = Path(os.environ["CHECKPOINT_DIR"]) / LIGHTNING_LAST
+    return str(last) if last.is_file() else None
+
+
+def _patch_hf(module: ModuleType) -> None:
+    trainer = module.Trainer
+    trainer.train = resume_by_default(trainer.train, "resume_from_checkpoint", newest_hf_checkpoint,
+                                      "Trainer.train()")
+
+
+def _patch_lightning(module: ModuleType) -> None:
+    trainer = module.Trainer
+    trainer.fit = resume_by_default(trainer.fit, "ckpt_path", newest_lightning_checkpoint, "Trainer.fit()")
+
+
+def resume_by_default(method: Method, argument: str, newest: Callable[[], str | None], call: str) -> Method:
+    """`method` whose first call gets `argument=newest()` when the caller left it None."""
+    signature = inspect.signature(method)
+    called = False
+
+    @functools.wraps(method)
+    def resuming(*args: Any, **kwargs: Any) -> Any:
+        nonlocal called
+        bound = signature.bind(*args, **kwargs)
+        if not called and bound.arguments.get(argument) is None and (checkpoint := newest()):
+            bound.arguments[argument] = checkpoint
+            _say(f"{call} named no checkpoint: resuming from {checkpoint}, the newest in CHECKPOINT_DIR "
+                 f"({SWITCH}=off starts over instead)")
+        called = True
+        return method(*bound.args, **bound.kwargs)
+
+    return resuming
+
+
+def _say(line: str) -> None:
+    if os.environ.get("RANK", "0") == "0":  # under torchrun every rank resumes; one says so
+        print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
