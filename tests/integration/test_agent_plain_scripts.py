@@ -87,3 +87,32 @@ def test_the_resume_is_the_agents_doing_and_spot_auto_resume_off_turns_it_off(
     second = subprocess.run([*run, "30", "10"], env=with_auto_resume(env), check=True, capture_output=True, text=True)
     assert f"training from global step {begins_at}\n" in second.stdout, second.stdout + second.stderr
     assert ("named no checkpoint" in second.stderr) == (switch != "off"), second.stderr
+
+
+# Ignores RESUME_FROM and CHECKPOINT_DIR's contents: it counts from 1 again on every instance.
+FROM_SCRATCH = ('i=0; while [ "$i" -lt 100000 ]; do i=$((i+1)); sleep 0.05; echo w > "$CHECKPOINT_DIR/.t"; '
+                'mv "$CHECKPOINT_DIR/.t" "$CHECKPOINT_DIR/model_step$i.pt"; done')
+
+
+def test_a_command_that_starts_over_instead_of_resuming_is_named_in_status(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "from-scratch")
+    for attempt in ("first", "second"):
+        with FakeImds(instance_id=f"i-{attempt}") as imds:
+            agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=store.job, imds_url=imds.url,
+                                           checkpoint_dir=tmp_path / attempt, instance_id=imds.instance_id,
+                                           command=FROM_SCRATCH)).start()
+            try:
+                if attempt == "first":
+                    agent.wait_for(lambda: (store.latest_step() or 0) >= 20, timeout=120, what="step 20 in S3")
+                else:
+                    agent.wait_for(lambda: "started over" in store.get_json("status.json")["warning"],
+                                   timeout=120, what="the warning that the command started over")
+            finally:
+                agent.stop()
+    status = store.get_json("status.json")
+    assert status["state"] == "TRAINING", "a warning must not stop training"
+    assert re.match(r"the command started over: it saved model_step\d+\.pt \(step \d+\) after model_step(\d+)\.pt "
+                    r"\(step \1\) was restored for it", status["warning"]), status["warning"]
+    assert any("WARNING: the command started over" in line for line in agent.lines), agent.text()

@@ -1,11 +1,12 @@
-"""Says so, loudly, when a training command saves nothing the agent can recognise.
+"""Says so, loudly, when what a training command saves would be lost.
 
 A script that writes its checkpoints under a name no layout knows, or into a folder of its own,
 would otherwise train for days and lose everything at the first interruption. A checkpoint that
 appears elsewhere under the working directory is named at the next look (once a minute), with the
 job-file line that fixes it. Otherwise, once the command has run past the expected save interval
 (or exits) with no recognised checkpoint, one warning names what CHECKPOINT_DIR holds and the
-layouts the agent accepts. Either goes to the log, status.json and `status`.
+layouts the agent accepts. A command given a checkpoint that saves below it has started over
+(started_over.py). Each goes to the log, status.json and `status`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from ..storage import layouts
 from .misplaced_saves import MisplacedSave, find_misplaced_save
+from .started_over import find_restart_from_scratch, started_over_warning
 
 
 def nothing_saved_warning(directory: Path, seconds: float) -> str:
@@ -55,15 +57,19 @@ class SaveWatch:
     seen_checkpoint: bool = False
     warned_nothing: bool = False  # said once; the looks go on, as a script may first save after it
     warned_misplaced: bool = False
+    restored: Path | None = None  # the checkpoint this run of the command was given to resume from
+    warned_started_over: bool = False
 
-    def start(self, *, resumed: bool) -> SaveWatch:
+    def start(self, *, resumed: bool, restored: Path | None = None) -> SaveWatch:
         """A new run of the command; a restored checkpoint counts as seen until the command saves."""
         self.started, self.started_at, self.seen_checkpoint = time.monotonic(), time.time(), resumed
-        self.looked = self.started
+        self.looked, self.restored = self.started, restored
         return self
 
     def check(self, newest: object | None, *, exited: bool = False) -> None:
         """Called from the poll loop with the newest complete checkpoint (None when there is none)."""
+        if self.restored is not None and not self.warned_started_over:
+            self._look_for_a_fresh_start(self.restored)
         if newest is not None:
             self.seen_checkpoint = True
         if self.seen_checkpoint or self.warned_misplaced:
@@ -79,6 +85,12 @@ class SaveWatch:
         if due:
             self.warned_nothing = True
             self.warn(nothing_saved_warning(self.directory, now - self.started))
+
+    def _look_for_a_fresh_start(self, restored: Path) -> None:
+        step = layouts.step_of(restored) or 0
+        if saved := find_restart_from_scratch(self.directory, step, since=self.started_at - 1.0):
+            self.warned_started_over = True
+            self.warn(started_over_warning(saved, restored, step))
 
     def _misplaced(self) -> MisplacedSave | None:
         if self.workdir is None or not self.workdir.is_dir():

@@ -179,7 +179,9 @@ class Agent:
             reporter.update(state=states.TRAINING, attempt=reporter.status.attempt + 1, reason="")
             step_at_start, self.telemetry.peer_lost = reporter.status.step or 0, False
             command = self._start_command(resume_from)
-            watch = self._save_watch().start(resumed=resume_from is not None)
+            # The built-in trainer resumes by contract; a command of the user's own is watched for a fresh start.
+            watch = self._save_watch().start(resumed=resume_from is not None,
+                                             restored=None if self._builtin else resume_from)
             try:
                 outcome, code = self._supervise(command, uploader, watch)
             except BaseException:  # the agent itself broke: let the command save and stop, then report

@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +90,14 @@ def _entries(directory: str | os.PathLike[str]) -> list[tuple[int, str, Path]]:
     if not root.is_dir():
         return []
     return [(kind[1], kind[0], entry) for entry in root.iterdir() if (kind := classify(entry)) is not None]
+
+
+def complete_below(directory: str | os.PathLike[str], step: int,
+                   keep: Callable[[Path], bool] = lambda path: True) -> list[Checkpoint]:
+    """The complete checkpoints below `step` that `keep` accepts (asked first: a stat is cheaper than
+    reading a checkpoint's content). Each is superseded by `step`, so the generic rule counts it whole."""
+    return [Checkpoint(found, path, layout) for found, layout, path in _entries(directory)
+            if found < step and keep(path) and _complete(layout, found, path, superseded=True)]
 
 
 def step_of(path: Path) -> int | None:

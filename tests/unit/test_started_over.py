@@ -1,0 +1,89 @@
+"""A command given a checkpoint that trains from step 0 again is named at its first save below it,
+with what loads the checkpoint in the words of the layout it saves in; a command that resumes, and
+checkpoints older than the run (a framework's rotation keeps a few), are not."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from spot_trainer.agent.save_watch import SaveWatch
+
+
+def hf_save(directory: Path, step: int) -> Path:
+    path = directory / f"checkpoint-{step}"
+    path.mkdir()
+    (path / "model.safetensors").write_bytes(b"w")
+    (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))  # written last: complete
+    return path
+
+
+def lightning_save(directory: Path, step: int) -> Path:
+    path = directory / f"epoch=0-step={step}.ckpt"
+    with zipfile.ZipFile(path, "w") as archive:  # torch.save's format: whole once it reads
+        archive.writestr("archive/data.pkl", b"w")
+    return path
+
+
+def generic_save(directory: Path, step: int) -> Path:
+    path = directory / f"model_step{step}.pt"
+    path.write_bytes(b"w")
+    return path
+
+
+Save = Callable[[Path, int], Path]
+LAYOUTS = {
+    "hf": (hf_save, "pass resume_from_checkpoint=get_last_checkpoint(output_dir) to trainer.train()"),
+    "lightning": (lightning_save, 'pass ckpt_path="last" to trainer.fit()'),
+    "generic": (generic_save, "load $RESUME_FROM (the newest checkpoint in CHECKPOINT_DIR) before the first step"),
+}
+
+
+def restored_before_the_run(save: Save, directory: Path, step: int) -> Path:
+    path = save(directory, step)
+    then = time.time() - 60
+    os.utime(path, (then, then))
+    return path
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_first_save_below_the_restored_step_is_named_once_with_how_to_resume(tmp_path: Path, layout: str) -> None:
+    save, hint = LAYOUTS[layout]
+    older = restored_before_the_run(save, tmp_path, 400)  # kept by the framework's rotation
+    restored = restored_before_the_run(save, tmp_path, 500)
+    warnings: list[str] = []
+    watch = SaveWatch(tmp_path, 3600, warnings.append).start(resumed=True, restored=restored)
+    watch.check((500, restored))
+    assert warnings == [], f"{older.name}, older than the run, is no fresh start"
+    fresh = save(tmp_path, 100)
+    save(tmp_path, 200)
+    watch.check((500, restored))
+    watch.check((500, restored))
+    assert warnings == [
+        f"the command started over: it saved {fresh.name} (step 100) after {restored.name} (step 500) was restored "
+        "for it, so every interruption costs the whole run and nothing it saves below step 500 is uploaded. "
+        f"To resume, {hint}"
+    ]
+
+
+def test_a_command_that_resumes_is_not_named(tmp_path: Path) -> None:
+    restored = restored_before_the_run(hf_save, tmp_path, 500)
+    warnings: list[str] = []
+    watch = SaveWatch(tmp_path, 3600, warnings.append).start(resumed=True, restored=restored)
+    newer = hf_save(tmp_path, 550)
+    watch.check((550, newer), exited=True)
+    assert warnings == []
+
+
+def test_a_half_written_save_below_is_not_yet_a_fresh_start(tmp_path: Path) -> None:
+    restored = restored_before_the_run(hf_save, tmp_path, 500)
+    (tmp_path / "checkpoint-100").mkdir()  # trainer_state.json not written yet
+    warnings: list[str] = []
+    SaveWatch(tmp_path, 3600, warnings.append).start(resumed=True, restored=restored).check((500, restored))
+    assert warnings == []
