@@ -8,4 +8,10 @@ so an announced interruption costs no completed step. It prints the progress lin
 program, it talks to the agent only through the signal, the environment and the checkpoint
 directory: it imports `trainer.progress`, never `trainer.agent` or `trainer.builtin`, and imports its
 framework only when the user's script does.
+
+`auto_resume` goes further and needs no line at all: loaded into every Python process of a command
+of the user's own by `python-startup/sitecustomize.py` (the agent puts that folder first on the
+command's PYTHONPATH), it makes the first `train()`/`fit()` that names no checkpoint resume from the
+newest in CHECKPOINT_DIR, and a Lightning ModelCheckpoint without a dirpath save there. It patches a
+framework only once the script imports it (`post_import`).
 """
