@@ -4,6 +4,8 @@ and the sitecustomize that brings them in without hiding the environment's own."
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -79,6 +81,18 @@ def test_a_hook_runs_on_the_module_once_it_has_run_and_at_once_for_one_already_i
     assert seen == [("hooked_before", 2), ("hooked_later", 1)]
     assert "exec_module" not in vars(hooked_later.__spec__.loader)  # the loader reads as it was
     assert hooked_before.VALUE == 2
+
+
+def test_asking_whether_a_module_is_there_does_not_use_up_its_hook(module_dir: Path) -> None:
+    (module_dir / "hooked_probed.py").write_text("VALUE = 4\n")
+    seen: list[int] = []
+    when_imported({"hooked_probed": lambda module: seen.append(module.VALUE)})
+    assert importlib.util.find_spec("hooked_probed") is not None  # as frameworks probe optional packages
+    assert seen == []
+    import hooked_probed  # type: ignore[import-not-found]  # noqa: F401
+
+    importlib.reload(hooked_probed)
+    assert seen == [4]
 
 
 def test_a_failing_hook_is_one_line_and_the_import_goes_on(

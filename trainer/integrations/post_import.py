@@ -45,7 +45,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
-        hook = self.hooks.pop(fullname, None)  # once: a reload is the user's own business
+        hook = self.hooks.get(fullname)  # not taken yet: a find_spec alone (an "is it installed?") loads nothing
         if hook is None:
             return None
         spec = self._others_spec(fullname, path, target)
@@ -59,7 +59,8 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
                 execute(module)
             finally:
                 del loader.exec_module  # the loader is the module's own; it reads as it was again
-            _run(hook, module)
+            if self.hooks.pop(fullname, None) is not None:  # once: a reload is the user's own business
+                _run(hook, module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
