@@ -28,6 +28,10 @@ PLAIN = {
            r"resuming from .*/checkpoint-(\d+),", r"training from global step (\d+)"),
     "lightning": (f"lightning_train.py {PL_EPOCHS}", PL_EPOCHS * PL_EPOCH_STEPS, r"Trainer\.fit\(\) named no "
                   r"checkpoint: resuming from .*/last\.ckpt,", r"Restored all states from the checkpoint at .*/last"),
+    # Its files are named model-epoch=03.ckpt: the agent reads their step from the archive.
+    "lightning-own-names": (f"lightning_train.py {PL_EPOCHS} 'model-{{epoch:02d}}'", PL_EPOCHS * PL_EPOCH_STEPS,
+                            r"Trainer\.fit\(\) named no checkpoint: resuming from .*/last\.ckpt,",
+                            r"Restored all states from the checkpoint at .*/last"),
 }
 
 

@@ -7,7 +7,8 @@ each is complete enough to upload. The agent asks this module; nothing else know
                                         (transformers 5.23 `_save_checkpoint`): complete once that
                                         file parses and names global_step N
     lightning  <...>step=<N><...>.ckpt  torch.save archives (Lightning's default file name carries
-                                        the step): complete once the zip's central directory reads;
+               or any other <...>.ckpt  the step; another name's step is read from the archive):
+                                        complete once the zip's central directory reads;
                                         last*.ckpt is a copy of the newest and is never uploaded
     generic    any other name with step/iter/ckpt/checkpoint and a number (`model_step500.pt`,
                                         `iter-500/`): complete once a higher step appears or the
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .lightning_step import archive_step
 from .names import MARKER_FILE, parse_step, read_marker
 
 OURS, HF, LIGHTNING, GENERIC = "ours", "hf", "lightning", "generic"
@@ -44,7 +46,8 @@ _LIGHTNING_NAME = re.compile(r"(?:^|[-_])step=(\d+)(?=[-_.]).*\.ckpt$")
 _GENERIC_NAME = re.compile(r"(?:step|iter|iteration|ckpt|checkpoint)[-_=]?(\d+)", re.IGNORECASE)
 
 ACCEPTED = ("step-<N> (file or directory)", "checkpoint-<N>/ (HF Trainer)",
-            "*step=<N>*.ckpt (Lightning)", "a name with a step number such as model_step<N>.pt")
+            "*.ckpt (Lightning: the step in its name or its archive)",
+            "a name with a step number such as model_step<N>.pt")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ def classify(path: Path) -> tuple[str, int] | None:
         return HF, int(match.group(1))
     if match := _LIGHTNING_NAME.search(name):
         return LIGHTNING, int(match.group(1))
+    if name.endswith(".ckpt") and (step := archive_step(path)) is not None:  # a filename= without {step}
+        return LIGHTNING, step
     if match := _GENERIC_NAME.search(name):
         return GENERIC, int(match.group(1))
     return None

@@ -1,0 +1,59 @@
+"""The step of a Lightning checkpoint whose name carries none, read from the archive torch.save wrote
+(never unpickled), so `filename="{epoch}-{val_loss:.2f}"` or "best" checkpoints are recognised."""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+import pytest
+import torch
+
+from spot_trainer.storage import layouts
+from spot_trainer.storage.lightning_step import archive_step
+
+
+def lightning_checkpoint(path: Path, step: int) -> Path:
+    """The dict Lightning's dump_checkpoint builds, in its order: epoch and global_step first."""
+    torch.save({"epoch": 3, "global_step": step, "pytorch-lightning_version": "2.6.6",
+                "state_dict": OrderedDict(weight=torch.ones(4)), "loops": {"fit_loop": {"global_step": 0}},
+                "optimizer_states": [], "lr_schedulers": []}, path)
+    return path
+
+
+@pytest.mark.parametrize("step", [0, 7, 255, 256, 65_535, 65_536, 2**31 + 5])
+def test_the_step_is_read_from_the_archive_whatever_its_size(tmp_path: Path, step: int) -> None:
+    assert archive_step(lightning_checkpoint(tmp_path / "best.ckpt", step)) == step
+
+
+def test_a_checkpoint_named_its_own_way_is_a_lightning_checkpoint_of_its_step(tmp_path: Path) -> None:
+    named = lightning_checkpoint(tmp_path / "epoch=3-val_loss=0.52.ckpt", 1024)
+    lightning_checkpoint(tmp_path / "last.ckpt", 1024)  # a copy of the newest, as ever
+    assert layouts.classify(named) == (layouts.LIGHTNING, 1024)
+    assert layouts.classify(tmp_path / "last.ckpt") is None
+    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(1024, named, layouts.LIGHTNING)
+
+
+def test_a_name_with_the_step_still_wins_over_the_content(tmp_path: Path) -> None:
+    assert layouts.classify(lightning_checkpoint(tmp_path / "epoch=0-step=30.ckpt", 99)) == (layouts.LIGHTNING, 30)
+
+
+def test_what_is_no_whole_lightning_checkpoint_has_no_step(tmp_path: Path) -> None:
+    whole = lightning_checkpoint(tmp_path / "whole.ckpt", 500).read_bytes()
+    (tmp_path / "cut.ckpt").write_bytes(whole[: len(whole) // 2])  # a writer killed halfway
+    torch.save({"model": torch.ones(2), "step": 500}, tmp_path / "plain.ckpt")  # torch.save of one's own dict
+    (tmp_path / "text.ckpt").write_text("global_step 500")
+    torch.save({"global_step": "500"}, tmp_path / "string.ckpt")
+    for name in ("cut.ckpt", "plain.ckpt", "text.ckpt", "string.ckpt"):
+        assert archive_step(tmp_path / name) is None, name
+        assert layouts.classify(tmp_path / name) is None, name
+    assert archive_step(tmp_path / "gone.ckpt") is None
+
+
+def test_a_file_written_again_in_place_is_read_again(tmp_path: Path) -> None:
+    best = lightning_checkpoint(tmp_path / "best.ckpt", 100)
+    assert archive_step(best) == 100
+    lightning_checkpoint(tmp_path / "best.tmp", 200)
+    os.replace(tmp_path / "best.tmp", best)  # ModelCheckpoint's save_top_k=1 "best" is replaced each time
+    assert archive_step(best) == 200
