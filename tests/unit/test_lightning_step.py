@@ -29,10 +29,19 @@ def test_the_step_is_read_from_the_archive_whatever_its_size(tmp_path: Path, ste
 
 def test_a_checkpoint_named_its_own_way_is_a_lightning_checkpoint_of_its_step(tmp_path: Path) -> None:
     named = lightning_checkpoint(tmp_path / "epoch=3-val_loss=0.52.ckpt", 1024)
-    lightning_checkpoint(tmp_path / "last.ckpt", 1024)  # a copy of the newest, as ever
+    lightning_checkpoint(tmp_path / "last.ckpt", 1024)  # save_last's copy of the newest
     assert layouts.classify(named) == (layouts.LIGHTNING, 1024)
-    assert layouts.classify(tmp_path / "last.ckpt") is None
     assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(1024, named, layouts.LIGHTNING)
+
+
+def test_with_a_monitored_top_k_last_ckpt_holds_the_newest_step_and_is_the_checkpoint(tmp_path: Path) -> None:
+    # ModelCheckpoint(monitor="val_loss", save_top_k=2, save_last=True): the best two are older steps.
+    lightning_checkpoint(tmp_path / "epoch=2-step=300.ckpt", 300)
+    lightning_checkpoint(tmp_path / "epoch=5-step=600.ckpt", 600)
+    last = lightning_checkpoint(tmp_path / "last.ckpt", 1000)
+    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(1000, last, layouts.LIGHTNING)
+    assert layouts.prepare_for_resume(tmp_path, last) == []  # restored as last.ckpt: linked to itself
+    assert layouts.newest_complete(tmp_path, writer_done=True).path == last
 
 
 def test_a_name_with_the_step_still_wins_over_the_content(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ each is complete enough to upload. The agent asks this module; nothing else know
     lightning  <...>step=<N><...>.ckpt  torch.save archives (Lightning's default file name carries
                or any other <...>.ckpt  the step; another name's step is read from the archive):
                                         complete once the zip's central directory reads;
-                                        last*.ckpt is a copy of the newest and is never uploaded
+                                        last*.ckpt counts only for a step no other file holds
     generic    any other name with step/iter/ckpt/checkpoint and a number (`model_step500.pt`,
                                         `iter-500/`): complete once a higher step appears or the
                                         command has exited
@@ -58,10 +58,14 @@ class Checkpoint:
 
 
 def classify(path: Path) -> tuple[str, int] | None:
-    """(layout, step) of one entry, or None when it is no checkpoint (temp entries, `last.ckpt`)."""
+    """(layout, step) of one entry, or None when it is no checkpoint (temp entries, what no step is known of)."""
     name = path.name
-    if name.startswith(".") or LIGHTNING_LAST.match(name):
+    if name.startswith("."):
         return None
+    if LIGHTNING_LAST.match(name):
+        # Mostly a copy of the newest step file, which wins a tie; with a monitored top-k (the best few by
+        # val_loss) the only copy of the newest step.
+        return (LIGHTNING, step) if (step := archive_step(path)) is not None else None
     if (step := parse_step(name)) is not None:
         return OURS, step
     if (match := _HF_NAME.match(name)) and path.is_dir():
@@ -77,9 +81,11 @@ def classify(path: Path) -> tuple[str, int] | None:
 
 def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = False,
                     strict: bool = False) -> Checkpoint | None:
-    """The highest step whose checkpoint is complete (ours first when two layouts share a step)."""
+    """The highest step whose checkpoint is complete (ours first when two layouts share a step, and a named
+    file before a last.ckpt of the same step)."""
     # Newest first, and stop at the first complete one: each poll checks one or two entries, not all.
-    candidates = sorted(_entries(directory), key=lambda item: (-item[0], _PREFERENCE.index(item[1])))
+    candidates = sorted(_entries(directory), key=lambda item: (-item[0], _PREFERENCE.index(item[1]),
+                                                              bool(LIGHTNING_LAST.match(item[2].name))))
     highest = candidates[0][0] if candidates else -1
     for step, layout, path in candidates:
         if _complete(layout, step, path, writer_done or step < highest, strict=strict):
