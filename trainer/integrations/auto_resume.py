@@ -15,11 +15,9 @@ off. `python-startup/sitecustomize.py` installs it in every Python process of a 
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -58,8 +56,8 @@ def newest_hf_checkpoint() -> str | None:
 
 
 def newest_lightning_checkpoint() -> str | None:
-    last = Path(os.environ["CHECKPOINT_DIR"]) / LIGHTNING_LAST
-    return str(last) if last.is_file() else None
+    last = os.path.join(os.environ["CHECKPOINT_DIR"], LIGHTNING_LAST)
+    return last if os.path.isfile(last) else None
 
 
 def _patch_hf(module: ModuleType) -> None:
@@ -75,6 +73,8 @@ def _patch_lightning(module: ModuleType) -> None:
 
 def resume_by_default(method: Method, argument: str, newest: Callable[[], str | None], call: str) -> Method:
     """`method` whose first call gets `argument=newest()` when the caller left it None."""
+    import inspect  # here, not at start-up: only a process that imports a framework pays for it
+
     signature = inspect.signature(method)
     called = False
 

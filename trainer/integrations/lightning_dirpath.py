@@ -9,7 +9,6 @@ script's end-of-epoch checkpoints reach S3. A dirpath the script gives is kept.
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 from types import ModuleType
 from typing import Any
@@ -18,6 +17,8 @@ MODULES = ("lightning.pytorch.callbacks.model_checkpoint", "pytorch_lightning.ca
 
 
 def save_into_checkpoint_dir(module: ModuleType) -> None:
+    import inspect  # here, not at start-up: only a process that imports Lightning pays for it
+
     callback = module.ModelCheckpoint
     initialise = callback.__init__
     signature = inspect.signature(initialise)

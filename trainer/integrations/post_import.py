@@ -8,11 +8,13 @@ hook at once. A hook that fails is one line on stderr: the user's import always 
 
 from __future__ import annotations
 
-import importlib.abc
 import sys
 from collections.abc import Callable, Sequence
-from importlib.machinery import ModuleSpec
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importlib.abc and .machinery would cost every process of the command milliseconds at start
+    from importlib.machinery import ModuleSpec
 
 Hook = Callable[[ModuleType], None]
 
@@ -39,7 +41,7 @@ def _run(hook: Hook, module: ModuleType) -> None:
         print(f"spot-trainer: could not prepare {module.__name__}: {error}", file=sys.stderr, flush=True)
 
 
-class _PostImportFinder(importlib.abc.MetaPathFinder):
+class _PostImportFinder:  # a meta path finder is anything with find_spec
     def __init__(self, hooks: dict[str, Hook]) -> None:
         self.hooks = hooks
 
