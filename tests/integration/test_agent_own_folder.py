@@ -1,6 +1,7 @@
 """A Hugging Face script that saves into its own fixed folder ("outputs") and knows nothing of Spot
 Trainer (tests/fixtures/hf_own_folder/train.py), under the agent as user data starts it: from the
-job's working directory.
+job's working directory. It has no resume logic either: the agent's auto-resume gives its train() the
+newest checkpoint.
 
 Left to the agent's own folder it would train on and upload nothing, so the agent names the folder
 and the job-file line; with `run.checkpoint_dir = "outputs"` (user data hands the agent
@@ -81,7 +82,7 @@ def test_with_the_folder_named_in_the_job_file_it_resumes_after_a_power_off_unch
             assert second.wait(timeout=300) == 0, second.text()
         finally:
             second.stop()
-    assert f"resuming from outputs/checkpoint-{in_s3}" in second.lines, second.text()
+    assert f"training from global step {in_s3}" in second.lines, second.text()
     assert f"finished at global step {STEPS}" in second.lines, second.text()
     status = store.get_json("status.json")
     assert (status["state"], status["checkpoint_step"], status["warning"]) == ("DONE", STEPS, "")
