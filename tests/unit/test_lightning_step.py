@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from collections import OrderedDict
 from pathlib import Path
 
@@ -12,6 +13,17 @@ import torch
 
 from spot_trainer.storage import layouts
 from spot_trainer.storage.lightning_step import archive_step
+
+
+def odd_compression(path: Path) -> None:
+    """Mark every member as stored with a compression method zipfile does not know (it raises NotImplementedError)."""
+    data = bytearray(path.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        at = data.find(signature)
+        while at != -1:
+            struct.pack_into("<H", data, at + offset, 99)
+            at = data.find(signature, at + 4)
+    path.write_bytes(bytes(data))
 
 
 def lightning_checkpoint(path: Path, step: int) -> Path:
@@ -40,8 +52,9 @@ def test_with_a_monitored_top_k_last_ckpt_holds_the_newest_step_and_is_the_check
     lightning_checkpoint(tmp_path / "epoch=5-step=600.ckpt", 600)
     last = lightning_checkpoint(tmp_path / "last.ckpt", 1000)
     assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(1000, last, layouts.LIGHTNING)
-    assert layouts.prepare_for_resume(tmp_path, last) == []  # restored as last.ckpt: linked to itself
+    assert layouts.prepare_for_resume(tmp_path, last) == []  # restored as last.ckpt: it is its own last
     assert layouts.newest_complete(tmp_path, writer_done=True).path == last
+    assert not [path.name for path in tmp_path.iterdir() if path.name.startswith(".")]
 
 
 def test_a_name_with_the_step_still_wins_over_the_content(tmp_path: Path) -> None:
@@ -54,7 +67,11 @@ def test_what_is_no_whole_lightning_checkpoint_has_no_step(tmp_path: Path) -> No
     torch.save({"model": torch.ones(2), "step": 500}, tmp_path / "plain.ckpt")  # torch.save of one's own dict
     (tmp_path / "text.ckpt").write_text("global_step 500")
     torch.save({"global_step": "500"}, tmp_path / "string.ckpt")
-    for name in ("cut.ckpt", "plain.ckpt", "text.ckpt", "string.ckpt"):
+    # A global_step that is not Lightning's: nested first (in hyperparameters), or not after the epoch.
+    torch.save({"hparams": {"global_step": 1}, "global_step": 999}, tmp_path / "nested.ckpt")
+    torch.save({"global_step": 5, "epoch": 1}, tmp_path / "reversed.ckpt")
+    odd_compression(lightning_checkpoint(tmp_path / "odd.ckpt", 500))
+    for name in ("cut.ckpt", "plain.ckpt", "text.ckpt", "string.ckpt", "nested.ckpt", "reversed.ckpt", "odd.ckpt"):
         assert archive_step(tmp_path / name) is None, name
         assert layouts.classify(tmp_path / name) is None, name
     assert archive_step(tmp_path / "gone.ckpt") is None

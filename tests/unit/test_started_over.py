@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import time
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from spot_trainer.agent.save_watch import SaveWatch
 
@@ -26,8 +26,7 @@ def hf_save(directory: Path, step: int) -> Path:
 
 def lightning_save(directory: Path, step: int) -> Path:
     path = directory / f"epoch=0-step={step}.ckpt"
-    with zipfile.ZipFile(path, "w") as archive:  # torch.save's format: whole once it reads
-        archive.writestr("archive/data.pkl", b"w")
+    torch.save({"epoch": 0, "global_step": step, "state_dict": {}}, path)  # Lightning's dict, its first keys
     return path
 
 
@@ -86,4 +85,16 @@ def test_a_half_written_save_below_is_not_yet_a_fresh_start(tmp_path: Path) -> N
     (tmp_path / "checkpoint-100").mkdir()  # trainer_state.json not written yet
     warnings: list[str] = []
     SaveWatch(tmp_path, 3600, warnings.append).start(resumed=True, restored=restored).check((500, restored))
+    assert warnings == []
+
+
+def test_a_restored_file_written_again_at_a_later_step_is_no_fresh_start(tmp_path: Path) -> None:
+    # Restored as last.ckpt (the only copy of its step); the resumed run saves 150, then last.ckpt at 200.
+    restored = restored_before_the_run(lightning_save, tmp_path, 100)
+    restored = restored.rename(tmp_path / "last.ckpt")
+    warnings: list[str] = []
+    watch = SaveWatch(tmp_path, 3600, warnings.append).start(resumed=True, restored=restored)
+    lightning_save(tmp_path, 150)
+    lightning_save(tmp_path, 200).replace(restored)
+    watch.check((200, restored))
     assert warnings == []

@@ -58,12 +58,14 @@ class SaveWatch:
     warned_nothing: bool = False  # said once; the looks go on, as a script may first save after it
     warned_misplaced: bool = False
     restored: Path | None = None  # the checkpoint this run of the command was given to resume from
+    restored_step: int = 0  # read once: a framework may write that file again with a later step (last.ckpt)
     warned_started_over: bool = False
 
     def start(self, *, resumed: bool, restored: Path | None = None) -> SaveWatch:
         """A new run of the command; a restored checkpoint counts as seen until the command saves."""
         self.started, self.started_at, self.seen_checkpoint = time.monotonic(), time.time(), resumed
         self.looked, self.restored = self.started, restored
+        self.restored_step = (layouts.step_of(restored) or 0) if restored is not None else 0
         return self
 
     def check(self, newest: object | None, *, exited: bool = False) -> None:
@@ -87,10 +89,9 @@ class SaveWatch:
             self.warn(nothing_saved_warning(self.directory, now - self.started))
 
     def _look_for_a_fresh_start(self, restored: Path) -> None:
-        step = layouts.step_of(restored) or 0
-        if saved := find_restart_from_scratch(self.directory, step, since=self.started_at - 1.0):
+        if saved := find_restart_from_scratch(self.directory, self.restored_step, since=self.started_at - 1.0):
             self.warned_started_over = True
-            self.warn(started_over_warning(saved, restored, step))
+            self.warn(started_over_warning(saved, restored, self.restored_step))
 
     def _misplaced(self) -> MisplacedSave | None:
         if self.workdir is None or not self.workdir.is_dir():

@@ -7,9 +7,10 @@ framework's own way: HF's `get_last_checkpoint`, Lightning's `last.ckpt` (the ag
 step it restores; `save_last=True` keeps it current). Lightning does the same by itself under SLURM
 (`ckpt_path="hpc"`). A value the script passes (a path, `resume_from_checkpoint=False`,
 `ckpt_path="best"`) is its own choice and is kept, and so is every later call (a second phase of
-training is not a restart). A Lightning ModelCheckpoint without a dirpath saves where the agent
-looks (lightning_dirpath.py). `SPOT_AUTO_RESUME=off` in the command's environment turns all this
-off. `python-startup/sitecustomize.py` installs it in every Python process of a command of the user's own.
+training is not a restart) and a trainer that saves anywhere but CHECKPOINT_DIR. A Lightning
+ModelCheckpoint without a dirpath saves where the agent looks (lightning_dirpath.py).
+`SPOT_AUTO_RESUME=off` in the command's environment turns all this off.
+`python-startup/sitecustomize.py` installs it in every Python process of a command of the user's own.
 """
 
 from __future__ import annotations
@@ -60,19 +61,34 @@ def newest_lightning_checkpoint() -> str | None:
     return last if os.path.isfile(last) else None
 
 
+def saves_into_checkpoint_dir(folder: str | None) -> bool:
+    """A trainer that saves elsewhere (a k-fold loop's fold3/, a second phase's own folder) is another
+    training than the one the agent restored: it is not resumed from CHECKPOINT_DIR."""
+    return folder is not None and os.path.realpath(folder) == os.path.realpath(os.environ["CHECKPOINT_DIR"])
+
+
 def _patch_hf(module: ModuleType) -> None:
     trainer = module.Trainer
-    trainer.train = resume_by_default(trainer.train, "resume_from_checkpoint", newest_hf_checkpoint,
-                                      "Trainer.train()")
+    trainer.train = resume_by_default(
+        trainer.train, "resume_from_checkpoint", newest_hf_checkpoint, "Trainer.train()",
+        saves_here=lambda self: saves_into_checkpoint_dir(self.args.output_dir))
 
 
 def _patch_lightning(module: ModuleType) -> None:
     trainer = module.Trainer
-    trainer.fit = resume_by_default(trainer.fit, "ckpt_path", newest_lightning_checkpoint, "Trainer.fit()")
+    trainer.fit = resume_by_default(
+        trainer.fit, "ckpt_path", newest_lightning_checkpoint, "Trainer.fit()",
+        saves_here=lambda self: any(saves_into_checkpoint_dir(getattr(callback, "dirpath", None))
+                                    for callback in self.checkpoint_callbacks),
+        # The job's own checkpoint: torch's weights_only default would refuse the hyperparameters a script
+        # saves with it (an argparse.Namespace, a dataclass) and fail every resume of a script that ran.
+        trusted="weights_only")
 
 
-def resume_by_default(method: Method, argument: str, newest: Callable[[], str | None], call: str) -> Method:
-    """`method` whose first call gets `argument=newest()` when the caller left it None."""
+def resume_by_default(method: Method, argument: str, newest: Callable[[], str | None], call: str, *,
+                      saves_here: Callable[[Any], bool], trusted: str = "") -> Method:
+    """`method` whose first call gets `argument=newest()` when the caller left it None and the trainer it
+    is called on (`self`) saves where the agent restored; `trusted`, when left None too, becomes False."""
     import inspect  # here, not at start-up: only a process that imports a framework pays for it
 
     signature = inspect.signature(method)
@@ -82,8 +98,11 @@ def resume_by_default(method: Method, argument: str, newest: Callable[[], str | 
     def resuming(*args: Any, **kwargs: Any) -> Any:
         nonlocal called
         bound = signature.bind(*args, **kwargs)
-        if not called and bound.arguments.get(argument) is None and (checkpoint := newest()):
+        if (not called and bound.arguments.get(argument) is None and saves_here(bound.args[0])
+                and (checkpoint := newest())):
             bound.arguments[argument] = checkpoint
+            if trusted in signature.parameters and bound.arguments.get(trusted) is None:
+                bound.arguments[trusted] = False
             _say(f"{call} named no checkpoint: resuming from {checkpoint}, the newest in CHECKPOINT_DIR "
                  f"({SWITCH}=off starts over instead)")
         called = True

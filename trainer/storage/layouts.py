@@ -217,6 +217,8 @@ def _unfinished(path: Path) -> bool:
 
 def _link_last(restored: Path) -> None:
     last = restored.with_name("last.ckpt")
+    if last.exists() and os.path.samefile(last, restored):  # restored as last.ckpt, or already linked
+        return
     temp = restored.with_name(f".last.ckpt.{os.getpid()}")
     temp.unlink(missing_ok=True)
     os.link(restored, temp)

@@ -19,8 +19,8 @@ def _install_auto_resume() -> None:
 
 
 def _run_the_next_sitecustomize() -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    rest = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
+    here = os.path.dirname(os.path.realpath(__file__))  # real paths: this folder may be on the path twice
+    rest = [entry for entry in sys.path if os.path.realpath(entry or os.curdir) != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
