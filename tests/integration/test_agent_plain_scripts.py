@@ -1,7 +1,8 @@
-"""HF Trainer and Lightning scripts as most are written (tests/fixtures/plain_scripts): no resume logic
-at all (`trainer.train()`, `trainer.fit(model, data)`), Lightning's default checkpointing, nothing of
-Spot Trainer. Under the agent their checkpoints reach S3 and, after a power-off, the replacement
-resumes from the newest instead of starting over, script unchanged."""
+"""Lightning scripts as most are written (tests/fixtures/plain_scripts): no resume logic at all
+(`trainer.fit(model, data)`), Lightning's default checkpointing (its file names or the script's own),
+nothing of Spot Trainer. Under the agent their checkpoints reach S3 and, after a power-off, the
+replacement resumes from the newest instead of starting over, script unchanged. An HF Trainer script
+without resume logic does the same in test_agent_own_folder.py."""
 
 from __future__ import annotations
 
@@ -21,17 +22,12 @@ from spot_trainer.storage.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures/plain_scripts"
-HF_STEPS, HF_SAVE_EVERY = 600, 50
-PL_EPOCHS, PL_EPOCH_STEPS = 40, 256  # Lightning saves once an epoch: 8192 samples in batches of 32
+HF_SCRIPT = Path(__file__).resolve().parents[1] / "fixtures/hf_own_folder/train.py"  # saves into outputs/
+EPOCHS, EPOCH_STEPS = 40, 256  # Lightning saves once an epoch: 8192 samples in batches of 32
 PLAIN = {
-    "hf": (f"hf_train.py {HF_STEPS} {HF_SAVE_EVERY}", HF_STEPS, r"Trainer\.train\(\) named no checkpoint: "
-           r"resuming from .*/checkpoint-(\d+),", r"training from global step (\d+)"),
-    "lightning": (f"lightning_train.py {PL_EPOCHS}", PL_EPOCHS * PL_EPOCH_STEPS, r"Trainer\.fit\(\) named no "
-                  r"checkpoint: resuming from .*/last\.ckpt,", r"Restored all states from the checkpoint at .*/last"),
+    "default-names": f"lightning_train.py {EPOCHS}",
     # Its files are named model-epoch=03.ckpt: the agent reads their step from the archive.
-    "lightning-own-names": (f"lightning_train.py {PL_EPOCHS} 'model-{{epoch:02d}}'", PL_EPOCHS * PL_EPOCH_STEPS,
-                            r"Trainer\.fit\(\) named no checkpoint: resuming from .*/last\.ckpt,",
-                            r"Restored all states from the checkpoint at .*/last"),
+    "own-names": f"lightning_train.py {EPOCHS} 'model-{{epoch:02d}}'",
 }
 
 
@@ -44,12 +40,12 @@ def instance(aws_env: dict[str, str], bucket: str, job: str, disk: Path, imds: F
     return AgentProcess(env).start()
 
 
-@pytest.mark.parametrize("framework", sorted(PLAIN))
-def test_a_script_without_resume_logic_resumes_after_a_power_off(
-    aws_env: dict[str, str], bucket: str, tmp_path: Path, framework: str
+@pytest.mark.parametrize("names", sorted(PLAIN))
+def test_a_lightning_script_without_resume_logic_resumes_after_a_power_off(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path, names: str
 ) -> None:
-    script, steps, resume_line, began_line = PLAIN[framework]
-    job = f"plain-{framework}"
+    script, steps = PLAIN[names], EPOCHS * EPOCH_STEPS
+    job = f"plain-{names}"
     store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
     with FakeImds(instance_id="i-plain-first") as imds:
         first = instance(aws_env, bucket, job, tmp_path / "first", imds, script)
@@ -67,28 +63,27 @@ def test_a_script_without_resume_logic_resumes_after_a_power_off(
             assert second.wait(timeout=300) == 0, second.text()
         finally:
             second.stop()
-    assert any(re.search(resume_line, line) for line in second.lines), second.text()
-    began = [match for line in second.lines if (match := re.search(began_line, line))]
-    assert began, f"the script started over:\n{second.text()}"
-    if framework == "hf":
-        assert int(began[0].group(1)) == in_s3, second.text()
+    told = r"Trainer\.fit\(\) named no checkpoint: resuming from .*/last\.ckpt,"
+    assert any(re.search(told, line) for line in second.lines), second.text()
+    # Its hyperparameters (an argparse.Namespace) load too: the job's own checkpoint is loaded whole.
+    assert any("Restored all states from the checkpoint at" in line for line in second.lines), second.text()
     assert f"finished at global step {steps}" in second.lines, second.text()
     status = store.get_json("status.json")
     # No warning: Lightning's default checkpoints were saved where the agent looks, not in lightning_logs/.
     assert (status["state"], status["checkpoint_step"], status["warning"]) == ("DONE", steps, ""), status
 
 
-@pytest.mark.parametrize(("switch", "begins_at"), [("", 20), ("off", 0)])
+@pytest.mark.parametrize(("switch", "begins_at"), [("", 50), ("off", 0)])
 def test_the_resume_is_the_agents_doing_and_spot_auto_resume_off_turns_it_off(
     tmp_path: Path, switch: str, begins_at: int
 ) -> None:
-    checkpoints = tmp_path / "checkpoints"
-    checkpoints.mkdir()
-    env = {**os.environ, "CHECKPOINT_DIR": str(checkpoints), "RESUME_FROM": "", "OMP_NUM_THREADS": "1"}
-    run = [sys.executable, str(SCRIPTS / "hf_train.py")]
-    subprocess.run([*run, "20", "10"], env=with_auto_resume(env), check=True, capture_output=True)
-    env.update(RESUME_FROM=str(checkpoints / "checkpoint-20"), SPOT_AUTO_RESUME=switch)
-    second = subprocess.run([*run, "30", "10"], env=with_auto_resume(env), check=True, capture_output=True, text=True)
+    shutil.copy(HF_SCRIPT, tmp_path / "train.py")
+    env = {**os.environ, "CHECKPOINT_DIR": str(tmp_path / "outputs"), "RESUME_FROM": "", "OMP_NUM_THREADS": "1"}
+    run = [sys.executable, "train.py"]
+    subprocess.run([*run, "50"], env=with_auto_resume(env), cwd=tmp_path, check=True, capture_output=True)
+    env.update(RESUME_FROM=str(tmp_path / "outputs/checkpoint-50"), SPOT_AUTO_RESUME=switch)
+    second = subprocess.run([*run, "60"], env=with_auto_resume(env), cwd=tmp_path, check=True, capture_output=True,
+                            text=True)
     assert f"training from global step {begins_at}\n" in second.stdout, second.stdout + second.stderr
     assert ("named no checkpoint" in second.stderr) == (switch != "off"), second.stderr
 
