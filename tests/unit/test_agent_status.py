@@ -26,6 +26,16 @@ def test_state_changes_publish_at_once_and_progress_at_most_every_interval() -> 
     assert len(published) == 2, "nothing new, nothing sent"
 
 
+def test_a_warning_is_published_at_once() -> None:
+    published: list[dict] = []
+    reporter = StatusReporter(JobStatus(job="j"), publish=published.append, interval_seconds=60,
+                              clock=ManualClock(start=100.0))
+    reporter.update(state="TRAINING")
+    reporter.update(step=3)
+    reporter.update(warning="the command started over: …")
+    assert [(p["step"], p["warning"]) for p in published] == [(None, ""), (3, "the command started over: …")]
+
+
 def test_a_new_agent_carries_counters_and_progress_over() -> None:
     previous = {"state": "INTERRUPTED", "step": 120, "checkpoint_step": 120, "attempt": 3, "interruptions": 2,
                 "reason": "spot interruption notice", "instance": "i-old"}

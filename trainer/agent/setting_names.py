@@ -19,6 +19,7 @@ OTHER_SETTINGS = frozenset({
     "SPOT_CURL_CONNECT_TIMEOUT", "SPOT_COLLECTIVE_TIMEOUT", "SPOT_AWS_CLI", "SPOT_DATA_CACHE",
     "SPOT_MAX_SPOT_WAIT",  # the capacity watch's setting, in the header for the record
     "SPOT_FAKE_GPU_COUNT", "SPOT_FAKE_GPU_NAME", "SPOT_FAKE_GPU_MEMORY_MIB",  # the local nvidia-smi stand-in
+    "SPOT_AUTO_RESUME",  # read in the command's own processes (integrations/auto_resume.py)
 })
 
 

@@ -71,7 +71,7 @@ class JobStatus:
 
 @dataclass
 class StatusReporter:
-    """Holds the live record and publishes it on every state change and at most every `interval`."""
+    """Holds the live record and publishes it on every state change and warning, and at most every `interval`."""
 
     status: JobStatus
     publish: Callable[[dict[str, Any]], None]
@@ -84,7 +84,8 @@ class StatusReporter:
         for name, value in changes.items():
             setattr(self.status, name, value)
         self._dirty = True
-        if "state" in changes:
+        # A warning is read where the state is (`status`), and the instance may be gone within the interval.
+        if "state" in changes or changes.get("warning"):
             self.flush()
 
     def tick(self) -> None:
