@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import socket
-import sys
 import time
 import traceback
 from collections.abc import Mapping
@@ -34,6 +33,7 @@ from .config import ENV_NAMES, REGION, AgentConfig, ConfigError, check_config, c
 from .fatal import end_job_as_failed
 from .imds import ImdsClient
 from .instance_record import InstanceRecord, instance_facts, price_source
+from .log_lines import agent_line
 from .setting_names import unread_setting_warnings
 from .status import STATUS_NAME, describe_job
 from .supervisor import EXIT_FAILED, Agent, AgentError, Clients, install_stop_handlers
@@ -42,7 +42,7 @@ EXIT_BAD_CONFIG = 2
 
 
 def fail(message: str, code: int) -> int:
-    print(f"spot-trainer: {message}", file=sys.stderr, flush=True)
+    agent_line(message)
     return code
 
 
@@ -54,7 +54,7 @@ def give_up(env: dict[str, str], env_file: Path | None, message: str, code: int)
             env = {**env, **parse_env_file(env_file, strict=False)}
         except OSError:
             pass
-    end_job_as_failed(env, message, lambda line: print(f"spot-trainer: {line}", file=sys.stderr, flush=True))
+    end_job_as_failed(env, message, agent_line)
     return code
 
 

@@ -7,7 +7,6 @@ unreachable endpoint never holds up the agent's poll loop.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .aws_clients import LogsClient, MetricsClient
+from .log_lines import agent_line
 
 MAX_BATCH_EVENTS = 1000  # well under PutLogEvents' 10,000 events / 1 MiB per call
 MAX_EVENT_CHARS = 16_000  # keeps one event far below the 256 KiB limit
@@ -119,5 +119,4 @@ class CloudWatchSink:
             self.failures += 1
             if not self._warned:
                 self._warned = True
-                print(f"spot-trainer: sending {what} to CloudWatch failed ({error}); training goes on",
-                      file=sys.stderr, flush=True)
+                agent_line(f"sending {what} to CloudWatch failed ({error}); training goes on")

@@ -10,7 +10,6 @@ never raised.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +22,7 @@ from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, SpotPriceSource, TracePrices
 from ..storage.remote import RemoteStore
 from .imds import ImdsClient
+from .log_lines import agent_line
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class InstanceRecord:
                  step: Callable[[], int | None] | None = None, log: Callable[[str], None] | None = None) -> None:
         self.store, self.facts, self.clock = store, facts, clock
         self.meter, self.on_spend, self.step = meter, on_spend, step
-        self.log = log or (lambda line: print(f"spot-trainer: {line}", file=sys.stderr, flush=True))
+        self.log = log or agent_line
         self.heartbeat_seconds = 60.0
         self._lock = threading.Lock()  # a late heartbeat must never overwrite stopped_at
         self._spend_lock = threading.Lock()

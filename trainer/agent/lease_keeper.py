@@ -7,11 +7,11 @@ upload would be refused as coming from a stale holder.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 
 from ..storage.lease import Lease
+from .log_lines import write_line
 
 
 class LeaseKeeper:
@@ -19,7 +19,7 @@ class LeaseKeeper:
         self,
         lease: Lease,
         ttl_seconds: float,
-        log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+        log: Callable[[str], None] = write_line,
     ) -> None:
         self.lease, self._log = lease, log
         self._every = ttl_seconds / 3  # two renewals may fail (throttling, a slow moment) before expiry

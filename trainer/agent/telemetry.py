@@ -17,6 +17,7 @@ from ..storage.remote import RemoteStore
 from ..storage.uploader import Uploaded
 from . import status as states
 from .cloudwatch import CloudWatchSink
+from .log_lines import agent_line, write_line
 from .notify import Notifier
 from .status import NOT_BIT_IDENTICAL, StatusReporter
 
@@ -36,7 +37,7 @@ class RunTelemetry:
     notifier: Notifier | None = None  # the job's SNS topic, when the stack gives one
 
     def log(self, line: str) -> None:
-        print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
+        agent_line(line)
         if self.cloud is not None:
             self.cloud.log(f"[agent] {line}")
 
@@ -61,7 +62,7 @@ class RunTelemetry:
             self.log(f"could not write status.json: {error}")
 
     def command_output(self, stream: str, line: str) -> None:
-        print(line, file=sys.stdout if stream == "stdout" else sys.stderr, flush=True)
+        write_line(line, sys.stdout if stream == "stdout" else sys.stderr)
         if self.cloud is not None:
             self.cloud.log(line)
         if stream != "stdout" or not line.startswith("{"):

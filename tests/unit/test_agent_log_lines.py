@@ -1,0 +1,42 @@
+"""The agent's stdout and stderr are one stream in journald (and the local spot cloud's journal): a
+progress bar's fragment on the command's stderr must never swallow a JSON event line from its stdout,
+or the event is lost to every reader of the log."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+# The command's two output pumps, each its own thread as in CommandProcess, feed the agent's telemetry.
+FORWARD_BOTH_STREAMS = """
+import threading
+from spot_trainer.agent.telemetry import RunTelemetry
+
+telemetry = RunTelemetry(store=None, cloud=None)  # output forwarding needs neither S3 nor CloudWatch
+
+def bar() -> None:
+    for n in range(3000):
+        telemetry.command_output("stderr", f"\\r {n}/3000 [00:01<00:02, 2100.05it/s]\\r {n + 1}/3000")
+
+def events() -> None:
+    for n in range(3000):
+        telemetry.command_output("stdout", '{"event": "step", "step": %d}' % n)
+
+threads = [threading.Thread(target=bar), threading.Thread(target=events)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+"""
+
+
+def test_an_event_line_is_never_glued_to_a_progress_bar_fragment(tmp_path: Path) -> None:
+    journal = tmp_path / "journal"
+    with journal.open("wb") as sink:  # one file behind both streams, as journald sees a service
+        subprocess.run([sys.executable, "-c", FORWARD_BOTH_STREAMS], stdout=sink, stderr=sink, check=True,
+                       timeout=120)
+    lines = journal.read_text().split("\n")
+    glued = [line for line in lines if '{"event"' in line and not line.startswith('{"event"')]
+    assert not glued, f"{len(glued)} event lines glued to other output, e.g. {glued[0][-120:]!r}"
+    assert sum(line.startswith('{"event"') for line in lines) == 3000
