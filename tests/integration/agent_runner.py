@@ -133,6 +133,21 @@ class AgentProcess:
         if self.process is not None and self.process.poll() is None:
             self.kill_tree()
 
+    def power_off_when(self, ready: Callable[[], bool], what: str, timeout: float = 240) -> None:
+        """Once `ready`, die as an instance powered off without notice does; stopped whatever happens."""
+        try:
+            self.wait_for(ready, timeout=timeout, what=what)
+            self.kill_tree()
+        finally:
+            self.stop()
+
+    def run_to_the_end(self, timeout: float = 300) -> None:
+        """Wait for the agent to exit 0, the job done; stopped whatever happens."""
+        try:
+            assert self.wait(timeout=timeout) == 0, self.text()
+        finally:
+            self.stop()
+
 
 def descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}

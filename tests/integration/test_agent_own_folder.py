@@ -67,21 +67,13 @@ def test_with_the_folder_named_in_the_job_file_it_resumes_after_a_power_off_unch
 ) -> None:
     with FakeImds(instance_id="i-first") as imds:
         first = instance(aws_env, bucket, store.job, tmp_path / "a", imds, "outputs")
-        try:
-            first.wait_for(lambda: (store.latest_step() or 0) >= SAVE_EVERY, timeout=240,
-                           what="the script's first checkpoint in S3")
-            first.kill_tree()  # power off: no notice
-        finally:
-            first.stop()
+        first.power_off_when(lambda: (store.latest_step() or 0) >= SAVE_EVERY, what="its first checkpoint in S3")
     in_s3 = store.latest_step()
     assert in_s3 is not None and in_s3 % SAVE_EVERY == 0 and in_s3 < STEPS, first.text()
 
     with FakeImds(instance_id="i-second") as imds:
         second = instance(aws_env, bucket, store.job, tmp_path / "b", imds, "outputs")
-        try:
-            assert second.wait(timeout=300) == 0, second.text()
-        finally:
-            second.stop()
+        second.run_to_the_end()
     assert f"training from global step {in_s3}" in second.lines, second.text()
     assert f"finished at global step {STEPS}" in second.lines, second.text()
     status = store.get_json("status.json")

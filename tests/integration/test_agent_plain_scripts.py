@@ -1,8 +1,9 @@
-"""Lightning scripts as most are written (tests/fixtures/plain_scripts): no resume logic at all
-(`trainer.fit(model, data)`), Lightning's default checkpointing (its file names or the script's own),
-nothing of Spot Trainer. Under the agent their checkpoints reach S3 and, after a power-off, the
-replacement resumes from the newest instead of starting over, script unchanged. An HF Trainer script
-without resume logic does the same in test_agent_own_folder.py."""
+"""Scripts as most are written (tests/fixtures/plain_scripts), nothing of Spot Trainer in them: Lightning
+with no resume logic at all (`trainer.fit(model, data)`) and its default checkpointing (its file names
+or the script's own), and an Accelerate loop checkpointed as the diffusers training scripts are. Under
+the agent their checkpoints reach S3 and, after a power-off, the replacement resumes from the newest
+instead of starting over, script unchanged. An HF Trainer script without resume logic does the same
+in test_agent_own_folder.py."""
 
 from __future__ import annotations
 
@@ -49,20 +50,13 @@ def test_a_lightning_script_without_resume_logic_resumes_after_a_power_off(
     store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
     with FakeImds(instance_id="i-plain-first") as imds:
         first = instance(aws_env, bucket, job, tmp_path / "first", imds, script)
-        try:
-            first.wait_for(lambda: (store.latest_step() or 0) > 0, timeout=240, what="a checkpoint in S3")
-            first.kill_tree()  # power off: no notice
-        finally:
-            first.stop()
+        first.power_off_when(lambda: (store.latest_step() or 0) > 0, what="a checkpoint in S3")
     in_s3 = store.latest_step()
     assert in_s3 is not None and 0 < in_s3 < steps, first.text()
 
     with FakeImds(instance_id="i-plain-second") as imds:
         second = instance(aws_env, bucket, job, tmp_path / "second", imds, script)
-        try:
-            assert second.wait(timeout=300) == 0, second.text()
-        finally:
-            second.stop()
+        second.run_to_the_end()
     told = r"Trainer\.fit\(\) named no checkpoint: resuming from .*/last\.ckpt,"
     assert any(re.search(told, line) for line in second.lines), second.text()
     # Its hyperparameters (an argparse.Namespace) load too: the job's own checkpoint is loaded whole.
@@ -115,3 +109,30 @@ def test_a_command_that_starts_over_instead_of_resuming_is_named_in_status(
     assert re.match(r"the command started over: it saved model_step\d+\.pt \(step \d+\) after model_step(\d+)\.pt "
                     r"\(step \1\) was restored for it", status["warning"]), status["warning"]
     assert any("WARNING: the command started over" in line for line in agent.lines), agent.text()
+
+
+ACCELERATE_STEPS = 3000
+ACCELERATE = (f"accelerate_train.py --output_dir \"$CHECKPOINT_DIR\" --max_train_steps {ACCELERATE_STEPS} "
+              "--checkpointing_steps 100 --resume_from_checkpoint latest")
+
+
+def test_an_accelerate_loop_saving_as_diffusers_does_resumes_after_a_power_off(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    # Its checkpoint-<N>/ folders hold Accelerate's files (model.safetensors, optimizer.bin,
+    # random_states_0.pkl), not the HF Trainer's trainer_state.json.
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "accelerate")
+    with FakeImds(instance_id="i-accelerate-first") as imds:
+        first = instance(aws_env, bucket, store.job, tmp_path / "first", imds, ACCELERATE)
+        first.power_off_when(lambda: (store.latest_step() or 0) >= 300, timeout=90, what="step 300 in S3")
+    in_s3 = store.latest_step()
+    assert in_s3 is not None and in_s3 % 100 == 0 and in_s3 < ACCELERATE_STEPS, first.text()
+    assert not any(".incomplete-" in line for line in first.lines), first.text()
+
+    with FakeImds(instance_id="i-accelerate-second") as imds:
+        second = instance(aws_env, bucket, store.job, tmp_path / "second", imds, ACCELERATE)
+        second.run_to_the_end()
+    assert f"training from global step {in_s3}" in second.lines, second.text()
+    assert f"finished at global step {ACCELERATE_STEPS}" in second.lines, second.text()
+    status = store.get_json("status.json")
+    assert (status["state"], status["checkpoint_step"], status["warning"]) == ("DONE", ACCELERATE_STEPS, ""), status

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,46 @@ def test_generic_checkpoint_counts_once_superseded_or_the_writer_is_done(tmp_pat
     assert layouts.newest_complete(tmp_path).step == 100
 
 
+def accelerate_checkpoint(root: Path, name: str, *, ranks: int = 1, age: float = 5.0) -> Path:
+    """What Accelerator.save_state writes: weights and optimizer first, each rank's RNG state after them;
+    `age`: seconds since the last write."""
+    path = root / name
+    path.mkdir(parents=True)
+    (path / "model.safetensors").write_bytes(os.urandom(256))
+    torch.save({"state": {}}, path / "optimizer.bin")
+    for rank in range(ranks):
+        torch.save({"random_state": [1, 2, 3]}, path / f"random_states_{rank}.pkl")
+    written = time.time() - age
+    for entry in path.iterdir():
+        os.utime(entry, (written, written))
+    return path
+
+
+def test_an_accelerate_checkpoint_counts_once_every_rank_state_is_whole_and_it_has_settled(tmp_path: Path) -> None:
+    accelerate_checkpoint(tmp_path, "checkpoint-100")
+    newest = accelerate_checkpoint(tmp_path, "checkpoint-200", ranks=2, age=0.0)  # just written
+    assert layouts.newest_complete(tmp_path).step == 100  # a registered custom object may follow at once
+    settled = time.time() - layouts.SETTLE_SECONDS - 1
+    for entry in newest.iterdir():
+        os.utime(entry, (settled, settled))
+    assert layouts.newest_complete(tmp_path).path == newest
+    rank_1 = newest / "random_states_1.pkl"
+    rank_1.write_bytes(rank_1.read_bytes()[:40])  # one rank still writing
+    os.utime(rank_1, (settled, settled))
+    assert layouts.newest_complete(tmp_path).step == 100
+
+
+def test_an_accelerate_checkpoint_is_not_taken_for_a_dead_hf_write(tmp_path: Path) -> None:
+    restored = accelerate_checkpoint(tmp_path, "checkpoint-300")
+    accelerate_checkpoint(tmp_path, "step_400", age=0.0)  # Accelerate's own examples name them so
+    (tmp_path / "checkpoint-500").mkdir()  # killed before its RNG state: incomplete
+    (tmp_path / "checkpoint-500" / "model.safetensors").write_bytes(b"x")
+    assert layouts.prepare_for_resume(tmp_path, restored) == ["checkpoint-500"]
+    assert layouts.newest_complete(tmp_path).path.name == "checkpoint-300"  # step_400 may still be written
+    # At an instance's first start (the writer long gone), its content proves it, as no generic name can.
+    assert layouts.newest_complete(tmp_path, writer_done=True, strict=True).path.name == "step_400"
+
+
 def test_our_directories_need_a_valid_marker_when_they_carry_one(tmp_path: Path) -> None:
     write_checkpoint(tmp_path, 10, {"w": torch.zeros(2)})
     damaged = write_checkpoint(tmp_path, 20, {"w": torch.zeros(2)})
@@ -132,7 +173,8 @@ def test_a_command_that_saves_nothing_recognisable_is_named_once(tmp_path: Path)
     watch.check(None, exited=True)
     watch.check(None, exited=True)
     assert len(warnings) == 1
-    assert "runs/, weights_final.bin (2 entries)" in warnings[0] and "checkpoint-<N>/ (HF Trainer)" in warnings[0]
+    assert "runs/, weights_final.bin (2 entries)" in warnings[0]
+    assert "checkpoint-<N>/ (HF Trainer, Accelerate's save_state)" in warnings[0]
 
 
 def test_a_command_past_its_save_interval_without_checkpoints_is_named(tmp_path: Path) -> None:

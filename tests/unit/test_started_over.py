@@ -30,6 +30,14 @@ def lightning_save(directory: Path, step: int) -> Path:
     return path
 
 
+def accelerate_save(directory: Path, step: int) -> Path:
+    path = directory / f"checkpoint-{step}"  # as the diffusers training scripts name Accelerate's save_state
+    path.mkdir()
+    (path / "model.safetensors").write_bytes(b"w")
+    torch.save({"random_state": [1, 2, 3]}, path / "random_states_0.pkl")  # written last
+    return path
+
+
 def generic_save(directory: Path, step: int) -> Path:
     path = directory / f"model_step{step}.pt"
     path.write_bytes(b"w")
@@ -40,6 +48,9 @@ Save = Callable[[Path, int], Path]
 LAYOUTS = {
     "hf": (hf_save, "pass resume_from_checkpoint=get_last_checkpoint(output_dir) to trainer.train()"),
     "lightning": (lightning_save, 'pass ckpt_path="last" to trainer.fit()'),
+    "accelerate": (accelerate_save, 'call accelerator.load_state(os.environ["RESUME_FROM"]) after '
+                                    "accelerator.prepare() (the diffusers training scripts: --resume_from_checkpoint "
+                                    "latest)"),
     "generic": (generic_save, "load $RESUME_FROM (the newest checkpoint in CHECKPOINT_DIR) before the first step"),
 }
 

@@ -17,6 +17,8 @@ _RESUME_HINTS = {
     layouts.HF: "pass resume_from_checkpoint=get_last_checkpoint(output_dir) to trainer.train()",
     layouts.LIGHTNING: 'pass ckpt_path="last" to trainer.fit()',
 }
+_ACCELERATE_HINT = ('call accelerator.load_state(os.environ["RESUME_FROM"]) after accelerator.prepare() (the '
+                    "diffusers training scripts: --resume_from_checkpoint latest)")
 _ANY_HINT = "load $RESUME_FROM (the newest checkpoint in CHECKPOINT_DIR) before the first step"
 
 
@@ -27,7 +29,7 @@ def find_restart_from_scratch(directory: Path, restored_step: int, since: float)
 
 
 def started_over_warning(saved: layouts.Checkpoint, restored: Path, restored_step: int) -> str:
-    hint = _RESUME_HINTS.get(saved.layout, _ANY_HINT)
+    hint = _ACCELERATE_HINT if layouts.saved_by_accelerate(saved.path) else _RESUME_HINTS.get(saved.layout, _ANY_HINT)
     return (f"the command started over: it saved {saved.path.name} (step {saved.step}) after {restored.name} (step "
             f"{restored_step}) was restored for it, so every interruption costs the whole run and nothing it "
             f"saves below step {restored_step} is uploaded. To resume, {hint}")

@@ -5,7 +5,9 @@ each is complete enough to upload. The agent asks this module; nothing else know
                                         directory that carries a COMMITTED marker only while it is valid
     hf         checkpoint-<N>/          HF Trainer writes in place, trainer_state.json last
                                         (transformers 5.23 `_save_checkpoint`): complete once that
-                                        file parses and names global_step N
+                                        file parses and names global_step N. Accelerate's
+                                        `save_state` (the diffusers training scripts' checkpoint-<N>)
+                                        writes no such file: see *Accelerate* below
     lightning  <...>step=<N><...>.ckpt  torch.save archives (Lightning's default file name carries
                or any other <...>.ckpt  the step; another name's step is read from the archive):
                                         complete once the zip's central directory reads;
@@ -13,6 +15,12 @@ each is complete enough to upload. The agent asks this module; nothing else know
     generic    any other name with step/iter/ckpt/checkpoint and a number (`model_step500.pt`,
                                         `iter-500/`): complete once a higher step appears or the
                                         command has exited
+
+*Accelerate*: a directory holding `random_states_<rank>.pkl` (a `checkpoint-<N>/` or a generic
+`step_<N>/`) was written by `Accelerator.save_state`, which saves the model, optimizer, scheduler and
+samplers first and each rank's RNG state after them (accelerate 1.15 `save_accelerator_state`). It is
+complete once every such file is a whole torch archive and the directory has been still for
+SETTLE_SECONDS: objects registered with `register_for_checkpointing` follow the RNG state at once.
 
 Names starting with "." are writes in progress for every layout and are never looked at.
 
@@ -28,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,9 +52,11 @@ UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing p
 LIGHTNING_LAST = re.compile(r"^last(-v?\d+)?\.ckpt$")
 _HF_NAME = re.compile(r"^checkpoint-(\d+)$")
 _LIGHTNING_NAME = re.compile(r"(?:^|[-_])step=(\d+)(?=[-_.]).*\.ckpt$")
+_ACCELERATE_RNG = re.compile(r"^random_states_\d+\.pkl$")
+SETTLE_SECONDS = 2.0  # an Accelerate checkpoint unchanged this long after its RNG state is whole
 _GENERIC_NAME = re.compile(r"(?:step|iter|iteration|ckpt|checkpoint)[-_=]?(\d+)", re.IGNORECASE)
 
-ACCEPTED = ("step-<N> (file or directory)", "checkpoint-<N>/ (HF Trainer)",
+ACCEPTED = ("step-<N> (file or directory)", "checkpoint-<N>/ (HF Trainer, Accelerate's save_state)",
             "*.ckpt (Lightning: the step in its name or its archive)",
             "a name with a step number such as model_step<N>.pt")
 
@@ -121,10 +132,10 @@ def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: b
         if layout == OURS:
             return _ours_complete(path, strict)
         if layout == HF:
-            return _hf_state_step(path) == step
+            return _hf_state_step(path) == step or _accelerate_complete(path, superseded)
         if layout == LIGHTNING:
             return path.is_file() and _zip_readable(path)
-        return superseded and not strict
+        return (superseded and not strict) or (path.is_dir() and _accelerate_complete(path, superseded))
     except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
         return False
 
@@ -144,6 +155,24 @@ def _hf_state_step(path: Path) -> int | None:
         return int(state["global_step"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def saved_by_accelerate(path: Path) -> bool:
+    """A directory Accelerator.save_state wrote (it holds a rank's RNG state), whatever its name."""
+    try:
+        return path.is_dir() and any(_ACCELERATE_RNG.match(entry.name) for entry in path.iterdir())
+    except OSError:
+        return False
+
+
+def _accelerate_complete(path: Path, superseded: bool) -> bool:
+    """Accelerate's save_state: each rank's RNG state written whole, and nothing written since for a while
+    (or a newer checkpoint already begun)."""
+    entries = list(path.iterdir())
+    states = [entry for entry in entries if _ACCELERATE_RNG.match(entry.name)]
+    if not states or not all(_zip_readable(state) for state in states):
+        return False
+    return superseded or time.time() - max(entry.stat().st_mtime for entry in entries) >= SETTLE_SECONDS
 
 
 def _zip_readable(path: Path) -> bool:
