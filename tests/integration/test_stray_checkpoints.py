@@ -43,7 +43,7 @@ def test_builtin_trainer_ignores_stray_step_entries_before_and_during_the_run(
     status = store.get_json("status.json")
     assert (status["state"], status["step"]) == ("DONE", 30)
     assert min(e["step"] for e in agent.events("step")) == 1, "trained from scratch, not from the stray"
-    assert any("set aside step-00000099" in line for line in agent.lines), agent.text()
+    assert any(line.startswith("spot-trainer: set aside step-00000099") for line in agent.lines), agent.text()
     assert (directory / ".unverified-step-00000099").read_bytes() == b"not a checkpoint"
 
 

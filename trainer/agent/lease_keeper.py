@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 
 from ..storage.lease import Lease
-from .log_lines import write_line
+from .log_lines import agent_line
 
 
 class LeaseKeeper:
@@ -19,7 +19,7 @@ class LeaseKeeper:
         self,
         lease: Lease,
         ttl_seconds: float,
-        log: Callable[[str], None] = write_line,
+        log: Callable[[str], None] = agent_line,
     ) -> None:
         self.lease, self._log = lease, log
         self._every = ttl_seconds / 3  # two renewals may fail (throttling, a slow moment) before expiry
@@ -36,7 +36,7 @@ class LeaseKeeper:
             try:
                 renewed = self.lease.renew()
             except Exception as error:  # S3 briefly unreachable: try again; expiry decides
-                self._log(f"spot-trainer: lease renewal failed ({error}); retrying")
+                self._log(f"lease renewal failed ({error}); retrying")
                 if self.lease.held():
                     continue
                 renewed = False
@@ -53,4 +53,4 @@ class LeaseKeeper:
             try:
                 self.lease.release()
             except Exception as error:  # it expires on its own within the TTL
-                self._log(f"spot-trainer: could not release the lease ({error}); it expires by itself")
+                self._log(f"could not release the lease ({error}); it expires by itself")

@@ -244,7 +244,7 @@ class Agent:
         above = layouts.set_aside_above(directory, layouts.step_of(restored) if restored else None)
         if above:
             hint = " (a checkpoint of the built-in trainer carries a COMMITTED marker)" if self._builtin else ""
-            self.log(f"spot-trainer: set aside {', '.join(above)} in CHECKPOINT_DIR (as "
+            self.log(f"set aside {', '.join(above)} in CHECKPOINT_DIR (as "
                      f"{layouts.UNVERIFIED_PREFIX}<name>): newer than the restore point, and nothing "
                      f"proves it complete{hint}")
             self.telemetry.event("set_aside", names=above)

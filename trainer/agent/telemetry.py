@@ -105,5 +105,5 @@ class RunTelemetry:
         if done.published:
             self.log(f"checkpoint step {done.step} uploaded in {done.seconds:.2f}s ({done.bytes} bytes)")
         else:  # never quietly: a newer step in S3 outranks this one, and a restart resumes from that
-            self.log(f"spot-trainer: checkpoint step {done.step} was not published: S3's latest.json "
+            self.log(f"checkpoint step {done.step} was not published: S3's latest.json "
                      f"already names a newer step or lease holder; this step stays on this disk only")

@@ -43,7 +43,7 @@ class CheckpointUploader:
         on_uploaded: Callable[[Uploaded], None],
         *,
         uploaded_step: int | None = None,
-        log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+        log: Callable[[str], None] = lambda line: print(f"spot-trainer: {line}", file=sys.stderr, flush=True),
     ) -> None:
         self._upload, self._on_uploaded, self._log = upload, on_uploaded, log
         self.uploaded_step = uploaded_step  # newest step known to be safe in S3
@@ -120,7 +120,7 @@ class CheckpointUploader:
             size = size_of(staged)
             published = self._upload(staged, step)
         except Exception as error:  # S3 down after retries, a file that changed: the next may succeed
-            self._log(f"spot-trainer: upload of checkpoint step {step} failed: {_one_line(error)}")
+            self._log(f"upload of checkpoint step {step} failed: {_one_line(error)}")
             with self._cond:
                 self._failed_step = step
             return
@@ -132,14 +132,14 @@ class CheckpointUploader:
         try:
             self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published))
         except Exception as error:  # reporting is secondary; the worker must live on
-            self._log(f"spot-trainer: recording the upload of step {step} failed: {_one_line(error)}")
+            self._log(f"recording the upload of step {step} failed: {_one_line(error)}")
 
 
     def _stage(self, path: Path) -> Path:
         staged = stage(path)
         if staged is None and not self._links_missing_logged:
             self._links_missing_logged = True
-            self._log(f"spot-trainer: no hard links in {path.parent}: uploading checkpoints in place, so "
+            self._log(f"no hard links in {path.parent}: uploading checkpoints in place, so "
                       "pruning them while an upload runs would fail it")
         return staged or path
 
