@@ -31,8 +31,9 @@ from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .imds import ImdsClient
 from .keep_outputs import keep_final_outputs
 from .lease_keeper import LeaseKeeper
+from .notice_watch import NoticeWatch
 from .notify import Notifier, SnsClient
-from .own_group import SCALE_IN_WAIT_SECONDS, TERMINATED, OwnGroup
+from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
 from .save_watch import SaveWatch
 from .status import JobStatus, StatusReporter
 from .telemetry import RunTelemetry
@@ -41,7 +42,6 @@ from .world import World
 
 SINGLE_NODE_ENV = {"NODE_RANK": "0", "NNODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
-IMDS_BACKOFF_SECONDS = 30.0
 
 
 class AgentError(RuntimeError):
@@ -75,13 +75,13 @@ class Agent:
     stop_requested: threading.Event = field(default_factory=threading.Event)
     _keeper: LeaseKeeper | None = None
     telemetry: RunTelemetry = field(init=False)
-    _warned_imds: bool = False
-    _imds_retry_at: float = 0.0
+    _notices: NoticeWatch = field(init=False)
     _deadline: DeadlineWatch | None = None
     started_at: float = field(default_factory=time.time)
 
     def __post_init__(self) -> None:
         self.telemetry = RunTelemetry(store=self.clients.store, cloud=self.clients.cloud)
+        self._notices = NoticeWatch(self.clients.imds, self.config.react_to_rebalance, self.log)
         if self.config.notify_topic and self.clients.sns is not None:
             self.telemetry.notifier = Notifier(self.config.notify_topic, self.clients.sns, self.config.job, self.log)
 
@@ -139,7 +139,7 @@ class Agent:
             if not announced:
                 self.log("another agent holds the job lease; waiting for it to finish or expire")
                 announced = True
-            if self._notice() or self.stop_requested.wait(self.config.poll_seconds):
+            if self._notices.reason() or self.stop_requested.wait(self.config.poll_seconds):
                 return False
         self.log(f"took the job lease (token {self.clients.lease.token})")
         return True
@@ -296,7 +296,7 @@ class Agent:
                 return "exited", code
             if self._deadline is not None:
                 self._deadline.check(self._require_reporter().status.step)
-            reason = self._notice() or ("agent asked to stop" if self.stop_requested.is_set() else None)
+            reason = self._notices.reason() or ("agent asked to stop" if self.stop_requested.is_set() else None)
             if self._keeper is not None and self._keeper.lost.is_set():
                 self._stop_command(command)
                 return "lost-lease", -1
@@ -383,25 +383,6 @@ class Agent:
     def _own_group(self) -> OwnGroup:
         return OwnGroup(self.config.asg_name, self.config.lifecycle_hook, self.instance_id,
                         self.clients.imds, self.clients.autoscaling, self.log)
-
-    # ---- signals from outside -----------------------------------------------------------------
-    def _notice(self) -> str | None:
-        imds = self.clients.imds
-        if time.monotonic() < self._imds_retry_at:
-            return None
-        try:
-            if imds.instance_action():
-                return "spot interruption notice"
-            if self.config.react_to_rebalance and imds.rebalance_recommendation():
-                return "rebalance recommendation"
-            if (imds.target_lifecycle_state() or "") == TERMINATED:
-                return "scale-in (lifecycle Terminated)"
-        except Exception as error:  # no IMDS (a laptop, a flaky moment): keep training, ask less often
-            self._imds_retry_at = time.monotonic() + IMDS_BACKOFF_SECONDS
-            if not self._warned_imds:
-                self._warned_imds = True
-                self.log(f"instance metadata unavailable ({error}); interruption notices cannot be seen")
-        return None
 
     # ---- small accessors ----------------------------------------------------------------------
     def _world(self) -> World:

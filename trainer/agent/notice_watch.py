@@ -1,0 +1,41 @@
+"""Whether this instance is being taken away, asked of the instance metadata at every poll: a spot
+interruption notice, a rebalance recommendation (when the job reacts to them) or scale-in."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .imds import ImdsClient
+from .own_group import TERMINATED
+
+IMDS_BACKOFF_SECONDS = 30.0
+
+
+@dataclass
+class NoticeWatch:
+    imds: ImdsClient
+    react_to_rebalance: bool
+    log: Callable[[str], None]
+    clock: Callable[[], float] = time.monotonic
+    _retry_at: float = 0.0
+    _warned: bool = False
+
+    def reason(self) -> str | None:
+        """Why the command must stop now, or None."""
+        if self.clock() < self._retry_at:
+            return None
+        try:
+            if self.imds.instance_action():
+                return "spot interruption notice"
+            if self.react_to_rebalance and self.imds.rebalance_recommendation():
+                return "rebalance recommendation"
+            if (self.imds.target_lifecycle_state() or "") == TERMINATED:
+                return "scale-in (lifecycle Terminated)"
+        except Exception as error:  # no IMDS (a laptop, a flaky moment): keep training, ask less often
+            self._retry_at = self.clock() + IMDS_BACKOFF_SECONDS
+            if not self._warned:
+                self._warned = True
+                self.log(f"instance metadata unavailable ({error}); interruption notices cannot be seen")
+        return None
