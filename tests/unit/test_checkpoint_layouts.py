@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed.checkpoint as dcp
 
 from spot_trainer.agent.save_watch import SaveWatch
-from spot_trainer.storage import layouts
+from spot_trainer.storage import layouts, library_saves
 from spot_trainer.storage.local import write_checkpoint
 
 
@@ -103,7 +104,7 @@ def test_an_accelerate_checkpoint_counts_once_every_rank_state_is_whole_and_it_h
     accelerate_checkpoint(tmp_path, "checkpoint-100")
     newest = accelerate_checkpoint(tmp_path, "checkpoint-200", ranks=2, age=0.0)  # just written
     assert layouts.newest_complete(tmp_path).step == 100  # a registered custom object may follow at once
-    settled = time.time() - layouts.SETTLE_SECONDS - 1
+    settled = time.time() - library_saves.SETTLE_SECONDS - 1
     for entry in newest.iterdir():
         os.utime(entry, (settled, settled))
     assert layouts.newest_complete(tmp_path).path == newest
@@ -122,6 +123,17 @@ def test_an_accelerate_checkpoint_is_not_taken_for_a_dead_hf_write(tmp_path: Pat
     assert layouts.newest_complete(tmp_path).path.name == "checkpoint-300"  # step_400 may still be written
     # At an instance's first start (the writer long gone), its content proves it, as no generic name can.
     assert layouts.newest_complete(tmp_path, writer_done=True, strict=True).path.name == "step_400"
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # one process saves alone, as meant
+def test_a_distributed_checkpoint_counts_once_its_metadata_is_written_last(tmp_path: Path) -> None:
+    # torch.distributed.checkpoint as FSDP and torchtitan save it, into step-<N>/ written in place.
+    for step in (100, 200):
+        dcp.save({"model": {"w": torch.arange(4.0)}}, checkpoint_id=tmp_path / f"step-{step}")
+    assert layouts.newest_complete(tmp_path, strict=True).path.name == "step-200"  # its metadata proves it
+    (tmp_path / "step-200" / library_saves.DCP_METADATA).unlink()  # the shards written, not yet the metadata
+    assert layouts.newest_complete(tmp_path).path.name == "step-100"
+    assert layouts.prepare_for_resume(tmp_path, tmp_path / "step-100") == ["step-200"]  # its writer died
 
 
 def test_our_directories_need_a_valid_marker_when_they_carry_one(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..storage import layouts
+from ..storage.library_saves import ACCELERATE, library_of
 
 # What loads the newest checkpoint, in the words of the layout the script saves in.
 _RESUME_HINTS = {
@@ -29,7 +30,7 @@ def find_restart_from_scratch(directory: Path, restored_step: int, since: float)
 
 
 def started_over_warning(saved: layouts.Checkpoint, restored: Path, restored_step: int) -> str:
-    hint = _ACCELERATE_HINT if layouts.saved_by_accelerate(saved.path) else _RESUME_HINTS.get(saved.layout, _ANY_HINT)
+    hint = _ACCELERATE_HINT if library_of(saved.path) == ACCELERATE else _RESUME_HINTS.get(saved.layout, _ANY_HINT)
     return (f"the command started over: it saved {saved.path.name} (step {saved.step}) after {restored.name} (step "
             f"{restored_step}) was restored for it, so every interruption costs the whole run and nothing it "
             f"saves below step {restored_step} is uploaded. To resume, {hint}")

@@ -5,9 +5,8 @@ each is complete enough to upload. The agent asks this module; nothing else know
                                         directory that carries a COMMITTED marker only while it is valid
     hf         checkpoint-<N>/          HF Trainer writes in place, trainer_state.json last
                                         (transformers 5.23 `_save_checkpoint`): complete once that
-                                        file parses and names global_step N. Accelerate's
-                                        `save_state` (the diffusers training scripts' checkpoint-<N>)
-                                        writes no such file: see *Accelerate* below
+                                        file parses and names global_step N, or, with no such
+                                        file, once Accelerate's save_state in it is whole
     lightning  <...>step=<N><...>.ckpt  torch.save archives (Lightning's default file name carries
                or any other <...>.ckpt  the step; another name's step is read from the archive):
                                         complete once the zip's central directory reads;
@@ -16,18 +15,16 @@ each is complete enough to upload. The agent asks this module; nothing else know
                                         `iter-500/`): complete once a higher step appears or the
                                         command has exited
 
-*Accelerate*: a directory holding `random_states_<rank>.pkl` (a `checkpoint-<N>/` or a generic
-`step_<N>/`) was written by `Accelerator.save_state`, which saves the model, optimizer, scheduler and
-samplers first and each rank's RNG state after them (accelerate 1.15 `save_accelerator_state`). It is
-complete once every such file is a whole torch archive and the directory has been still for
-SETTLE_SECONDS: objects registered with `register_for_checkpointing` follow the RNG state at once.
+A directory a library wrote (torch.distributed.checkpoint, Accelerate's save_state) is whole when
+that library's own files say so, whatever its name and layout: see library_saves.py.
 
 Names starting with "." are writes in progress for every layout and are never looked at.
 
-*Strict* completeness asks the content to prove it: ours needs a valid COMMITTED marker, HF and
-Lightning keep their checks, generic never qualifies. The built-in trainer's directory is always
-read strictly (it always writes the marker), and so is any local entry newer than S3 at start: a
-file nobody can vouch for (a stray `step-00000099`) must not become the job's newest step.
+*Strict* completeness asks the content to prove it: ours needs a valid COMMITTED marker, HF,
+Lightning and a library's directory keep their checks, generic never qualifies. The built-in
+trainer's directory is always read strictly (it always writes the marker), and so is any local entry
+newer than S3 at start: a file nobody can vouch for (a stray `step-00000099`) must not become the
+job's newest step.
 """
 
 from __future__ import annotations
@@ -36,12 +33,12 @@ import json
 import os
 import re
 import shutil
-import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import library_saves
+from .library_saves import zip_readable
 from .lightning_step import archive_step
 from .names import MARKER_FILE, parse_step, read_marker
 
@@ -52,8 +49,6 @@ UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing p
 LIGHTNING_LAST = re.compile(r"^last(-v?\d+)?\.ckpt$")
 _HF_NAME = re.compile(r"^checkpoint-(\d+)$")
 _LIGHTNING_NAME = re.compile(r"(?:^|[-_])step=(\d+)(?=[-_.]).*\.ckpt$")
-_ACCELERATE_RNG = re.compile(r"^random_states_\d+\.pkl$")
-SETTLE_SECONDS = 2.0  # an Accelerate checkpoint unchanged this long after its RNG state is whole
 _GENERIC_NAME = re.compile(r"(?:step|iter|iteration|ckpt|checkpoint)[-_=]?(\d+)", re.IGNORECASE)
 
 ACCEPTED = ("step-<N> (file or directory)", "checkpoint-<N>/ (HF Trainer, Accelerate's save_state)",
@@ -129,24 +124,19 @@ def step_of(path: Path) -> int | None:
 
 def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool = False) -> bool:
     try:
-        if layout == OURS:
-            return _ours_complete(path, strict)
-        if layout == HF:
-            return _hf_state_step(path) == step or _accelerate_complete(path, superseded)
         if layout == LIGHTNING:
-            return path.is_file() and _zip_readable(path)
-        return (superseded and not strict) or (path.is_dir() and _accelerate_complete(path, superseded))
+            return path.is_file() and zip_readable(path)
+        if layout == OURS and path.is_dir() and (path / MARKER_FILE).exists():
+            return read_marker(path) is not None  # the built-in trainer's marker decides
+        if layout == HF and _hf_state_step(path) == step:
+            return True
+        if (by_library := library_saves.whole(path, superseded)) is not None:
+            return by_library
+        if layout == OURS:  # write, then rename: whole on appearance, but nothing proves it
+            return not strict and (path.stat().st_size > 0 if path.is_file() else any(path.iterdir()))
+        return layout == GENERIC and superseded and not strict
     except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
         return False
-
-
-def _ours_complete(path: Path, strict: bool) -> bool:
-    """A marker decides when there is one; without, only a non-empty entry and only when not strict."""
-    if path.is_dir() and (path / MARKER_FILE).exists():
-        return read_marker(path) is not None
-    if strict:
-        return False
-    return path.stat().st_size > 0 if path.is_file() else any(path.iterdir())
 
 
 def _hf_state_step(path: Path) -> int | None:
@@ -155,33 +145,6 @@ def _hf_state_step(path: Path) -> int | None:
         return int(state["global_step"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def saved_by_accelerate(path: Path) -> bool:
-    """A directory Accelerator.save_state wrote (it holds a rank's RNG state), whatever its name."""
-    try:
-        return path.is_dir() and any(_ACCELERATE_RNG.match(entry.name) for entry in path.iterdir())
-    except OSError:
-        return False
-
-
-def _accelerate_complete(path: Path, superseded: bool) -> bool:
-    """Accelerate's save_state: each rank's RNG state written whole, and nothing written since for a while
-    (or a newer checkpoint already begun)."""
-    entries = list(path.iterdir())
-    states = [entry for entry in entries if _ACCELERATE_RNG.match(entry.name)]
-    if not states or not all(_zip_readable(state) for state in states):
-        return False
-    return superseded or time.time() - max(entry.stat().st_mtime for entry in entries) >= SETTLE_SECONDS
-
-
-def _zip_readable(path: Path) -> bool:
-    """torch.save writes a zip archive: its central directory, at the very end, comes last."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return bool(archive.namelist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return False
 
 
 def describe(directory: str | os.PathLike[str], limit: int = 8) -> str:
@@ -239,7 +202,7 @@ def _move_aside(path: Path, prefix: str) -> None:
 def _unfinished(path: Path) -> bool:
     """Incomplete once its writer is gone (a Lightning `last.ckpt` too, which a framework reads)."""
     if LIGHTNING_LAST.match(path.name):
-        return path.is_file() and not path.is_symlink() and not _zip_readable(path)
+        return path.is_file() and not path.is_symlink() and not zip_readable(path)
     kind = classify(path)
     return kind is not None and not _complete(kind[0], kind[1], path, superseded=True)
 
