@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from spot_trainer.agent.telemetry import RunTelemetry
+
 # The command's two output pumps, each its own thread as in CommandProcess, feed the agent's telemetry.
 FORWARD_BOTH_STREAMS = """
 import threading
@@ -40,3 +44,14 @@ def test_an_event_line_is_never_glued_to_a_progress_bar_fragment(tmp_path: Path)
     glued = [line for line in lines if '{"event"' in line and not line.startswith('{"event"')]
     assert not glued, f"{len(glued)} event lines glued to other output, e.g. {glued[0][-120:]!r}"
     assert sum(line.startswith('{"event"') for line in lines) == 3000
+
+
+def test_an_event_behind_a_progress_bar_on_stdout_is_read_and_logged_on_a_line_of_its_own(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Lightning's tqdm bar writes to stdout, ending in no newline: the callback's event follows it.
+    telemetry = RunTelemetry(store=None, cloud=None)  # type: ignore[arg-type]  # forwarding needs no S3
+    bar = "\rEpoch 0:  14%|█▍        | 9/64 [00:01<00:07,  7.21it/s]"
+    telemetry.command_output("stdout", bar + '{"event": "group_stop", "step": 9, "rank": 0}')
+    assert telemetry.group_stop_step == 9  # the world's stop is seen, not lost behind the bar
+    assert capsys.readouterr().out.split("\n") == [bar, '{"event": "group_stop", "step": 9, "rank": 0}', ""]

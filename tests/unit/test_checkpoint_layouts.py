@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+from safetensors.torch import save_file
 
 from spot_trainer.agent.save_watch import SaveWatch
 from spot_trainer.storage import layouts, library_saves
@@ -90,7 +91,7 @@ def accelerate_checkpoint(root: Path, name: str, *, ranks: int = 1, age: float =
     `age`: seconds since the last write."""
     path = root / name
     path.mkdir(parents=True)
-    (path / "model.safetensors").write_bytes(os.urandom(256))
+    save_file({"w": torch.arange(64.0)}, path / "model.safetensors")
     torch.save({"state": {}}, path / "optimizer.bin")
     for rank in range(ranks):
         torch.save({"random_state": [1, 2, 3]}, path / f"random_states_{rank}.pkl")
@@ -114,6 +115,22 @@ def test_an_accelerate_checkpoint_counts_once_every_rank_state_is_whole_and_it_h
     assert layouts.newest_complete(tmp_path).step == 100
 
 
+def test_an_accelerate_checkpoint_needs_rank_0_and_every_file_whole_even_once_superseded(tmp_path: Path) -> None:
+    restored = accelerate_checkpoint(tmp_path, "checkpoint-100")
+    # Rank 1 wrote its RNG state at once while rank 0 was still in diffusers' pre-save hook (unet/).
+    early = tmp_path / "checkpoint-200"
+    (early / "unet").mkdir(parents=True)
+    torch.save({"random_state": [1]}, early / "random_states_1.pkl")
+    # A writer killed in a registered custom object, written after the RNG state.
+    custom = accelerate_checkpoint(tmp_path, "checkpoint-300")
+    torch.save({"ema": torch.ones(8)}, custom / "custom_checkpoint_0.pkl")
+    (custom / "custom_checkpoint_0.pkl").write_bytes((custom / "custom_checkpoint_0.pkl").read_bytes()[:100])
+    cut = accelerate_checkpoint(tmp_path, "checkpoint-400")  # its weights cut short by a full disk
+    (cut / "model.safetensors").write_bytes((cut / "model.safetensors").read_bytes()[:-16])
+    assert layouts.newest_complete(tmp_path, writer_done=True).path == restored
+    assert layouts.prepare_for_resume(tmp_path, restored) == ["checkpoint-200", "checkpoint-300", "checkpoint-400"]
+
+
 def test_an_accelerate_checkpoint_is_not_taken_for_a_dead_hf_write(tmp_path: Path) -> None:
     restored = accelerate_checkpoint(tmp_path, "checkpoint-300")
     accelerate_checkpoint(tmp_path, "step_400", age=0.0)  # Accelerate's own examples name them so
@@ -134,6 +151,28 @@ def test_a_distributed_checkpoint_counts_once_its_metadata_is_written_last(tmp_p
     (tmp_path / "step-200" / library_saves.DCP_METADATA).unlink()  # the shards written, not yet the metadata
     assert layouts.newest_complete(tmp_path).path.name == "step-100"
     assert layouts.prepare_for_resume(tmp_path, tmp_path / "step-100") == ["step-200"]  # its writer died
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_a_distributed_checkpoint_missing_a_shard_its_metadata_lists_is_not_whole(tmp_path: Path) -> None:
+    # A world spread over nodes: rank 0's disk holds the metadata, another node's disk that rank's shards.
+    dcp.save({"model": {"w": torch.arange(4.0)}}, checkpoint_id=tmp_path / "step-100")
+    (shard,) = (tmp_path / "step-100").glob("*.distcp")
+    shard.unlink()
+    assert layouts.newest_complete(tmp_path, writer_done=True) is None
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_a_sharded_lightning_checkpoint_folder_counts_once_lightning_wrote_its_meta_last(tmp_path: Path) -> None:
+    # FSDPStrategy(state_dict_type="sharded") saves epoch=E-step=N.ckpt/ as a folder: DCP shards, then meta.pt.
+    for step in (100, 200):
+        folder = tmp_path / f"epoch=0-step={step}.ckpt"
+        dcp.save({"model": {"w": torch.arange(4.0)}}, checkpoint_id=folder)
+        if step == 100:
+            torch.save({"epoch": 0, "global_step": step}, folder / layouts.LIGHTNING_SHARDED_META)
+    newest = layouts.newest_complete(tmp_path, writer_done=True)
+    assert (newest.step, newest.layout) == (100, "lightning")
+    assert layouts.prepare_for_resume(tmp_path, newest.path) == ["epoch=0-step=200.ckpt"]
 
 
 def test_our_directories_need_a_valid_marker_when_they_carry_one(tmp_path: Path) -> None:

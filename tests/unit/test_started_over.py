@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from spot_trainer.agent.save_watch import SaveWatch
 
@@ -33,7 +34,7 @@ def lightning_save(directory: Path, step: int) -> Path:
 def accelerate_save(directory: Path, step: int) -> Path:
     path = directory / f"checkpoint-{step}"  # as the diffusers training scripts name Accelerate's save_state
     path.mkdir()
-    (path / "model.safetensors").write_bytes(b"w")
+    save_file({"w": torch.zeros(4)}, path / "model.safetensors")
     torch.save({"random_state": [1, 2, 3]}, path / "random_states_0.pkl")  # written last
     return path
 

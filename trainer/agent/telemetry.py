@@ -22,6 +22,7 @@ from .notify import Notifier
 from .status import NOT_BIT_IDENTICAL, StatusReporter
 
 METRIC_INTERVAL_SECONDS = 1.0
+EVENT_START = '{"event"'  # how every progress line begins (progress.py)
 PROGRESS_METRICS = (("Step", "step", "Count"), ("Loss", "loss", "None"),
                     ("SamplesPerSecond", "samples_per_s", "Count/Second"))
 
@@ -62,9 +63,11 @@ class RunTelemetry:
             self.log(f"could not write status.json: {error}")
 
     def command_output(self, stream: str, line: str) -> None:
-        write_line(line, sys.stdout if stream == "stdout" else sys.stderr)
-        if self.cloud is not None:
-            self.cloud.log(line)
+        at = line.find(EVENT_START) if stream == "stdout" else -1
+        if at > 0:  # a progress bar on stdout (Lightning's tqdm) ends with no newline before an event line
+            self._forward(stream, line[:at])
+            line = line[at:]
+        self._forward(stream, line)
         if stream != "stdout" or not line.startswith("{"):
             return
         try:
@@ -80,6 +83,11 @@ class RunTelemetry:
         elif isinstance(event, dict) and event.get("event") == NOT_BIT_IDENTICAL:
             step = event.get("step") if isinstance(event.get("step"), int) else None  # a script's own line
             self.event(NOT_BIT_IDENTICAL, step=step, reason=str(event.get("reason", ""))[:300])
+
+    def _forward(self, stream: str, line: str) -> None:
+        write_line(line, sys.stdout if stream == "stdout" else sys.stderr)
+        if self.cloud is not None:
+            self.cloud.log(line)
 
     def _progress(self, event: dict[str, Any]) -> None:
         self.update(step=event.get("step"), loss=event.get("loss"), samples_per_s=event.get("samples_per_s"))

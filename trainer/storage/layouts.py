@@ -38,14 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import library_saves
-from .library_saves import zip_readable
 from .lightning_step import archive_step
 from .names import MARKER_FILE, parse_step, read_marker
+from .whole_files import zip_readable
 
 OURS, HF, LIGHTNING, GENERIC = "ours", "hf", "lightning", "generic"
 HF_STATE_FILE = "trainer_state.json"
 INCOMPLETE_PREFIX = ".incomplete-"  # where prepare_for_resume moves what a dead writer left
 UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing proves complete
+LIGHTNING_SHARDED_META = "meta.pt"  # written by rank 0 after the shards (lightning 2.6 FSDPStrategy)
 LIGHTNING_LAST = re.compile(r"^last(-v?\d+)?\.ckpt$")
 _HF_NAME = re.compile(r"^checkpoint-(\d+)$")
 _LIGHTNING_NAME = re.compile(r"(?:^|[-_])step=(\d+)(?=[-_.]).*\.ckpt$")
@@ -124,6 +125,8 @@ def step_of(path: Path) -> int | None:
 
 def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool = False) -> bool:
     try:
+        if layout == LIGHTNING and path.is_dir():  # FSDP's sharded checkpoint: its shards, then meta.pt
+            return bool(library_saves.whole(path, superseded)) and zip_readable(path / LIGHTNING_SHARDED_META)
         if layout == LIGHTNING:
             return path.is_file() and zip_readable(path)
         if layout == OURS and path.is_dir() and (path / MARKER_FILE).exists():

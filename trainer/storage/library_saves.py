@@ -4,26 +4,33 @@ directory is called (`step-<N>`, `checkpoint-<N>`, `step_<N>`):
     torch.distributed.checkpoint   FSDP's and torchtitan's `step-<N>/`: every rank's shards
                                    (`__<rank>_<i>.distcp`) first, then `.metadata`, which the
                                    coordinator writes last through a rename (torch 2.13
-                                   FileSystemWriter.finish): whole once `.metadata` is there
-    Accelerate's save_state        the diffusers training scripts' `checkpoint-<N>/`: model, optimizer,
-                                   scheduler and samplers first, each rank's `random_states_<rank>.pkl`
-                                   after them (accelerate 1.15 save_accelerator_state): whole once every
-                                   such file is a whole torch archive and the directory has been still
-                                   for SETTLE_SECONDS, since objects registered with
-                                   `register_for_checkpointing` follow the RNG state at once
+                                   FileSystemWriter.finish): whole once `.metadata` is there and every
+                                   shard it lists is here too (on one node's disk, a world spread over
+                                   several nodes leaves the other nodes' shards elsewhere: never whole)
+    Accelerate's save_state        the diffusers training scripts' `checkpoint-<N>/`: pre-save hooks
+                                   (diffusers' `unet/`), then on rank 0 the model, optimizer, scheduler
+                                   and samplers, and on every rank its `random_states_<rank>.pkl`, with
+                                   no barrier between ranks (accelerate 1.15 save_state,
+                                   save_accelerator_state): whole once rank 0's RNG state is there and
+                                   every torch archive and safetensors file in it reads whole, and the
+                                   directory has been still for SETTLE_SECONDS, since objects registered
+                                   with `register_for_checkpointing` follow the RNG state at once
 """
 
 from __future__ import annotations
 
+import pickletools
 import re
 import time
-import zipfile
 from pathlib import Path
+
+from .whole_files import file_whole
 
 DCP, ACCELERATE = "torch.distributed.checkpoint", "accelerate"
 DCP_METADATA = ".metadata"
 _DCP_SHARD = re.compile(r"\.distcp$")
 _ACCELERATE_RNG = re.compile(r"^random_states_\d+\.pkl$")
+_RANK_0_RNG = "random_states_0.pkl"  # rank 0 writes the model and optimizer before it
 SETTLE_SECONDS = 2.0
 
 
@@ -45,24 +52,32 @@ def whole(path: Path, superseded: bool) -> bool | None:
     gone); None when no library's files show, so the directory's layout decides alone."""
     library = library_of(path)
     if library == DCP:
-        return (path / DCP_METADATA).is_file()
+        return _dcp_whole(path)
     if library == ACCELERATE:
         return _accelerate_whole(path, superseded)
     return None
 
 
+def _dcp_whole(path: Path) -> bool:
+    shards = _listed_shards(path / DCP_METADATA)
+    return shards is not None and all((path / name).is_file() for name in shards)
+
+
+def _listed_shards(metadata: Path) -> set[str] | None:
+    """The shard files `.metadata` names, read from its pickle's opcodes without running them; None
+    when it is missing or unreadable."""
+    try:
+        with metadata.open("rb") as stream:
+            return {argument for _, argument, _ in pickletools.genops(stream)
+                    if isinstance(argument, str) and argument.endswith(".distcp")}
+    except Exception:  # whatever a damaged pickle raises, it proves nothing
+        return None
+
+
 def _accelerate_whole(path: Path, superseded: bool) -> bool:
     entries = list(path.iterdir())
-    states = [entry for entry in entries if _ACCELERATE_RNG.match(entry.name)]
-    if not all(zip_readable(state) for state in states):
+    if not any(entry.name == _RANK_0_RNG for entry in entries):
+        return False
+    if not all(file_whole(entry) for entry in entries if entry.is_file()):
         return False
     return superseded or time.time() - max(entry.stat().st_mtime for entry in entries) >= SETTLE_SECONDS
-
-
-def zip_readable(path: Path) -> bool:
-    """torch.save writes a zip archive: its central directory, at the very end, comes last."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return bool(archive.namelist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return False
