@@ -4,17 +4,20 @@ or the event is lost to every reader of the log."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from spot_trainer.agent.log_lines import route_runtime_warnings
 from spot_trainer.agent.telemetry import RunTelemetry
 
 # The command's two output pumps, each its own thread as in CommandProcess, feed the agent's telemetry.
 FORWARD_BOTH_STREAMS = """
 import threading
+from spot_trainer.agent.log_lines import route_runtime_warnings
 from spot_trainer.agent.telemetry import RunTelemetry
 
 telemetry = RunTelemetry(store=None, cloud=None)  # output forwarding needs neither S3 nor CloudWatch
@@ -55,3 +58,19 @@ def test_an_event_behind_a_progress_bar_on_stdout_is_read_and_logged_on_a_line_o
     telemetry.command_output("stdout", bar + '{"event": "group_stop", "step": 9, "rank": 0}')
     assert telemetry.group_stop_step == 9  # the world's stop is seen, not lost behind the bar
     assert capsys.readouterr().out.split("\n") == [bar, '{"event": "group_stop", "step": 9, "rank": 0}', ""]
+
+
+def test_the_runtimes_own_warnings_become_agent_log_lines_once() -> None:
+    first: list[str] = []
+    lines: list[str] = []
+    runtime = logging.getLogger("spot_trainer")
+    before = list(runtime.handlers)
+    try:
+        route_runtime_warnings(first.append)
+        route_runtime_warnings(lines.append)  # a second agent in the process: one line each, to the latest
+        remote = logging.getLogger("spot_trainer.storage.remote")
+        remote.warning("checkpoint step %d is damaged (%s); trying an older one", 500, "state.pt: sha256 differs")
+        remote.info("restored step %d", 400)  # progress the agent reports itself
+    finally:
+        runtime.handlers[:] = before
+    assert (first, lines) == ([], ["checkpoint step 500 is damaged (state.pt: sha256 differs); trying an older one"])

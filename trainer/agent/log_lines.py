@@ -9,8 +9,10 @@ event glued behind a bar is lost to every reader of the log. One lock, one write
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
+from collections.abc import Callable
 from typing import TextIO
 
 _lock = threading.Lock()
@@ -27,3 +29,22 @@ def write_line(line: str, stream: TextIO | None = None) -> None:
 def agent_line(line: str) -> None:
     """One of the agent's own log lines, marked as such."""
     write_line(f"spot-trainer: {line}")
+
+
+class _AgentLog(logging.Handler):
+    def __init__(self, log: Callable[[str], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.log(record.getMessage())
+
+
+def route_runtime_warnings(log: Callable[[str], None]) -> None:
+    """The runtime's own warnings (a damaged checkpoint skipped, a step not published, the lease lost)
+    become agent log lines, and so reach CloudWatch Logs too; without, Python's last-resort handler
+    would print them bare. Idempotent: the latest agent's log replaces an earlier one."""
+    runtime = logging.getLogger(__name__.split(".")[0])
+    for handler in [handler for handler in runtime.handlers if isinstance(handler, _AgentLog)]:
+        runtime.removeHandler(handler)
+    runtime.addHandler(_AgentLog(log))
