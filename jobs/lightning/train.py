@@ -11,7 +11,7 @@ import os
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
 from torch.utils.data import DataLoader, TensorDataset
 
 from spot_trainer.integrations.lightning import SpotCheckpoint
@@ -19,6 +19,8 @@ from spot_trainer.integrations.lightning import SpotCheckpoint
 STEPS = int(os.environ.get("PL_STEPS", "60"))
 SAVE_STEPS = int(os.environ.get("PL_SAVE_STEPS", "10"))
 WITH_CALLBACK = os.environ.get("PL_CALLBACK", "on") != "off"
+# Lightning's tqdm bar, its default where `rich` is not installed: it writes to stdout.
+PROGRESS_BAR = [TQDMProgressBar()] if os.environ.get("PL_PROGRESS_BAR", "off") == "on" else []
 
 
 class Regression(L.LightningModule):
@@ -48,11 +50,11 @@ def main() -> None:
                                   every_n_train_steps=SAVE_STEPS, save_top_k=3, monitor="step",
                                   mode="max", save_last=True)
     L.seed_everything(0)
-    callbacks = [checkpoints, SpotCheckpoint()] if WITH_CALLBACK else [checkpoints]
+    callbacks = [checkpoints, *PROGRESS_BAR, SpotCheckpoint()] if WITH_CALLBACK else [checkpoints, *PROGRESS_BAR]
     # One process per node; under torchrun (distributed = true) the world is as many nodes as are up.
     trainer = L.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, callbacks=callbacks,
                         num_nodes=int(os.environ.get("WORLD_SIZE", "1")),
-                        logger=False, enable_progress_bar=False, enable_model_summary=False)
+                        logger=False, enable_progress_bar=bool(PROGRESS_BAR), enable_model_summary=False)
     trainer.fit(Regression(), data(), ckpt_path="last")
     print(f"finished at global step {trainer.global_step}", flush=True)
 

@@ -101,6 +101,7 @@ def test_a_notice_costs_no_step_with_the_callback_and_at_most_one_save_interval_
         env = framework_env(aws_env, bucket, job, tmp_path / "a", imds, "i-noticed", command, prefix)
         env[f"{prefix}_CALLBACK"] = callback
         env[f"{prefix}_STEPS"] = str(100 * STEPS)  # still training when the notice comes, however slow the machine
+        env["PL_PROGRESS_BAR"] = "on"  # Lightning's bar writes to stdout, with no newline before the callback's events
         agent = AgentProcess(env).start()
         try:
             if callback == "on":  # the callback prints every step
