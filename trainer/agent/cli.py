@@ -33,7 +33,7 @@ from .config import ENV_NAMES, REGION, AgentConfig, ConfigError, check_config, c
 from .fatal import end_job_as_failed
 from .imds import ImdsClient
 from .instance_record import InstanceRecord, instance_facts, price_source
-from .log_lines import agent_line
+from .log_lines import agent_line, route_runtime_warnings
 from .setting_names import unread_setting_warnings
 from .status import STATUS_NAME, describe_job
 from .supervisor import EXIT_FAILED, Agent, AgentError, Clients, install_stop_handlers
@@ -73,6 +73,7 @@ def run_agent(options: argparse.Namespace) -> int:
         return give_up(env, None, f"cannot read {options.env_file}: {error.strerror or error}", EXIT_BAD_CONFIG)
     try:
         agent = build_agent(config)
+        route_runtime_warnings(agent.log)
         for warning in unread_setting_warnings(from_file, ENV_NAMES):
             agent.log(f"WARNING: {warning}")
         install_stop_handlers(agent)

@@ -31,7 +31,6 @@ from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .imds import ImdsClient
 from .keep_outputs import keep_final_outputs
 from .lease_keeper import LeaseKeeper
-from .log_lines import route_runtime_warnings
 from .notice_watch import NoticeWatch
 from .notify import Notifier, SnsClient
 from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
@@ -83,7 +82,6 @@ class Agent:
     def __post_init__(self) -> None:
         self.telemetry = RunTelemetry(store=self.clients.store, cloud=self.clients.cloud)
         self._notices = NoticeWatch(self.clients.imds, self.config.react_to_rebalance, self.log)
-        route_runtime_warnings(self.log)
         if self.config.notify_topic and self.clients.sns is not None:
             self.telemetry.notifier = Notifier(self.config.notify_topic, self.clients.sns, self.config.job, self.log)
 

@@ -28,7 +28,7 @@ from .whole_files import file_whole
 
 DCP, ACCELERATE = "torch.distributed.checkpoint", "accelerate"
 DCP_METADATA = ".metadata"
-_DCP_SHARD = re.compile(r"\.distcp$")
+DCP_SHARD_SUFFIX = ".distcp"
 _ACCELERATE_RNG = re.compile(r"^random_states_\d+\.pkl$")
 _RANK_0_RNG = "random_states_0.pkl"  # rank 0 writes the model and optimizer before it
 SETTLE_SECONDS = 2.0
@@ -37,24 +37,28 @@ SETTLE_SECONDS = 2.0
 def library_of(path: Path) -> str | None:
     """Which library wrote this directory, by the files only it writes; None for anything else."""
     try:
-        names = [entry.name for entry in path.iterdir()] if path.is_dir() else []
+        return _library([entry.name for entry in path.iterdir()]) if path.is_dir() else None
     except OSError:  # pruned while we looked
         return None
-    if DCP_METADATA in names or any(_DCP_SHARD.search(name) for name in names):
-        return DCP
-    if any(_ACCELERATE_RNG.match(name) for name in names):
-        return ACCELERATE
-    return None
 
 
 def whole(path: Path, superseded: bool) -> bool | None:
     """Whether a library's directory is whole (`superseded`: a newer one has begun, or its writer is
     gone); None when no library's files show, so the directory's layout decides alone."""
-    library = library_of(path)
+    entries = list(path.iterdir()) if path.is_dir() else []  # listed once: each poll looks again
+    library = _library([entry.name for entry in entries])
     if library == DCP:
         return _dcp_whole(path)
     if library == ACCELERATE:
-        return _accelerate_whole(path, superseded)
+        return _accelerate_whole(entries, superseded)
+    return None
+
+
+def _library(names: list[str]) -> str | None:
+    if DCP_METADATA in names or any(name.endswith(DCP_SHARD_SUFFIX) for name in names):
+        return DCP
+    if any(_ACCELERATE_RNG.match(name) for name in names):
+        return ACCELERATE
     return None
 
 
@@ -69,13 +73,12 @@ def _listed_shards(metadata: Path) -> set[str] | None:
     try:
         with metadata.open("rb") as stream:
             return {argument for _, argument, _ in pickletools.genops(stream)
-                    if isinstance(argument, str) and argument.endswith(".distcp")}
+                    if isinstance(argument, str) and argument.endswith(DCP_SHARD_SUFFIX)}
     except Exception:  # whatever a damaged pickle raises, it proves nothing
         return None
 
 
-def _accelerate_whole(path: Path, superseded: bool) -> bool:
-    entries = list(path.iterdir())
+def _accelerate_whole(entries: list[Path], superseded: bool) -> bool:
     if not any(entry.name == _RANK_0_RNG for entry in entries):
         return False
     if not all(file_whole(entry) for entry in entries if entry.is_file()):
