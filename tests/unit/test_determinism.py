@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+import torch.utils.deterministic
 from torch import nn
 
 from spot_trainer.builtin.arguments import ArgumentsError, check_arguments
@@ -91,6 +92,23 @@ def test_strict_on_cuda_refuses_a_cublas_setting_that_is_not_reproducible(monkey
         configure_kernels(STRICT, torch.device("cuda"))  # refused before any CUDA call
     configure_kernels(OFF, torch.device("cpu"))
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_strict_on_cuda_makes_kernels_deterministic_without_filling_every_new_tensor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    try:
+        configure_kernels(STRICT, torch.device("cuda"))  # flags only: no CUDA call is made
+        assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.backends.cudnn.benchmark
+        assert not torch.utils.deterministic.fill_uninitialized_memory  # it cost a sixth of the LM's steps
+        configure_kernels(OFF, torch.device("cuda"))
+        assert not torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.benchmark
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        torch.backends.cudnn.benchmark = False
 
 
 def test_the_trainer_takes_strict_or_off_and_names_the_choices_otherwise() -> None:
