@@ -32,13 +32,14 @@ PLAIN = {
 }
 
 
-def instance(aws_env: dict[str, str], bucket: str, job: str, disk: Path, imds: FakeImds, script: str) -> AgentProcess:
+def instance(aws_env: dict[str, str], bucket: str, job: str, disk: Path, imds: FakeImds, script: str,
+             **script_env: str) -> AgentProcess:
     """A fresh disk with the job's code unpacked and the agent's own checkpoint folder, as user data makes it."""
     shutil.copytree(SCRIPTS, disk / "work")
     env = agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=disk / "checkpoints", imds_url=imds.url,
                     instance_id=imds.instance_id, command=f"{sys.executable} {script}", workdir=str(disk / "work"))
     env["OMP_NUM_THREADS"] = "1"
-    return AgentProcess(env).start()
+    return AgentProcess(env | script_env).start()
 
 
 @pytest.mark.parametrize("names", sorted(PLAIN))
@@ -136,3 +137,36 @@ def test_an_accelerate_loop_saving_as_diffusers_does_resumes_after_a_power_off(
     assert f"finished at global step {ACCELERATE_STEPS}" in second.lines, second.text()
     status = store.get_json("status.json")
     assert (status["state"], status["checkpoint_step"], status["warning"]) == ("DONE", ACCELERATE_STEPS, ""), status
+
+
+def test_an_accelerate_loop_with_save_on_notice_loses_no_step_to_a_notice(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "accelerate-notice")
+    long_run = ACCELERATE.replace(f"--max_train_steps {ACCELERATE_STEPS}", "--max_train_steps 1000000")
+    with FakeImds(instance_id="i-accelerate-noticed") as imds:
+        first = instance(aws_env, bucket, store.job, tmp_path / "first", imds, long_run, ACC_SAVE_ON_NOTICE="on")
+        try:
+            first.wait_for(lambda: max(steps(first), default=0) >= 230, timeout=120, what="step 230")
+            imds.announce_interruption(in_seconds=120)
+            assert first.wait(timeout=120) == 0, first.text()
+        finally:
+            first.stop()
+    emergency = first.events("emergency_checkpoint")
+    # The step in flight at the notice finished and was saved and uploaded, between two of the loop's saves.
+    assert emergency and store.latest_step() == emergency[0]["step"] >= max(steps(first)) >= 230, first.text()
+    assert store.get_json("status.json")["state"] == "INTERRUPTED", first.text()
+
+    ends_at = emergency[0]["step"] + 50
+    with FakeImds(instance_id="i-accelerate-replacement") as imds:
+        second = instance(aws_env, bucket, store.job, tmp_path / "second", imds,
+                          long_run.replace("--max_train_steps 1000000", f"--max_train_steps {ends_at}"),
+                          ACC_SAVE_ON_NOTICE="on")
+        second.run_to_the_end()
+    assert f"training from global step {emergency[0]['step']}" in second.lines, second.text()
+    assert f"finished at global step {ends_at}" in second.lines, second.text()
+    assert store.get_json("status.json")["state"] == "DONE", second.text()
+
+
+def steps(agent: AgentProcess) -> list[int]:
+    return [event["step"] for event in agent.events("step")]

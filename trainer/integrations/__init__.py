@@ -1,5 +1,6 @@
-"""One-line callbacks for the training frameworks users bring: Hugging Face Trainer (`hf`) and
-Lightning (`lightning`).
+"""One-line callbacks for the training frameworks users bring: Hugging Face Trainer (`hf`),
+Lightning (`lightning`) and, for a loop of the user's own on Accelerate, a call after each step
+(`accelerate`).
 
 Added to a script's trainer, a callback turns the agent's stop signal into a checkpoint at the
 next step boundary, saved where and how the framework saves its own, and then ends the process,
