@@ -51,8 +51,9 @@ def test_saves_in_a_folder_of_its_own_are_named_with_the_job_file_line_that_fixe
     with FakeImds(instance_id="i-own-folder") as imds:
         agent = instance(aws_env, bucket, store.job, tmp_path, imds, str(tmp_path / "agent-folder"), steps=10**6)
         try:  # named while it trains, at the next look after its first save, not when it ends
-            agent.wait_for(lambda: any("run.checkpoint_dir" in line for line in agent.lines), timeout=180,
-                           what="the warning naming the script's own folder")
+            # status.json, not the log: the agent logs the warning a moment before it publishes it
+            agent.wait_for(lambda: "run.checkpoint_dir" in (store.get_json("status.json") or {}).get("warning", ""),
+                           timeout=180, what="the warning naming the script's own folder, in status.json")
             assert store.get_json("status.json")["state"] == "TRAINING", "a warning must not stop training"
         finally:
             agent.stop()
