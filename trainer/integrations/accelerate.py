@@ -42,12 +42,14 @@ class NoticeSaver:
             self.stop.install()
             self.installed = True
         self.steps.step(step)
-        # Looked at before the ranks agree, so before any of them saves: once one rank has made the
-        # folder, another would take it for the loop's own save of this step and skip its part.
+        # Looked at before the ranks agree, so before any emergency save has made the folder. The loop's
+        # own save may come from rank 0 alone (the diffusers scripts save under is_main_process), so
+        # any rank that sees it decides for all: the model and optimizer are not written twice while
+        # the agent may be uploading them.
         saved_by_the_loop = Path(path).exists()
         if not any_rank(self.stop.received, accelerator.device):
             return
-        if any_rank(not saved_by_the_loop, accelerator.device):
+        if not any_rank(saved_by_the_loop, accelerator.device):
             accelerator.save_state(os.fspath(path))  # every rank takes part; each writes its own RNG state
         accelerator.wait_for_everyone()
         if in_world():  # every agent of the world waits for this step to reach S3 before the next round
