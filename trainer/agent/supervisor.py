@@ -9,6 +9,7 @@ lease back, so the next instance resumes without losing a completed step.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import signal
@@ -268,6 +269,10 @@ class Agent:
         else:
             argv = ["/bin/bash", "-c", config.command]
         env = {
+            # torchrun (the agent's own, or one the command starts, as `accelerate launch` does) forwards
+            # the stop signal to its ranks but kills them 30 s later by default: a large emergency save
+            # gets the whole grace period instead (torch >= 2.12 reads this; older versions keep 30 s)
+            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(math.ceil(config.grace_seconds)),
             **os.environ,
             **config.extra_env,
             "CHECKPOINT_DIR": str(Path(config.checkpoint_dir).resolve()),
