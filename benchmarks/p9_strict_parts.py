@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
 import sys
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -27,6 +24,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
+from benchmarks.p9_determinism_cost import base_env, samples_per_second, trainer_args  # noqa: E402
+
 CASES = {
     "lm_context_512": ["--model", "lm", "--width", "512", "--context", "512", "--batch-size", "32"],
     "resnet": ["--model", "resnet", "--width", "64", "--batch-size", "256"],
@@ -34,7 +33,7 @@ CASES = {
 PARTS = {"strict": "strict", "strict_with_fill": "strict", "off": "off", "off_with_cublas_workspace": "off"}
 
 
-def run_as_trainer(part: str, trainer_args: list[str]) -> int:
+def run_as_trainer(part: str, argv: list[str]) -> int:
     """The trainer's own main, with one part of its kernel settings changed."""
     import torch.utils.deterministic
 
@@ -48,24 +47,13 @@ def run_as_trainer(part: str, trainer_args: list[str]) -> int:
             torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
 
     loop.configure_kernels = configure_for_part
-    return loop.main(trainer_args)
+    return loop.main(argv)
 
 
-def samples_per_second(part: str, case: list[str], steps: int, directory: Path) -> float:
-    env = {key: value for key, value in os.environ.items() if key not in ("RESUME_FROM", "CUBLAS_WORKSPACE_CONFIG")}
-    path = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env |= {"PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
-    if part == "off_with_cublas_workspace":
-        env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-    args = [*case, "--synthetic", "--steps", str(steps), "--log-every", str(max(1, steps // 10)),
-            "--checkpoint-every-steps", str(steps), "--checkpoint-dir", str(directory), "--deterministic", PARTS[part]]
-    done = subprocess.run([sys.executable, __file__, "--as-trainer", part, *args], env=env, capture_output=True,
-                          text=True, timeout=900, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"p9 parts: {part} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    rates = [event["samples_per_s"] for line in done.stdout.splitlines() if line.startswith("{")
-             if (event := json.loads(line))["event"] == "step" and "samples_per_s" in event]
-    return statistics.median(rates[1:] or rates)  # the first window holds start-up and kernel selection
+def part_rate(part: str, case: list[str], steps: int, directory: Path) -> float:
+    env = base_env() | ({"CUBLAS_WORKSPACE_CONFIG": ":4096:8"} if part == "off_with_cublas_workspace" else {})
+    command = [sys.executable, __file__, "--as-trainer", part, *trainer_args(case, steps, PARTS[part], directory)]
+    return samples_per_second(command, env)
 
 
 def main() -> None:
@@ -81,7 +69,7 @@ def main() -> None:
         report["gpu"] = torch.cuda.get_device_name()
         with TemporaryDirectory() as root:
             report["samples_per_s"] = {
-                name: {part: samples_per_second(part, case, args.steps, Path(root) / f"{name}-{part}")
+                name: {part: part_rate(part, case, args.steps, Path(root) / f"{name}-{part}")
                        for part in PARTS}
                 for name, case in CASES.items()}
     print(json.dumps(report))
