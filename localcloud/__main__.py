@@ -13,6 +13,7 @@ import json
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -169,7 +170,9 @@ def demo(options: argparse.Namespace) -> int:
     inputs = checked_inputs(options)
     job, train_args = inputs.job, inputs.train_args
     progress = ProgressLine()
-    workdir = WORK_ROOT / "runs" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # Named by start time, and unique: two demos started in the same second get a folder each.
+    (WORK_ROOT / "runs").mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix=f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}-", dir=WORK_ROOT / "runs"))
     started = time.monotonic()
     cloud = LocalCloud(workdir, log=progress.message)
     progress.message(f"synthesizing {job.stack_name} with the CDK CLI")

@@ -5,12 +5,15 @@ player (localcloud/player.py) then does EC2's part.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,21 +43,28 @@ class JobRefused(CloudError):
 
 
 def trainer_wheel(cache: Path = WORK_ROOT / "wheels") -> Path:
-    """`pip wheel` of this checkout, rebuilt only when the package's sources change."""
+    """`pip wheel` of this checkout, rebuilt only when the package's sources change. Several processes
+    (test workers, two demos) may ask at once: pip builds in the checkout's own build/ folder, so one
+    build runs at a time, and a wheel appears in the cache only whole (built aside, then renamed)."""
     sources = sorted((REPO_ROOT / "trainer").rglob("*.py")) + [REPO_ROOT / "pyproject.toml"]
     named = (str(p.relative_to(REPO_ROOT)).encode() + p.read_bytes() for p in sources)
     digest = hashlib.sha256(b"".join(named)).hexdigest()[:16]
     directory = cache / digest
-    built = list(directory.glob("spot_trainer-*.whl"))
-    if built:
-        return built[0]
-    directory.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(directory),
-         str(REPO_ROOT)], capture_output=True, text=True, cwd=directory)
-    if result.returncode != 0:
-        raise CloudError(f"cannot build the trainer wheel: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
-    return next(directory.glob("spot_trainer-*.whl"))
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        if built := list(directory.glob("spot_trainer-*.whl")):
+            return built[0]
+        building = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=cache))
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(building),
+             str(REPO_ROOT)], capture_output=True, text=True, cwd=building)
+        if result.returncode != 0:
+            shutil.rmtree(building, ignore_errors=True)
+            raise CloudError(f"cannot build the trainer wheel: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+        shutil.rmtree(directory, ignore_errors=True)  # an empty folder a killed build of old left behind
+        building.rename(directory)
+        return next(directory.glob("spot_trainer-*.whl"))
 
 
 def synthesized_template(app_dir: Path) -> dict[str, Any]:

@@ -47,7 +47,19 @@ class MotoServer:
         return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL": self.endpoint}
 
     def start(self, timeout: float = 30.0) -> MotoServer:
-        self.port = self.port or free_port()
+        """Start and wait until it answers. A port picked here may be taken by another process before
+        moto binds it (test workers start servers side by side): then a fresh port, twice at most."""
+        chosen = self.port
+        for _ in range(3):
+            self.port = chosen or free_port()
+            if self._start_on_port(timeout):
+                return self
+            if chosen:
+                break
+        raise RuntimeError(f"moto_server exited early with code {self.process and self.process.returncode}")
+
+    def _start_on_port(self, timeout: float) -> bool:
+        """True once the server answers; False when it exited first (the port was taken)."""
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [sys.executable, "-m", "localcloud.moto_app", "-H", "127.0.0.1", "-p", str(self.port)],
@@ -59,10 +71,10 @@ class MotoServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"moto_server exited early with code {self.process.returncode}")
+                return False
             try:
                 urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
-                return self
+                return True
             except OSError:
                 time.sleep(0.1)
         self.stop()

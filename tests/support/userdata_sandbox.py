@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localcloud.cloud import trainer_wheel
 from stacks.job_spec import CURRENT_USERDATA_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -53,14 +55,10 @@ def job_header(bucket: str, package: str, **overrides: str) -> dict[str, str]:
 
 
 def build_trainer_wheel(directory: Path) -> Path:
-    """The trainer package as a wheel, built from this checkout the way a release would be."""
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(directory),
-         str(REPO_ROOT)],
-        check=True,
-        cwd=directory,
-    )
-    return next(directory.glob("spot_trainer-*.whl"))
+    """The trainer package as a wheel, built from this checkout the way a release would be (the local
+    cloud's one cached build: concurrent builds of one checkout would share its build/ folder)."""
+    wheel = trainer_wheel()
+    return Path(shutil.copy2(wheel, directory / wheel.name))
 
 
 def asset_key(path: Path) -> str:

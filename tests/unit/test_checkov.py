@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.stack_support import JOBS, synth
+from tests.unit.stack_support import JOBS, Synthesized
 
 ROOT = Path(__file__).resolve().parents[2]
 # checkov's pins conflict with requirements-dev.txt, so it lives in a venv of its own (see the Makefile).
@@ -51,10 +51,9 @@ def describe(check: Check) -> str:
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, list[Check]]]:
+def results(synthesized: dict[str, Synthesized]) -> dict[str, dict[str, list[Check]]]:
     """Per job: checkov's passed, failed and skipped checks on its template."""
-    templates = {job: next(synth(job, tmp_path_factory.mktemp(job)).outdir.glob("*.template.json")).resolve()
-                 for job in JOBS}
+    templates = {job: next(synthesized[job].outdir.glob("*.template.json")).resolve() for job in JOBS}
     report = run_checkov(list(templates.values()))
     assert report.get("check_type") == "cloudformation", report
     assert report["summary"]["parsing_errors"] == 0, report["results"]["parsing_errors"]

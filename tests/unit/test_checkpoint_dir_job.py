@@ -78,9 +78,9 @@ FOLDERS = ["", "outputs", "./outputs", "outputs/", "runs/exp-1", "a//b", ".hidde
 
 
 @pytest.fixture(scope="module")
-def console_folder(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def console_folder(synthesized: dict[str, Synthesized]) -> dict:
     """The CheckpointFolder parameter of the byo job (its own command)."""
-    return synth("byo", tmp_path_factory.mktemp("byo")).raw["Parameters"]["CheckpointFolder"]  # type: ignore[no-any-return]
+    return synthesized["byo"].raw["Parameters"]["CheckpointFolder"]  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("folder", FOLDERS)

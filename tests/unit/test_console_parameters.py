@@ -17,12 +17,12 @@ from stacks.instance_types import architecture, ec2_instance_types
 from stacks.job_file import load_job
 from stacks.job_spec import JOBS_DIR, JobSpec, JobSpecError
 from stacks.training_stack import SpotTrainingStack
-from tests.unit.stack_support import synth
+from tests.unit.stack_support import Synthesized, synth
 
 
 @pytest.fixture(scope="module")
-def parameters(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    return synth("example", tmp_path_factory.mktemp("console")).raw["Parameters"]  # type: ignore[no-any-return]
+def parameters(synthesized: dict[str, Synthesized]) -> dict[str, dict[str, Any]]:
+    return synthesized["example"].raw["Parameters"]  # type: ignore[no-any-return]
 
 
 def accepted(parameter: dict[str, Any], value: str) -> bool:

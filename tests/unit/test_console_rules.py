@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from stacks.job_file import load_job
-from tests.unit.stack_support import synth
+from tests.unit.stack_support import Synthesized, synth
 
 
 def evaluate(node: Any, values: dict[str, str], vpc_of: dict[str, str], types: dict[str, str]) -> Any:
@@ -54,8 +54,8 @@ def refusals(template: dict[str, Any], values: dict[str, str], vpc_of: dict[str,
 
 
 @pytest.fixture(scope="module")
-def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    return {job: synth(job, tmp_path_factory.mktemp(job)).raw for job in ("example", "cifar")}
+def templates(synthesized: dict[str, Synthesized]) -> dict[str, dict[str, Any]]:
+    return {job: synthesized[job].raw for job in ("example", "cifar")}
 
 
 @pytest.mark.parametrize(("ssh", "key", "refused"), [

@@ -22,11 +22,6 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 
 @pytest.fixture(scope="module")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synthesized]:
-    return {job: synth(job, tmp_path_factory.mktemp(job)) for job in JOBS}
-
-
-@pytest.fixture(scope="module")
 def example(synthesized: dict[str, Synthesized]) -> Synthesized:
     return synthesized["example"]
 

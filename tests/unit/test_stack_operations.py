@@ -19,8 +19,8 @@ from tests.unit.stack_support import Synthesized, synth
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synth("example", tmp_path_factory.mktemp("example"))
+def example(synthesized: dict[str, Synthesized]) -> Synthesized:
+    return synthesized["example"]
 
 
 @pytest.fixture(scope="module")
