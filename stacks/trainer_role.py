@@ -55,7 +55,7 @@ class TrainerRole(Construct):
             ),
             iam.PolicyStatement(
                 sid="JobLogs",
-                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
                 resources=[log_group_arn],  # a log group's Arn ends in ":*": it covers the group's streams
             ),
             iam.PolicyStatement(
@@ -80,9 +80,10 @@ class TrainerRole(Construct):
                 resources=["*"],  # these actions support no resource-level permissions
             ),
             iam.PolicyStatement(
-                # Its own group, and the spot prices its instances paid (the job's cost).
-                sid="DescribeOwnInstance",
-                actions=["autoscaling:DescribeAutoScalingInstances", "ec2:DescribeSpotPriceHistory"],
+                # Its own group's market (the deadline watch), and the spot prices its instances paid (the
+                # job's cost).
+                sid="DescribeOwnGroup",
+                actions=["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeSpotPriceHistory"],
                 resources=["*"],  # Describe* calls support no resource-level permissions
             ),
         ]
@@ -95,5 +96,6 @@ class TrainerRole(Construct):
         policy = self.role.node.find_child("DefaultPolicy").node.default_child
         assert isinstance(policy, CfnResource)
         skip_checkov(policy, {"CKV_AWS_111": WRITE_WITHOUT_RESOURCE})
+        self.policy = policy
         self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.role)
 

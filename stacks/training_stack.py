@@ -68,6 +68,9 @@ class SpotTrainingStack(Stack):
             placement=job.capacity.placement,
         )
         fleet.node.add_dependency(logs)  # the first instance logs from its first second
+        # The policy exists before the first instance and outlives the last: a draining instance still
+        # uploads and completes its lifecycle action while `cdk destroy` deletes the group.
+        fleet.group.add_dependency(role.policy)
         StallAlarm(self, "Stall", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name,
                    minutes=params.stall_minutes.value_as_string, topic_arn=topic.arn)
         JobDashboard(self, "Dashboard", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,6 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import boto3
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWN_SCRIPT = REPO_ROOT / "tests" / "fixtures" / "own_script.py"
@@ -43,6 +46,17 @@ def agent_env(aws_env: dict[str, str], *, bucket: str, job: str, checkpoint_dir:
     return env
 
 
+def create_log_group(env: dict[str, str]) -> None:
+    """The stack's part: the job's log group exists before any instance starts (the role may not create it)."""
+    if "AWS_ENDPOINT_URL" not in env:
+        return
+    logs = boto3.client("logs", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env.get("AWS_DEFAULT_REGION"),
+                        aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
+                        aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"))
+    with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+        logs.create_log_group(logGroupName=env.get("SPOT_LOG_GROUP") or f"/spot-trainer/{env['SPOT_JOB']}")
+
+
 @dataclass
 class AgentProcess:
     """`python -P -m spot_trainer agent` (as the unit starts it) in its own session; output line by line."""
@@ -55,6 +69,7 @@ class AgentProcess:
     _readers: list[threading.Thread] = field(default_factory=list)
 
     def start(self) -> AgentProcess:
+        create_log_group(self.env)
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-m", "spot_trainer", "agent"], env=self.env, cwd=self.cwd, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,

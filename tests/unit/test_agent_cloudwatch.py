@@ -29,6 +29,7 @@ def test_unreachable_endpoint_is_counted_and_warned_once(capsys) -> None:  # typ
 def test_close_sends_what_is_buffered(aws_env: dict[str, str]) -> None:
     endpoint = aws_env["AWS_ENDPOINT_URL"]
     logs = boto3.client("logs", endpoint_url=endpoint)
+    logs.create_log_group(logGroupName="/spot-trainer/unit")  # the stack's part
     sink = CloudWatchSink(logs=logs, metrics=boto3.client("cloudwatch", endpoint_url=endpoint),
                           log_group="/spot-trainer/unit", log_stream="i-unit", namespace="Unit/Sink",
                           job="unit", interval_seconds=60).start()

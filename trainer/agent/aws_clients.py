@@ -29,8 +29,6 @@ class LogsClient(Protocol):
 
     exceptions: Any  # botocore's modeled errors (ResourceAlreadyExistsException)
 
-    def create_log_group(self, *, logGroupName: str) -> Any: ...
-
     def create_log_stream(self, *, logGroupName: str, logStreamName: str) -> Any: ...
 
     def put_log_events(self, *, logGroupName: str, logStreamName: str,

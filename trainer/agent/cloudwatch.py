@@ -95,13 +95,8 @@ class CloudWatchSink:
             )
 
     def _ensure_stream(self, logs: LogsClient) -> None:
+        # The stack creates the group before the first instance (and its role may not create groups).
         exists = logs.exceptions.ResourceAlreadyExistsException
-        try:  # the stack creates the group; locally or by hand it may not exist yet
-            logs.create_log_group(logGroupName=self.log_group)
-        except exists:
-            pass
-        except Exception:
-            pass  # no permission to create groups is fine when the group exists
         try:
             logs.create_log_stream(logGroupName=self.log_group, logStreamName=self.log_stream)
         except exists:
