@@ -10,6 +10,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from stacks.job_file import load_job
 from stacks.job_spec import JobSpecError
+from stacks.template_size import too_large_warning
 from stacks.training_stack import SpotTrainingStack
 
 
@@ -31,7 +32,9 @@ def main() -> None:
     except JobSpecError as err:
         print(f"spot-trainer: {err}", file=sys.stderr)
         sys.exit(2)
-    app.synth()
+    for stack in app.synth().stacks:
+        if warning := too_large_warning(stack.stack_name, stack.template, has_assets=bool(stack.assets)):
+            print(f"spot-trainer: WARNING: {warning}", file=sys.stderr)
 
 
 if __name__ == "__main__":

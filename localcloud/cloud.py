@@ -5,15 +5,11 @@ player (localcloud/player.py) then does EC2's part.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +21,6 @@ from localcloud.instance import REPO_ROOT
 from localcloud.moto_server import DUMMY_CREDENTIALS, MotoServer
 
 WORK_ROOT = REPO_ROOT / ".localcloud"
-ARTIFACT_BUCKET = "spot-trainer-local-artifacts"
 TOOLKIT_STACK = "CDKToolkit"
 STACK_PREFIX = "SpotTrainer-"
 LOCAL_IMAGE_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
@@ -40,31 +35,6 @@ class CloudError(RuntimeError):
 
 class JobRefused(CloudError):
     """`cdk synth` refused the job file; the message is the app's own line naming the field."""
-
-
-def trainer_wheel(cache: Path = WORK_ROOT / "wheels") -> Path:
-    """`pip wheel` of this checkout, rebuilt only when the package's sources change. Several processes
-    (test workers, two demos) may ask at once: pip builds in the checkout's own build/ folder, so one
-    build runs at a time, and a wheel appears in the cache only whole (built aside, then renamed)."""
-    sources = sorted((REPO_ROOT / "trainer").rglob("*.py")) + [REPO_ROOT / "pyproject.toml"]
-    named = (str(p.relative_to(REPO_ROOT)).encode() + p.read_bytes() for p in sources)
-    digest = hashlib.sha256(b"".join(named)).hexdigest()[:16]
-    directory = cache / digest
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
-        if built := list(directory.glob("spot_trainer-*.whl")):
-            return built[0]
-        building = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=cache))
-        result = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(building),
-             str(REPO_ROOT)], capture_output=True, text=True, cwd=building)
-        if result.returncode != 0:
-            shutil.rmtree(building, ignore_errors=True)
-            raise CloudError(f"cannot build the trainer wheel: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
-        shutil.rmtree(directory, ignore_errors=True)  # an empty folder a killed build of old left behind
-        building.rename(directory)
-        return next(directory.glob("spot_trainer-*.whl"))
 
 
 def synthesized_template(app_dir: Path) -> dict[str, Any]:
@@ -131,14 +101,6 @@ class LocalCloud:
         self._cdk(["synth", "-c", f"job={job}", "-o", str(app_dir), "--quiet"], "synth")
         return app_dir
 
-    def publish_trainer(self) -> str:
-        wheel = trainer_wheel()
-        s3 = self.client("s3")
-        s3.create_bucket(Bucket=ARTIFACT_BUCKET)
-        key = "assets/" + hashlib.sha256(wheel.read_bytes()).hexdigest() + ".whl"
-        s3.upload_file(str(wheel), ARTIFACT_BUCKET, key)
-        return f"s3://{ARTIFACT_BUCKET}/{key}"
-
     def default_network(self) -> tuple[str, list[str]]:
         ec2 = self.client("ec2")
         vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
@@ -147,15 +109,14 @@ class LocalCloud:
 
     def deploy(self, app_dir: Path, parameters: dict[str, str] | None = None) -> Deployment:
         """`cdk deploy` of the synthesized app, on moto's default VPC when the job picks its network at
-        deploy time, with this checkout's trainer."""
+        deploy time. The runtime is the one the stack ships (this checkout's wheel, an asset), as on AWS."""
         template = synthesized_template(app_dir)
         stack = str(template["stack"])
         declared: dict[str, Any] = template["body"].get("Parameters", {})
         vpc, subnets = self.default_network()
-        values = {"VpcId": vpc, "Subnets": ",".join(subnets), "TrainerPackage": self.publish_trainer(),
-                  **self.image_overrides(declared), **(parameters or {})}
+        values = {"VpcId": vpc, "Subnets": ",".join(subnets), **self.image_overrides(declared), **(parameters or {})}
         if any(path.name.startswith("asset.") for path in app_dir.iterdir()):
-            self.bootstrap()  # the job ships its own code: `cdk deploy` publishes it as an asset
+            self.bootstrap()  # the runtime (or the job's code) ships as an asset: `cdk deploy` publishes it
         args = ["deploy", "--app", str(app_dir), stack, "--require-approval", "never",
                 "--method=direct", "--no-previous-parameters"]
         for name, value in values.items():

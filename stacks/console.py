@@ -85,7 +85,9 @@ class JobParameters:
 ONE_LINE = r"^[^\r\n]*$"
 ONE_LINE_RULE = "one line"
 # What user data hands pip as one word: the wheel on S3, a URL, or a requirement (no spaces, no local path).
-PACKAGE_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/\S+\.whl$|^(?!s3:)[a-z+]+://\S+$|^[A-Za-z0-9][^\s/\\]*$"
+# Empty (the wheel shipped with the stack), a wheel in S3, a URL, or a requirement pinned to one version.
+PACKAGE_PATTERN = (r"^$|^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/\S+\.whl$|^(?!s3:)[a-z+]+://\S+$"
+                   r"|^[A-Za-z0-9][^\s/\\=<>!~,]*===?[A-Za-z0-9.+!_-]+$")
 # Exactly "builtin", or a command that does not start with the word builtin (`builtin;` exits 0 at once).
 COMMAND_PATTERN = r"^builtin$|^(?!builtin(?:[\s;&|#]|$))[^\r\n]*[^\s][^\r\n]*$"
 
@@ -162,8 +164,9 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
                    **_setup_constraint(job.userdata_version)),
             _param(stack, "TrainerPackage", "Trainer package", type="String", default=run.trainer_package,
                    allowed_pattern=PACKAGE_PATTERN,
-                   constraint_description="s3://bucket/key.whl, a URL, or a pip requirement; no spaces, no local path",
-                   description="s3:// URI of the spot-trainer wheel, or a pip requirement"),
+                   constraint_description="empty, s3://bucket/key.whl, a URL, or a pip requirement pinned with ==; "
+                   "no spaces, no local path",
+                   description="Empty: the runtime shipped with this stack; else an s3:// wheel, URL or name==version"),
         ]),
         ("Capacity", [
             _param(stack, "InstanceTypes", "Instance types", type="String",

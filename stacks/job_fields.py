@@ -17,12 +17,12 @@ from stacks.job_spec import (
     AMI_ID,
     BUCKET_NAME,
     CURRENT_USERDATA_VERSION,
-    DEFAULT_TRAINER_PACKAGE,
     JOB_NAME,
     LOG_RETENTION_DAYS,
     MAX_KEEP_CHECKPOINTS,
     MAX_NODES,
     PLACEMENTS,
+    SHIPPED_TRAINER_PACKAGE,
     SIGNALS,
     SSM_PATH,
     AccessSpec,
@@ -163,11 +163,15 @@ def _check_dataset(run: RunSpec) -> None:
 
 
 def trainer_package_problem(spec: str) -> str | None:
-    """Why user data could not pip-install `spec` on an instance (it passes it to pip as one word), or None."""
-    if not spec.strip():
-        return "missing: an s3://bucket/key.whl URI or a pip requirement like spot-trainer==0.2.0"
+    """Why user data could not pip-install `spec` on an instance (it passes it to pip as one word), or
+    None. Empty ships this checkout's wheel with the stack. A requirement must name one exact version:
+    anything looser runs as root whatever an index serves under that name, today or once someone
+    registers it."""
+    if spec == SHIPPED_TRAINER_PACKAGE:
+        return None
     if any(char.isspace() for char in spec):
-        return f"{spec!r} holds spaces: write a pip requirement without them, e.g. spot-trainer>=0.2"
+        return (f"{spec!r} holds spaces: write one word, e.g. spot-trainer==0.2.0, or leave run.trainer_package "
+                "out to ship this checkout's runtime with the stack")
     if spec.startswith("s3://"):
         bucket, _, key = spec[5:].partition("/")
         if bucket_name_problem(bucket) or not key.endswith(".whl") or key == ".whl":
@@ -180,6 +184,10 @@ def trainer_package_problem(spec: str) -> str | None:
                 "the wheel to S3 (s3://bucket/key.whl) or give a pip requirement like spot-trainer==0.2.0")
     if not PIP_REQUIREMENT.match(spec):
         return f"{spec!r} is not a pip requirement like spot-trainer==0.2.0"
+    if not PINNED_REQUIREMENT.match(spec):
+        return (f"{spec!r} is not pinned to one version: an instance would run as root whatever the index serves "
+                "under that name. Pin it (name==X.Y.Z), or leave run.trainer_package out to ship this checkout's "
+                "runtime with the stack")
     return None
 
 
@@ -308,8 +316,8 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     version = _check_type("userdata_version", data.get("userdata_version", CURRENT_USERDATA_VERSION), str)
     if version not in available_versions():
         raise field_error("userdata_version", f"{version!r} not found (available: {', '.join(available_versions())})")
-    if version == "v1" and sections["run"].trainer_package == DEFAULT_TRAINER_PACKAGE:
-        raise field_error("userdata_version", "v1 starts the runtime as `trainer`, which spot-trainer 0.2 installs as "
+    if version == "v1" and sections["run"].trainer_package == SHIPPED_TRAINER_PACKAGE:
+        raise field_error("userdata_version", "v1 starts the runtime as `trainer`, which this checkout installs as "
                     f"`spot_trainer`: use {CURRENT_USERDATA_VERSION}, or pin run.trainer_package to 0.1.0")
     if version in HEREDOC_VERSIONS and any(c in sections["run"].setup for c in "\r\n"):
         # v1's header carries deploy-time values in here-documents: a line equal to their delimiter
@@ -343,6 +351,7 @@ LOCAL_ARCHIVES = (".whl", ".tar.gz", ".zip")
 # A name, optional [extras] and optional comma-separated version clauses (PEP 508, no markers or spaces).
 PIP_REQUIREMENT = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9._,-]+\])?"
                              r"((~=|===?|!=|<=?|>=?)[A-Za-z0-9.*+!_-]+(,(~=|===?|!=|<=?|>=?)[A-Za-z0-9.*+!_-]+)*)?$")
+PINNED_REQUIREMENT = re.compile(r"^[^=<>!~,]+===?[A-Za-z0-9.+!_-]+$")  # name[extras]==one version
 ROOT_DEVICE = re.compile(r"^/dev/[a-z0-9]+$")
 VPC_ID = re.compile(r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$")  # EC2's id forms, as CloudFormation checks them
 SUBNET_ID = re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$")

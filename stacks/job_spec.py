@@ -15,7 +15,8 @@ BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 PLACEMENTS = ("", "cluster")
 DEFAULT_AMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-DEFAULT_TRAINER_PACKAGE = "spot-trainer==0.2.0"  # the version in pyproject.toml
+# Empty: the wheel of this checkout, built at synth and shipped with the stack (stacks/runtime_wheel.py).
+SHIPPED_TRAINER_PACKAGE = ""
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
                       2557, 2922, 3288, 3653)
 
@@ -62,7 +63,7 @@ class RunSpec:
     workdir: str = ""  # local directory shipped with the job (a CDK asset); "" ships nothing
     checkpoint_dir: str = ""  # where the command saves, from its working directory; "" = the agent's own
     data: str = ""  # s3://bucket/prefix the job reads (read access is granted); "" = train_args' --data
-    trainer_package: str = DEFAULT_TRAINER_PACKAGE
+    trainer_package: str = SHIPPED_TRAINER_PACKAGE
     stop_signal: str = "SIGTERM"
     grace_seconds: int = 110
     restart_budget: int = 3

@@ -53,7 +53,7 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str,
         "AwsSolutions::AwsSolutions-S1": NO_BUCKET_ACCESS_LOGS,
         f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{_resolved(stack, bucket_name)}/{job}/*]":
         "Checkpoint object names are created at run time; access is confined to this job's prefix.",
-        f"{iam5}[Resource::*]": "PutMetricData (scoped by a namespace condition), DescribeAutoScalingInstances, "
+        f"{iam5}[Resource::*]": "PutMetricData (scoped by a namespace condition), "
         "DescribeAutoScalingGroups, DescribeSpotPriceHistory and the five Session Manager actions support no "
         "resource-level permissions.",
         f"{iam5}[Resource::arn:<AWS::Partition>:s3:::{_resolved(stack, bucket_name)}/{job}/events/*]":

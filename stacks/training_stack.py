@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, IgnoreMode, LegacyStackSynthesizer, Stack, Token
+from aws_cdk import Aws, CfnCondition, CfnOutput, Fn, IgnoreMode, LegacyStackSynthesizer, Stack, Token
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
@@ -15,11 +15,12 @@ from stacks.console import JobParameters, add_job_parameters
 from stacks.console_rules import add_console_rules
 from stacks.dashboard import JobDashboard
 from stacks.dataset_access import DatasetReadAccess
-from stacks.job_spec import JobSpec
+from stacks.job_spec import SHIPPED_TRAINER_PACKAGE, JobSpec
 from stacks.log_group import JobLogGroup
 from stacks.nag_suppressions import acknowledge_findings
 from stacks.network import JobNetwork
 from stacks.notifications import JobTopic
+from stacks.runtime_wheel import runtime_wheel
 from stacks.spot_fleet import DRAIN_HOOK, SpotFleet, group_name
 from stacks.stall_alarm import StallAlarm
 from stacks.trainer_role import TrainerRole, s3_object_arn
@@ -46,6 +47,7 @@ class SpotTrainingStack(Stack):
                                   existing_name=params.existing_bucket.value_as_string)
         logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params.log_retention)
         code_uri = self._code_asset_uri(job)
+        trainer_package = self._trainer_package(job, params)
         topic = JobTopic(self, "Notifications", job=job.name, email=params.notify_email.value_as_string)
         role = TrainerRole(
             self, "TrainerRole", job=job.name, bucket_arn=bucket.arn, log_group_arn=logs.arn,
@@ -56,7 +58,7 @@ class SpotTrainingStack(Stack):
                           prefix=params.data_prefix.value_as_string)
         network = JobNetwork(self, "Network", params=params, one_az=job.capacity.placement == "cluster")
         header = user_data_header(job, params, bucket_name=bucket.name, log_group=logs.name, code_uri=code_uri,
-                                  topic_arn=topic.arn)
+                                  topic_arn=topic.arn, trainer_package=trainer_package)
         bound_user_data(job, params, header)
         fleet = SpotFleet(
             self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),
@@ -70,7 +72,7 @@ class SpotTrainingStack(Stack):
         fleet.node.add_dependency(logs)  # the first instance logs from its first second
         # The policy exists before the first instance and outlives the last: a draining instance still
         # uploads and completes its lifecycle action while `cdk destroy` deletes the group.
-        fleet.group.add_dependency(role.policy)
+        fleet.group.add_resource_dependency(role.policy)
         StallAlarm(self, "Stall", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name,
                    minutes=params.stall_minutes.value_as_string, topic_arn=topic.arn)
         JobDashboard(self, "Dashboard", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name)
@@ -81,7 +83,8 @@ class SpotTrainingStack(Stack):
         )
         acknowledge_findings(
             self, job=job.name, bucket_name=bucket.name,
-            group_name=fleet.group_name, created_vpc=job.network.create, has_asset=self._code_asset is not None,
+            group_name=fleet.group_name, created_vpc=job.network.create,
+            has_asset=self._code_asset is not None or self._runtime_asset is not None,
             data=(params.data_bucket.value_as_string, params.data_prefix.value_as_string),
         )
         CfnOutput(self, "CheckpointBucket", value=bucket.name, description="Checkpoints live here")
@@ -97,20 +100,38 @@ class SpotTrainingStack(Stack):
         inside = shipped_path(job.run)
         excluded: dict[str, Any] = {"ignore_mode": IgnoreMode.GIT, "exclude": [f"/{inside}/"]} if inside else {}
         self._code_asset = s3_assets.Asset(self, "JobCode", path=str(job.workdir_path), **excluded)
-        # The legacy synthesizer declares an artifact-hash parameter that nothing references.
+        self._ignore_asset_hash_parameters()
+        return str(self._code_asset.s3_object_url)
+
+    def _trainer_package(self, job: JobSpec, params: JobParameters) -> str:
+        """What user data installs: the TrainerPackage parameter, or when it is empty (the default of a job
+        that names no package) the wheel of this checkout, shipped with the stack as an asset."""
+        self._runtime_asset: s3_assets.Asset | None = None
+        if job.run.trainer_package != SHIPPED_TRAINER_PACKAGE:
+            return str(params.trainer_package.value_as_string)
+        self._runtime_asset = s3_assets.Asset(self, "Runtime", path=str(runtime_wheel()))
+        self._ignore_asset_hash_parameters()
+        shipped = CfnCondition(self, "ShipsRuntime",
+                               expression=Fn.condition_equals(params.trainer_package.value_as_string, ""))
+        return str(Token.as_string(Fn.condition_if(shipped.logical_id, self._runtime_asset.s3_object_url,
+                                               params.trainer_package.value_as_string)))
+
+    def _ignore_asset_hash_parameters(self) -> None:
+        """The legacy synthesizer declares an artifact-hash parameter per asset that nothing references."""
         metadata = dict(self.template_options.metadata or {})
         self.template_options.metadata = {**metadata, "cfn-lint": {"config": {"ignore_checks": ["W2001"]}}}
-        return str(self._code_asset.s3_object_url)
 
     def _artifact_arns(self, job: JobSpec) -> list[str]:
         arns = [s3_object_arn(job.run.trainer_package)] if job.run.trainer_package.startswith("s3://") else []
-        if self._code_asset is not None:
-            arns.append(self._code_asset.bucket.arn_for_objects(self._code_asset.s3_object_key))
+        for asset in (self._code_asset, self._runtime_asset):
+            if asset is not None:
+                arns.append(asset.bucket.arn_for_objects(asset.s3_object_key))
         return arns
 
 
 def user_data_header(
-    job: JobSpec, params: JobParameters, *, bucket_name: str, log_group: str, code_uri: str, topic_arn: str
+    job: JobSpec, params: JobParameters, *, bucket_name: str, log_group: str, code_uri: str, topic_arn: str,
+    trainer_package: str,
 ) -> dict[str, str]:
     """The exported variables every user data version receives (the stack ↔ bootstrap contract)."""
     return {
@@ -127,7 +148,7 @@ def user_data_header(
         "SPOT_WORKDIR": params.workdir.value_as_string,
         "SPOT_SETUP_COMMAND": params.setup.value_as_string,
         "SPOT_CODE_URI": code_uri,
-        "SPOT_TRAINER_PACKAGE": params.trainer_package.value_as_string,
+        "SPOT_TRAINER_PACKAGE": trainer_package,
         "SPOT_STOP_SIGNAL": job.run.stop_signal,
         "SPOT_GRACE_SECONDS": str(job.run.grace_seconds),
         "SPOT_RESTART_BUDGET": str(job.run.restart_budget),

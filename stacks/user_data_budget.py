@@ -14,6 +14,8 @@ from stacks.user_data import MAX_USER_DATA_BYTES, deployed_size
 # Names only known at deploy time (bucket, region, topic ARN) are measured as their short synth-time
 # tokens; this covers their real length.
 DEPLOY_TIME_NAMES_BYTES = 512
+# The shipped runtime's URI at its longest: s3://<asset bucket, 63>/<content hash, 64>.whl
+SHIPPED_WHEEL_URI = f"s3://{'b' * 63}/{'0' * 64}.whl"
 
 
 def typed_values(job: JobSpec, params: JobParameters) -> dict[str, tuple[str, CfnParameter]]:
@@ -21,7 +23,7 @@ def typed_values(job: JobSpec, params: JobParameters) -> dict[str, tuple[str, Cf
     return {"SPOT_COMMAND": (job.run.command, params.command),
             "SPOT_TRAIN_ARGS": (job.run.train_args, params.train_args),
             "SPOT_SETUP_COMMAND": (job.run.setup, params.setup),
-            "SPOT_TRAINER_PACKAGE": (job.run.trainer_package, params.trainer_package),
+            "SPOT_TRAINER_PACKAGE": (job.run.trainer_package or SHIPPED_WHEEL_URI, params.trainer_package),
             "SPOT_WORKDIR": (str(params.workdir.default), params.workdir)}
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import boto3
 import pytest
 
+from localcloud.cloud import LocalCloud
 from localcloud.moto_server import MotoServer
 from tests.integration.cdk_cli import cdk
 from tests.unit.stack_support import synth
@@ -26,6 +27,8 @@ def deployed(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) 
     subnets = [s["SubnetId"] for s in clients["ec2"].describe_subnets(
         Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]][:2]
     out = tmp_path_factory.mktemp("cdk.out")
+    # The stack ships the runtime as an asset: a user's first hour starts with `cdk bootstrap`.
+    LocalCloud(tmp_path_factory.mktemp("bootstrap"), moto=moto_server).bootstrap()
     cdk("synth", "--quiet", "-c", "job=example", "-o", str(out), server=moto_server)
     cdk("deploy", "--app", str(out), "--require-approval", "never", "--parameters", f"VpcId={vpc}",
         "--parameters", f"Subnets={','.join(subnets)}", "--parameters", "SpotMaxPrice=0.42",

@@ -17,7 +17,7 @@ import pytest
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
 from spot_trainer.agent.config import config_from_env, parse_env_file
-from tests.support.userdata_sandbox import REPO_ROOT, UserDataSandbox, alive, build_trainer_wheel, process_cmdline
+from tests.support.userdata_sandbox import REPO_ROOT, UserDataSandbox, alive, process_cmdline
 from tests.unit.stack_support import synth
 
 # A console user's choice of command; the byo script itself trains for real and is not needed here.
@@ -70,7 +70,8 @@ def zipped(directory: Path) -> bytes:
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory, moto_server: MotoServer) -> Iterator[UserDataSandbox]:
-    template = synth("byo", tmp_path_factory.mktemp("cdk.out")).raw
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    template = synth("byo", outdir).raw
     s3 = boto3.client("s3", endpoint_url=moto_server.endpoint, region_name="us-east-1",
                       aws_access_key_id="testing", aws_secret_access_key="testing")
     bucket = "userdata-synth-byo"
@@ -83,22 +84,22 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, moto_server: MotoServer) 
             values[name] = bucket
         if resource["Type"] == "AWS::SNS::Topic":  # a Ref to a topic is its ARN
             values[name] = "arn:aws:sns:us-east-1:123456789012:spot-trainer-byo"
-    for name in template["Parameters"]:  # the code asset, published where its parameters say
+    for name in template["Parameters"]:  # the runtime and the code, published where their parameters say
         if name.startswith("AssetParameters") and "S3Bucket" in name:
             values[name] = bucket
         elif name.startswith("AssetParameters") and "S3VersionKey" in name:
-            values[name] = "assets/||byo-code.zip"
-    s3.put_object(Bucket=bucket, Key="assets/byo-code.zip", Body=zipped(REPO_ROOT / "jobs" / "byo"))
+            (staged,) = outdir.glob(f"asset.{name.removeprefix('AssetParameters')[:64]}*")
+            key = f"{staged.name}.zip" if staged.is_dir() else staged.name
+            values[name] = f"assets/||{key}"
+            s3.put_object(Bucket=bucket, Key=f"assets/{key}",
+                          Body=zipped(staged) if staged.is_dir() else staged.read_bytes())
     (launch_template,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
     script = evaluate(launch_template["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"], values,
                       template.get("Conditions", {}))
-    wheels = build_trainer_wheel(tmp_path_factory.mktemp("wheels")).parent
     with FakeImds(instance_id="i-0b0b0b0b0b0b0b0b0") as imds:
-        sandbox = UserDataSandbox(
-            tmp_path_factory.mktemp("instance"), moto_server.env(), imds.url,
-            # The template's default package is a pip spec; the local index holds the wheel.
-            overrides={"SPOT_PIP_ARGS": f"--no-deps --no-index --find-links {wheels}", "PIP_NO_INDEX": "1"},
-        )
+        # The runtime the stack ships, installed as on an instance: no package index at all.
+        sandbox = UserDataSandbox(tmp_path_factory.mktemp("instance"), moto_server.env(), imds.url,
+                                  overrides={"SPOT_PIP_ARGS": "--no-deps", "PIP_NO_INDEX": "1"})
         result = sandbox.run(script)
         assert result.returncode == 0, result.stderr
         try:

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localcloud.cloud import trainer_wheel
 from stacks.job_spec import CURRENT_USERDATA_VERSION
+from stacks.runtime_wheel import runtime_wheel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STAND_INS = REPO_ROOT / "localcloud" / "bin"
@@ -56,8 +56,8 @@ def job_header(bucket: str, package: str, **overrides: str) -> dict[str, str]:
 
 def build_trainer_wheel(directory: Path) -> Path:
     """The trainer package as a wheel, built from this checkout the way a release would be (the local
-    cloud's one cached build: concurrent builds of one checkout would share its build/ folder)."""
-    wheel = trainer_wheel()
+    synth's one cached build: concurrent builds of one checkout would share its build/ folder)."""
+    wheel = runtime_wheel()
     return Path(shutil.copy2(wheel, directory / wheel.name))
 
 

@@ -36,7 +36,7 @@ def job_with_code(root: Path, extra: str, command: str = "python train.py") -> P
 
 
 def shipped_files(outdir: Path) -> set[str]:
-    (asset,) = outdir.glob("asset.*")
+    (asset,) = [path for path in outdir.glob("asset.*") if path.is_dir()]  # the code (the runtime is a .whl)
     return {str(path.relative_to(asset)) for path in asset.rglob("*") if path.is_file()}
 
 

@@ -73,7 +73,9 @@ CASES = [
     ("WorkingDirectory", "work", False),
     ("WorkingDirectory", "/opt/my work", False),
     ("TrainerPackage", "spot-trainer==0.2.0", True),
-    ("TrainerPackage", "", False),
+    ("TrainerPackage", "", True),  # the runtime shipped with the stack
+    ("TrainerPackage", "spot-trainer", False),
+    ("TrainerPackage", "spot-trainer>=0.2", False),
     ("TrainerPackage", "s3://my-artifacts/assets/0f3c.whl", True),
     ("TrainerPackage", "https://example.com/spot_trainer.whl", True),
     ("TrainerPackage", "spot-trainer >= 0.2", False),

@@ -131,9 +131,12 @@ BAD_CASES = [
     (with_change("run", "train_args", "--model lm --steps 9 --synthetic --checkpoint-dir /tmp/ck"),
      "run.train_args: leave out --checkpoint-dir: the agent restores into $CHECKPOINT_DIR"),
     (with_change("run", "data", "my-datasets/cifar10"), "run.data: expected s3://bucket/prefix"),
-    (with_change("run", "trainer_package", ""), "run.trainer_package: missing: an s3://bucket/key.whl URI or a pip"),
+    (with_change("run", "trainer_package", "spot-trainer"), "run.trainer_package: 'spot-trainer' is not pinned to one "
+     "version: an instance would run as root whatever the index serves under that name"),
+    (with_change("run", "trainer_package", "spot-trainer[hf]>=0.2,<0.3"), "run.trainer_package: "
+     "'spot-trainer[hf]>=0.2,<0.3' is not pinned to one version"),
     (with_change("run", "trainer_package", "spot-trainer >= 0.2"), "run.trainer_package: 'spot-trainer >= 0.2' holds "
-     "spaces: write a pip requirement without them, e.g. spot-trainer>=0.2"),
+     "spaces: write one word, e.g. spot-trainer==0.2.0"),
     (with_change("run", "trainer_package", "s3://my-artifacts/spot-trainer.tar.gz"),
      "run.trainer_package: 's3://my-artifacts/spot-trainer.tar.gz': an s3:// package is the wheel itself"),
     (with_change("run", "trainer_package", "dist/spot_trainer-0.2.0-py3-none-any.whl"),
@@ -330,11 +333,15 @@ def test_the_data_a_job_reads_comes_from_run_data_or_the_builtin_data_flag(run: 
     assert data_location(RunSpec(**run)) == expected
 
 
-@pytest.mark.parametrize("package", ["spot-trainer==0.2.0", "spot-trainer[hf]>=0.2,<0.3", "spot-trainer",
+@pytest.mark.parametrize("package", ["spot-trainer==0.2.0", "spot-trainer[hf]==0.2.0",
                                      "s3://my-artifacts/assets/0f3c.whl", "https://example.com/spot_trainer.whl",
                                      "git+https://github.com/me/spot-trainer@v0.2.0"])
 def test_a_trainer_package_pip_can_fetch_on_an_instance_is_accepted(package: str) -> None:
     assert parse_job(with_change("run", "trainer_package", package), JOBS_DIR / "example.toml").run.trainer_package
+
+
+def test_a_job_that_names_no_package_ships_this_checkouts_runtime() -> None:
+    assert parse_job(with_change("run", "trainer_package", ""), JOBS_DIR / "example.toml").run.trainer_package == ""
 
 
 def test_unknown_job_lists_the_available_ones() -> None:

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from aws_cdk.assertions import Match
 
 from stacks.job_spec import JOBS_DIR
+from stacks.template_size import INLINE_TEMPLATE_LIMIT, inline_template_bytes, too_large_warning
 from stacks.user_data import export_line
 from tests.unit.stack_support import JOBS, Synthesized, synth, user_data_text
 
@@ -311,7 +311,9 @@ def test_parameters_are_grouped_in_the_order_a_person_thinks(example: Synthesize
     assert [g["Label"]["default"] for g in interface["ParameterGroups"]] == [
         "What to run", "Capacity", "Network", "Schedule and alerts", "Storage", "Access"]
     grouped = [p for g in interface["ParameterGroups"] for p in g["Parameters"]]
-    assert sorted(grouped) == sorted(example.raw["Parameters"])  # every parameter is grouped and labelled
+    # Every parameter a person fills is grouped and labelled; `cdk deploy` fills the assets' own.
+    typed = [name for name in example.raw["Parameters"] if not name.startswith("AssetParameters")]
+    assert sorted(grouped) == sorted(typed)
     assert set(interface["ParameterLabels"]) == set(grouped)
     assert example.raw["Parameters"]["Subnets"]["Type"] == "List<AWS::EC2::Subnet::Id>"
     assert example.raw["Parameters"]["VpcId"]["Type"] == "AWS::EC2::VPC::Id"
@@ -337,33 +339,41 @@ def test_template_is_standalone_and_user_data_fits(synthesized: dict[str, Synthe
     assert {"Key": "spot-trainer:userdata-version", "Value": "v2"} in template_tags["Tags"]
 
 
-class _CliYaml(yaml.SafeDumper):
-    """YAML as the CDK CLI writes a template to measure it (the `yaml` package: list items indented under
-    their key, multi-line strings as literal blocks); within a few bytes of its count."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        return super().increase_indent(flow, False)
+PINNED_RUNTIME = 'trainer_package = "s3://my-artifacts/spot_trainer-0.2.0-py3-none-any.whl"'
 
 
-_CliYaml.add_representer(str, lambda dumper, text: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
-DEPLOY_WITHOUT_BOOTSTRAP = 50 * 1024  # `cdk deploy`: a larger template (as YAML) needs the bootstrap bucket
+def pinned(job: str, folder: Path, instance_types: list[str] | None = None) -> Synthesized:
+    """The job with its runtime named in S3 rather than shipped: no asset, unless it ships its own code."""
+    text = (JOBS_DIR / f"{job}.toml").read_text().replace("[run]\n", f"[run]\n{PINNED_RUNTIME}\n", 1)
+    if instance_types is not None:
+        listed = ", ".join(f'"{name}"' for name in instance_types)
+        text = re.sub(r"(?m)^instance_types = .*$", f"instance_types = [{listed}]", text)
+    (folder / f"{job}.toml").write_text(text)
+    return synth(str(folder / f"{job}.toml"), folder / "out")
 
 
-def cli_template_bytes(template: dict) -> int:
-    return len(yaml.dump(template, Dumper=_CliYaml, sort_keys=False, width=float("inf"), allow_unicode=True))
+def cli_yaml_bytes(outdir: Path) -> int:
+    """The template as the CDK CLI itself writes it (its YAML serializer, the one `cdk deploy` measures)."""
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_VERSION_CHECK": "1"}
+    shown = subprocess.run(["npx", "--no-install", "cdk", "synth", "--app", str(outdir)], cwd=JOBS_DIR.parent, env=env,
+                           capture_output=True, text=True, timeout=120, check=True)
+    return len(shown.stdout.rstrip("\n").encode())
 
 
-@pytest.mark.parametrize("job", JOBS)
-def test_a_job_without_shipped_code_deploys_without_a_bootstrapped_account(
-    synthesized: dict[str, Synthesized], job: str
-) -> None:
-    """Only `run.workdir` (an asset) needs `cdk bootstrap`; the CLI measures the template as YAML, where
-    every line of a multi-line string is indented: the user data and the watch's code travel compressed."""
-    raw = synthesized[job].raw
-    if any(name.startswith("AssetParameters") for name in raw["Parameters"]):
-        pytest.skip(f"{job} ships its code: it needs a bootstrapped account anyway")
-    assert cli_template_bytes(raw) < DEPLOY_WITHOUT_BOOTSTRAP
+@pytest.mark.parametrize("job", ["example", "deadline", "cifar", "multinode"])
+def test_without_the_bootstrap_a_template_fits_inline_or_the_synth_says_so(job: str, tmp_path: Path) -> None:
+    """A job that names its runtime in S3 and ships no code is the one kind that may deploy without `cdk
+    bootstrap`: CloudFormation takes 51,200 bytes inline, counted on the YAML the CLI sends. The synth's
+    estimate is the CLI's own count to within a few bytes, and it warns before that count is reached."""
+    synthesized = pinned(job, tmp_path)
+    assert not any(name.startswith("AssetParameters") for name in synthesized.raw["Parameters"])
+    measured = cli_yaml_bytes(synthesized.outdir)
+    assert abs(inline_template_bytes(synthesized.raw) - measured) <= 0.002 * measured
+    warning = too_large_warning(job, synthesized.raw, has_assets=False)
+    if measured > INLINE_TEMPLATE_LIMIT:
+        assert warning is not None and "npx cdk bootstrap" in warning, measured
+    elif measured < 0.98 * INLINE_TEMPLATE_LIMIT:
+        assert warning is None, measured
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -416,21 +426,24 @@ def test_an_unacknowledged_finding_fails_synth(tmp_path: Path) -> None:
         app.synth()
 
 
-def test_forty_instance_types_still_deploy_without_a_bootstrapped_account(tmp_path: Path) -> None:
-    """CloudFormation takes a template body of at most 51,200 bytes; beyond, `cdk deploy` needs an
-    assets bucket (bootstrap). Each override must cost a constant, not a share of the whole list."""
-    sizes = {}
+def test_forty_instance_types_deploy_with_the_shipped_runtime_and_are_named_without_it(tmp_path: Path) -> None:
+    """Each type costs a constant (about 190 bytes of YAML). Forty of them pass the inline limit: with the
+    runtime shipped (the default, an asset) the CLI sends the template through the bootstrap bucket
+    anyway; with a runtime named in S3 the synth says so in one line, naming `cdk bootstrap`."""
     every = [f"{family}.{size}" for family in ("r6i", "c6i", "c7i", "m5", "m6i", "r5")
              for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge")]
+    stacks, sizes = {}, {}
     for count in (1, 40):
-        listed = ", ".join(f'"{name}"' for name in every[:count])
-        job = tmp_path / f"types{count}.toml"
-        job.write_text(re.sub(r"(?m)^instance_types = .*$", f"instance_types = [{listed}]",
-                              (JOBS_DIR / "example.toml").read_text()))
-        synthesized = synth(str(job), tmp_path / f"out{count}")
-        sizes[count] = len(json.dumps(synthesized.raw, separators=(",", ":")))
-    assert sizes[40] < 51_200, sizes
-    assert sizes[40] - sizes[1] < 39 * 400, f"each extra type should add a few hundred bytes: {sizes}"
+        (tmp_path / str(count)).mkdir()
+        stacks[count] = pinned("example", tmp_path / str(count), every[:count])
+        sizes[count] = cli_yaml_bytes(stacks[count].outdir)
+    assert sizes[40] - sizes[1] < 39 * 250, f"each extra type should add a few hundred bytes: {sizes}"
+    assert sizes[40] > INLINE_TEMPLATE_LIMIT
+    forty = stacks[40]
+    warning = too_large_warning("SpotTrainer-example", forty.raw, has_assets=False)
+    assert warning is not None and "npx cdk bootstrap" in warning and "fewer instance types" in warning
+    assert too_large_warning("SpotTrainer-example", forty.raw, has_assets=True) is None
+    assert len(json.dumps(forty.raw)) < 1_000_000  # the bootstrap bucket's limit
 
 
 def deployed_user_data(synth: Synthesized, typed: dict[str, str]) -> bytes:
