@@ -10,6 +10,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from stacks.job_file import load_job
 from stacks.job_spec import JobSpecError
+from stacks.notice_fit import grace_warning
 from stacks.template_size import too_large_warning
 from stacks.training_stack import SpotTrainingStack
 
@@ -19,6 +20,8 @@ def build_app(app: cdk.App) -> SpotTrainingStack:
     if not job_name:
         raise JobSpecError('no job given: pass -c job=NAME (cdk.json sets "job" by default)')
     job = load_job(str(job_name))
+    if warning := grace_warning(job):
+        print(f"spot-trainer: WARNING: {warning}", file=sys.stderr)
     stack = SpotTrainingStack(app, job.stack_name, job=job)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stack

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import boto3
@@ -147,3 +148,26 @@ def test_a_command_that_exits_0_on_the_stop_signal_is_interrupted_not_done(
     assert status["state"] == "INTERRUPTED", status
     assert "done" not in [e["kind"] for e in store.events()]
     assert store.latest_step() == last_step(agent)
+
+
+def test_a_command_that_will_not_stop_is_cut_before_the_reclaim_not_after_its_grace_period(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """AWS takes the instance at the notice's time whatever the agent does: a grace period of 60 s
+    cannot be waited out on a 6 s notice, and the log says the emergency checkpoint did not fit."""
+    deaf = "trap '' TERM; while true; do sleep 0.1; done"  # ignores the stop signal (so do its children)
+    with FakeImds(instance_id="i-deaf") as imds:
+        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=f"deaf-{bucket[-8:]}", checkpoint_dir=tmp_path,
+                                       imds_url=imds.url, instance_id="i-deaf", command=deaf,
+                                       grace_seconds="60")).start()
+        try:
+            agent.wait_for(lambda: any("starting \"trap" in line for line in agent.lines), what="the command")
+            imds.announce_interruption(in_seconds=6)
+            announced = time.monotonic()
+            agent.wait_for(lambda: any("command exited with code -9" in line for line in agent.lines), timeout=30,
+                           what="the command killed")
+            assert time.monotonic() - announced < 6, agent.text()  # the reclaim
+            assert agent.wait(timeout=40) == 0, agent.text()
+        finally:
+            agent.stop()
+    assert any("the emergency checkpoint did not fit before the reclaim" in line for line in agent.lines)

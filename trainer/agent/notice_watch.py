@@ -8,9 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .imds import ImdsClient
+from .notice_deadline import reclaim_time
 from .own_group import TERMINATED
 
 IMDS_BACKOFF_SECONDS = 30.0
+SPOT_NOTICE = "spot interruption notice"
 
 
 @dataclass
@@ -19,6 +21,8 @@ class NoticeWatch:
     react_to_rebalance: bool
     log: Callable[[str], None]
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
+    reclaim_at: float | None = None  # epoch seconds the spot instance goes, once a notice was seen
     _retry_at: float = 0.0
     _warned: bool = False
 
@@ -27,8 +31,10 @@ class NoticeWatch:
         if self.clock() < self._retry_at:
             return None
         try:
-            if self.imds.instance_action():
-                return "spot interruption notice"
+            if action := self.imds.instance_action():
+                if self.reclaim_at is None:
+                    self.reclaim_at = reclaim_time(action, self.wall_clock())
+                return SPOT_NOTICE
             if self.react_to_rebalance and self.imds.rebalance_recommendation():
                 return "rebalance recommendation"
             if (self.imds.target_lifecycle_state() or "") == TERMINATED:

@@ -32,6 +32,7 @@ from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .imds import ImdsClient
 from .keep_outputs import keep_final_outputs
 from .lease_keeper import LeaseKeeper
+from .notice_deadline import UPLOAD_SAFETY, stop_budget
 from .notice_watch import NoticeWatch
 from .notify import Notifier, SnsClient
 from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
@@ -306,15 +307,37 @@ class Agent:
                 self._stop_command(command)
                 return "lost-lease", -1
             if reason:
+                grace = self._grace_before_reclaim()
                 self.log(f"{reason}: stopping the command with {self.config.stop_signal}")
                 self.telemetry.update(state=states.STOPPING)
-                return reason, self._stop_command(command)
+                return reason, self._stop_command(command, grace)
             self._require_reporter().tick()
 
-    def _stop_command(self, command: CommandProcess) -> int:
-        code = command.stop(parse_signal(self.config.stop_signal), self.config.grace_seconds)
+    def _stop_command(self, command: CommandProcess, grace_seconds: float | None = None) -> int:
+        code = command.stop(parse_signal(self.config.stop_signal), grace_seconds or self.config.grace_seconds)
         self.log(f"command exited with code {code}")
+        if code == -int(signal.SIGKILL) and self._notices.reclaim_at is not None:
+            self.log("the emergency checkpoint did not fit before the reclaim: the replacement resumes from "
+                     "the newest checkpoint already in S3")
         return code
+
+    def _grace_before_reclaim(self) -> float:
+        """The grace period, or on a spot notice what is left of it before the reclaim once the upload
+        of the emergency checkpoint is set aside (the lifecycle hook holds scale-in, never a reclaim)."""
+        if self._notices.reclaim_at is None:
+            return self.config.grace_seconds
+        now = time.time()
+        budget = stop_budget(self.config.grace_seconds, self._notices.reclaim_at, now,
+                             self.telemetry.last_upload_seconds)
+        left = self._notices.reclaim_at - now
+        if budget.fits:
+            self.log(f"reclaimed in {left:.0f}s: the command has {budget.seconds:.0f}s to save, "
+                     f"{budget.upload_seconds:.0f}s kept for its upload")
+        else:
+            self.log(f"WARNING: reclaimed in {left:.0f}s, and this job's last upload took "
+                     f"{budget.upload_seconds / UPLOAD_SAFETY:.0f}s: an emergency checkpoint may not reach S3 "
+                     f"in time; the command has {budget.seconds:.0f}s to save")
+        return budget.seconds
 
     def _settle_uploads(self, uploader: CheckpointUploader) -> int | None:
         """Offer the newest checkpoint, wait for it to be safe in S3; the step now in S3."""

@@ -36,6 +36,7 @@ class RunTelemetry:
     group_stop_step: int | None = None  # several nodes: the step at which the world last stopped to save
     peer_lost: bool = False  # several nodes: a rank here saw a collective fail (a peer died)
     notifier: Notifier | None = None  # the job's SNS topic, when the stack gives one
+    last_upload_seconds: float | None = None  # this job's last measured checkpoint upload (the notice's budget)
 
     def log(self, line: str) -> None:
         agent_line(line)
@@ -100,6 +101,7 @@ class RunTelemetry:
                 self.cloud.metric(name, event[key], unit)
 
     def uploaded(self, done: Uploaded) -> None:
+        self.last_upload_seconds = done.seconds
         self.event("checkpoint", step=done.step, upload_seconds=round(done.seconds, 3), bytes=done.bytes,
                    published=done.published)
         if done.published:

@@ -1,0 +1,44 @@
+"""How long the command may take to save after a spot notice: the instance is reclaimed at the notice's
+own `time`, two minutes after it appears, whatever the agent is doing. What is left after the upload
+of the emergency checkpoint (estimated from this job's last measured upload) goes to the command.
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+NOTICE_SECONDS = 120.0  # a notice that names no usable time: reclaimed two minutes after it appeared
+# The lease handed back and the interruption recorded after the upload: a few small S3 writes.
+AFTER_UPLOAD_SECONDS = 3.0
+UPLOAD_SAFETY = 1.5  # the emergency checkpoint may be larger, and S3 slower, than the last one
+
+
+def reclaim_time(action: dict[str, Any] | None, seen_at: float) -> float:
+    """Epoch seconds when the instance goes: the notice's `time` (UTC, e.g. 2026-11-26T06:30:00Z), or
+    two minutes after the notice was first seen when it names none or one that does not parse."""
+    text = str((action or {}).get("time", ""))
+    try:
+        when = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return seen_at + NOTICE_SECONDS
+    return min(when, seen_at + NOTICE_SECONDS)
+
+
+@dataclass(frozen=True)
+class StopBudget:
+    seconds: float  # how long the command may take to save and exit
+    upload_seconds: float  # what the upload of its checkpoint is expected to take
+    fits: bool  # whether a save and its upload both fit before the reclaim
+
+
+def stop_budget(grace_seconds: float, reclaim_at: float, now: float, last_upload_seconds: float | None) -> StopBudget:
+    """The grace period, cut to what is left before the reclaim once the upload is set aside. The
+    command always gets half of what is left: a save that cannot be uploaded in time may still be."""
+    left = max(0.0, reclaim_at - now)
+    upload = UPLOAD_SAFETY * (last_upload_seconds or 0.0)
+    room = left - upload - AFTER_UPLOAD_SECONDS
+    seconds = min(grace_seconds, max(room, left / 2))
+    return StopBudget(seconds=seconds, upload_seconds=upload, fits=room > 0)
