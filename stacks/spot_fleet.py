@@ -3,7 +3,7 @@ Scaling group with a mixed instances policy, 100% spot, price-capacity-optimized
 
 from __future__ import annotations
 
-from aws_cdk import Aws, CfnCondition, CfnTag, Fn, Token
+from aws_cdk import Aws, CfnAutoScalingScheduledAction, CfnCondition, CfnTag, CfnUpdatePolicy, Fn, Token
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -130,3 +130,10 @@ class SpotFleet(Construct):
             tags=[autoscaling.CfnAutoScalingGroup.TagPropertyProperty(
                 key="Name", value=f"spot-trainer-{job}", propagate_at_launch=True)],
         )
+        # The agent sets the capacity to 0 when the job ends; a stack update re-applies DesiredCapacity
+        # unless told to leave group sizes it did not change alone. (The market the deadline policy
+        # chose is re-applied by an update that touches the mixed instances policy; the policy sets it
+        # again within a minute.)
+        # https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-updatepolicy.html
+        self.group.cfn_options.update_policy = CfnUpdatePolicy(
+            auto_scaling_scheduled_action=CfnAutoScalingScheduledAction(ignore_unmodified_group_size_properties=True))

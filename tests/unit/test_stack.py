@@ -79,6 +79,16 @@ def test_group_is_all_spot_price_capacity_optimized_across_types(synthesized: di
     assert cifar.raw["Parameters"]["SpotMaxPrice"]["Default"] == "0.6"
 
 
+@pytest.mark.parametrize("job", JOBS)
+def test_a_stack_update_leaves_the_capacity_the_job_set_alone(synthesized: dict[str, Synthesized], job: str) -> None:
+    """DesiredCapacity is Nodes at create; the agent scales the group to 0 when the job ends. An update
+    that does not change Nodes must not launch a finished job again (CloudFormation re-applies group
+    sizes on every update unless the group's UpdatePolicy says to leave unchanged ones alone)."""
+    (group,) = synthesized[job].resources("AWS::AutoScaling::AutoScalingGroup").values()
+    assert group["Properties"]["DesiredCapacity"] == {"Ref": "Nodes"}
+    assert group["UpdatePolicy"] == {"AutoScalingScheduledAction": {"IgnoreUnmodifiedGroupSizeProperties": True}}
+
+
 def test_scale_in_waits_for_the_agent_through_a_termination_hook(synthesized: dict[str, Synthesized]) -> None:
     example = synthesized["example"]
     (hook,) = example.one("AWS::AutoScaling::AutoScalingGroup")["LifecycleHookSpecificationList"]
