@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localcloud.image_bin import image_bin
+from localcloud.images import ImageFacts
 from stacks.job_spec import CURRENT_USERDATA_VERSION
 from stacks.runtime_wheel import runtime_wheel
 
@@ -81,6 +83,7 @@ class UserDataSandbox:
     aws_env: Mapping[str, str]
     imds_url: str
     overrides: dict[str, str] = field(default_factory=dict)
+    image: ImageFacts | None = None  # an image's own commands on the PATH, instead of this machine's
 
     @property
     def log_file(self) -> Path:
@@ -108,6 +111,11 @@ class UserDataSandbox:
 
     def env(self) -> dict[str, str]:
         path = os.pathsep.join([str(STAND_INS), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
+        if self.image is not None:
+            folder = self.root.parent / f"{self.root.name}-image-bin"
+            if not folder.exists():
+                image_bin(self.image, folder, aws_cli=Path(sys.executable).parent / "aws")
+            path = os.pathsep.join([str(STAND_INS), str(folder)])
         return {
             "PATH": path,
             "HOME": str(self.root / "root"),
