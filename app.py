@@ -8,7 +8,7 @@ import sys
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.job_file import load_job
+from stacks.job_file import parse_job, read_job_file
 from stacks.job_spec import JobSpecError
 from stacks.notice_fit import grace_warning
 from stacks.template_size import too_large_warning
@@ -19,7 +19,11 @@ def build_app(app: cdk.App) -> SpotTrainingStack:
     job_name = app.node.try_get_context("job")
     if not job_name:
         raise JobSpecError('no job given: pass -c job=NAME (cdk.json sets "job" by default)')
-    job = load_job(str(job_name))
+    data, source = read_job_file(str(job_name))
+    # `-c trainer_package=s3://…/x.whl`: the runtime published beforehand (python -m stacks.console_template)
+    if (package := app.node.try_get_context("trainer_package")) is not None:
+        data.setdefault("run", {})["trainer_package"] = str(package)
+    job = parse_job(data, source)
     if warning := grace_warning(job):
         print(f"spot-trainer: WARNING: {warning}", file=sys.stderr)
     stack = SpotTrainingStack(app, job.stack_name, job=job)

@@ -485,3 +485,15 @@ def test_every_typed_parameter_at_its_longest_still_fits_ec2s_user_data_limit(
     assert set(longest) >= {"TrainingCommand", "TrainArguments", "SetupCommand", "TrainerPackage", "WorkingDirectory"}
     assert all(len(value) >= 1000 for value in longest.values()), "room for a real command"
     assert len(deployed_user_data(synthesized[job], longest)) <= 16 * 1024
+
+
+def test_a_runtime_named_at_synth_is_checked_as_the_job_files(tmp_path: Path) -> None:
+    """`-c trainer_package=…` (what the console command passes) meets the job file's own rule."""
+    import aws_cdk as cdk
+
+    from app import build_app
+    from stacks.job_spec import JobSpecError
+
+    app = cdk.App(context={"job": "example", "trainer_package": "spot-trainer"}, outdir=str(tmp_path))
+    with pytest.raises(JobSpecError, match=r"run.trainer_package: 'spot-trainer' is not pinned to one version"):
+        build_app(app)
