@@ -12,6 +12,7 @@ leaves a template's route tables behind on stack deletion, so a job's own VPC ca
 Its Fn::Base64 fails on a Ref to a Number parameter (its Ref yields an int; AWS's yields the text).
 Its UpdateAutoScalingGroup replaces the whole mixed instances policy (and fails without its launch
 template); AWS changes only the properties a request names, which is how a job switches market.
+EC2's spot vCPU quotas, which moto's Service Quotas lacks, are in localcloud/moto_quotas.py.
 Run: python -m localcloud.moto_app with moto_server's arguments.
 """
 
@@ -30,6 +31,8 @@ from moto.core.responses import EmptyResult
 from moto.ec2.exceptions import InvalidSubnetIdError
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.route_tables import RouteTable
+
+from localcloud import moto_quotas
 
 _create_group = FakeAutoScalingGroup.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
 
@@ -124,6 +127,7 @@ def install() -> None:
     ResourceMap.load_parameters = _load_parameters_in_use  # type: ignore[method-assign]
     RouteTable.delete_from_cloudformation_json = classmethod(_delete_route_table)  # type: ignore[method-assign,assignment]
     parsing.clean_json = _clean_json_base64_of_text  # moto's own recursion looks the name up here
+    moto_quotas.install()
 
 
 if __name__ == "__main__":
