@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import boto3
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWN_SCRIPT = REPO_ROOT / "tests" / "fixtures" / "own_script.py"
 
@@ -50,6 +48,8 @@ def create_log_group(env: dict[str, str]) -> None:
     """The stack's part: the job's log group exists before any instance starts (the role may not create it)."""
     if "AWS_ENDPOINT_URL" not in env:
         return
+    import boto3  # here: the CUDA checks import this module on a bare machine, without boto3
+
     logs = boto3.client("logs", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env.get("AWS_DEFAULT_REGION"),
                         aws_access_key_id=env.get("AWS_ACCESS_KEY_ID"),
                         aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"))
