@@ -25,7 +25,7 @@ from stacks.job_spec import SHIPPED_TRAINER_PACKAGE, SSM_PATH, JobSpec, JobSpecE
 TOOLKIT_STACK = "CDKToolkit"
 # EC2's spot vCPU quotas by instance family class (Service Quotas, service code "ec2").
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-limits.html
-SPOT_QUOTAS = {
+VCPU_QUOTAS_BY_CLASS = {
     "standard": ("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"),
     "g": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
     "p": ("L-7212CCBC", "All P Spot Instance Requests"),
@@ -87,7 +87,7 @@ def quota_problem(job: JobSpec, clients: Clients, region: str) -> Iterator[str]:
     described = clients("ec2").describe_instance_types(
         InstanceTypes=list(job.capacity.instance_types))["InstanceTypes"]
     vcpus = {item["InstanceType"]: int(item["VCpuInfo"]["DefaultVCpus"]) for item in described}
-    for kind, (code, name) in SPOT_QUOTAS.items():
+    for kind, (code, name) in VCPU_QUOTAS_BY_CLASS.items():
         types = [t for t in job.capacity.instance_types if quota_class(t) == kind and t in vcpus]
         if not types:
             continue

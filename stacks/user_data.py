@@ -29,6 +29,7 @@ USERDATA_ROOT = Path(__file__).resolve().parent.parent / "userdata"
 BOOTSTRAP_NAME = "bootstrap.sh"
 MAX_USER_DATA_BYTES = 16 * 1024
 _NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_TOKEN_TEXT = re.compile(r"\$\{Token\[[^\]]*\]\}")
 _HEREDOC_END = "SPOT_TRAINER_VALUE"
 HEREDOC_VERSIONS = frozenset({"v1"})  # header forms are part of a version's contract
 COMPRESSED_VERSIONS = frozenset({"v2"})  # so is the body's form
@@ -106,5 +107,8 @@ def deployed_size(version: str, header: Mapping[str, str], typed: Mapping[str, s
     parameters that carry them: each arrives base64-encoded, 4/3 of its length, in a printf wrapper."""
     preview = {**header, **{name: "" for name in typed}}
     wrapper = len(export_line("X", Fn.ref("P"), version)) - len(str(Fn.ref("P")))
-    return len(render_user_data(version, preview).encode()) + sum(
+    # A deploy-time name's placeholder is as long as its number in this process (`${Token[TOKEN.987]}`):
+    # counted as nothing, so the budget is the same whatever was synthesized before.
+    rendered = _TOKEN_TEXT.sub("", render_user_data(version, preview))
+    return len(rendered.encode()) + sum(
         4 * ((len(value.encode()) + 2) // 3) + wrapper for value in typed.values())

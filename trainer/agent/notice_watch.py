@@ -12,7 +12,7 @@ from .notice_deadline import reclaim_time
 from .own_group import TERMINATED
 
 IMDS_BACKOFF_SECONDS = 30.0
-SPOT_NOTICE = "spot interruption notice"
+NOTICE_REASON = "spot interruption notice"
 
 
 @dataclass
@@ -34,7 +34,7 @@ class NoticeWatch:
             if action := self.imds.instance_action():
                 if self.reclaim_at is None:
                     self.reclaim_at = reclaim_time(action, self.wall_clock())
-                return SPOT_NOTICE
+                return NOTICE_REASON
             if self.react_to_rebalance and self.imds.rebalance_recommendation():
                 return "rebalance recommendation"
             if (self.imds.target_lifecycle_state() or "") == TERMINATED:
