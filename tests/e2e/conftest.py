@@ -82,3 +82,11 @@ def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[
     finally:
         if scenario is None or scenario.stack_exists():
             cloud.destroy(deployment)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A scenario's run is bounded by the player (RunOptions.timeout_seconds, 420 s) and a deploy and a
+    destroy; the suite's 300 s per test would cut a loaded machine's run short first."""
+    for item in items:
+        if item.path.parent == Path(__file__).parent:
+            item.add_marker(pytest.mark.timeout(540))
