@@ -6,8 +6,7 @@ STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 PYTEST_ARGS ?=
-# Tests run side by side; a module with module-scoped fixtures (a deployed stack, a played scenario) stays
-# whole on one worker, so they run once (tests/conftest.py groups them).
+# Test modules run side by side, each whole on one worker (its module-scoped servers and scenarios once).
 # Most of the suite waits on real processes, servers and paced steps, so three workers fill two cores.
 TEST_WORKERS ?= 3
 
@@ -32,7 +31,7 @@ demo: $(STAMP)
 	$(PY) -m localcloud demo --job example
 
 test: $(STAMP) $(CHECKOV_STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --durations=10 $(PYTEST_ARGS)
 
 # ruff (lint + import order), mypy strict on the product (trainer/, stacks/, app.py), shellcheck on every
 # bash script that runs on an instance or stands in for one there.

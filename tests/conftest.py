@@ -44,16 +44,3 @@ def bucket(s3: boto3.client, request: pytest.FixtureRequest) -> str:
     name = name.strip("-") + "-" + uuid.uuid4().hex[:8]
     s3.create_bucket(Bucket=name)
     return name
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Side by side (`make test`: pytest-xdist --dist loadgroup) any test may run on any worker, except
-    that the tests of a module with module-scoped fixtures (a deployed stack, a played scenario) stay
-    on one worker, so that fixture runs once. Before xdist reads the groups (tryfirst)."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        scopes = {fixture.scope for defs in (info.name2fixturedefs.values() if info else ())
-                  for fixture in defs}
-        if scopes & {"module", "class", "package"} and isinstance(item, pytest.Function):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
