@@ -32,6 +32,17 @@ class StopBudget:
     seconds: float  # how long the command may take to save and exit
     upload_seconds: float  # what the upload of its checkpoint is expected to take
     fits: bool  # whether a save and its upload both fit before the reclaim
+    left: float  # seconds until the reclaim
+
+    @property
+    def line(self) -> str:
+        """What the agent logs on the notice."""
+        if self.fits:
+            return (f"reclaimed in {self.left:.0f}s: the command has {self.seconds:.0f}s to save, "
+                    f"{self.upload_seconds:.0f}s kept for its upload")
+        return (f"WARNING: reclaimed in {self.left:.0f}s, and this job's last upload took "
+                f"{self.upload_seconds / UPLOAD_SAFETY:.0f}s: an emergency checkpoint may not reach S3 in time; "
+                f"the command has {self.seconds:.0f}s to save")
 
 
 def stop_budget(grace_seconds: float, reclaim_at: float, now: float, last_upload_seconds: float | None) -> StopBudget:
@@ -41,4 +52,4 @@ def stop_budget(grace_seconds: float, reclaim_at: float, now: float, last_upload
     upload = UPLOAD_SAFETY * (last_upload_seconds or 0.0)
     room = left - upload - AFTER_UPLOAD_SECONDS
     seconds = min(grace_seconds, max(room, left / 2))
-    return StopBudget(seconds=seconds, upload_seconds=upload, fits=room > 0)
+    return StopBudget(seconds=seconds, upload_seconds=upload, fits=room > 0, left=left)

@@ -32,7 +32,7 @@ from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .imds import ImdsClient
 from .keep_outputs import keep_final_outputs
 from .lease_keeper import LeaseKeeper
-from .notice_deadline import UPLOAD_SAFETY, stop_budget
+from .notice_deadline import stop_budget
 from .notice_watch import NoticeWatch
 from .notify import Notifier, SnsClient
 from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
@@ -326,17 +326,9 @@ class Agent:
         of the emergency checkpoint is set aside (the lifecycle hook holds scale-in, never a reclaim)."""
         if self._notices.reclaim_at is None:
             return self.config.grace_seconds
-        now = time.time()
-        budget = stop_budget(self.config.grace_seconds, self._notices.reclaim_at, now,
+        budget = stop_budget(self.config.grace_seconds, self._notices.reclaim_at, time.time(),
                              self.telemetry.last_upload_seconds)
-        left = self._notices.reclaim_at - now
-        if budget.fits:
-            self.log(f"reclaimed in {left:.0f}s: the command has {budget.seconds:.0f}s to save, "
-                     f"{budget.upload_seconds:.0f}s kept for its upload")
-        else:
-            self.log(f"WARNING: reclaimed in {left:.0f}s, and this job's last upload took "
-                     f"{budget.upload_seconds / UPLOAD_SAFETY:.0f}s: an emergency checkpoint may not reach S3 "
-                     f"in time; the command has {budget.seconds:.0f}s to save")
+        self.log(budget.line)
         return budget.seconds
 
     def _settle_uploads(self, uploader: CheckpointUploader) -> int | None:
