@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localcloud.cloud import WORK_ROOT, CloudError, JobRefused, LocalCloud
+from localcloud.iam_report import summary_lines
 from localcloud.instance import Instance
 from localcloud.interruptions import InterruptionPlan, PlanError
 from localcloud.outages import SpotOutage, parse_outage
@@ -192,6 +193,8 @@ def demo(options: argparse.Namespace) -> int:
         player = Player(cloud, deployment, run).run()
         status = _status(cloud, deployment.bucket, deployment.job)
         report = build_report(player, status, options.spot_discount, prices=inputs.prices)
+        for line in summary_lines(cloud.iam_decisions, cloud.client("iam"), deployment.stack):
+            progress.message(line)
         cloud.destroy(deployment)
         kept = cloud.client("s3").list_objects_v2(Bucket=deployment.bucket, Prefix=f"{job.name}/")["KeyCount"]
         progress.message(f"destroyed {deployment.stack}; bucket {deployment.bucket} kept ({kept} objects)")

@@ -66,8 +66,13 @@ class LocalCloud:
 
     def start(self) -> LocalCloud:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.moto = MotoServer(log_path=self.workdir / "moto.log").start()
+        self.moto = MotoServer(log_path=self.workdir / "moto.log", iam_decisions=self.iam_decisions).start()
         return self
+
+    @property
+    def iam_decisions(self) -> Path:
+        """Every call made with a role's credentials and IAM's decision on it (localcloud/moto_iam.py)."""
+        return self.workdir / "iam-decisions.jsonl"
 
     def stop(self) -> None:
         if self.moto is not None:

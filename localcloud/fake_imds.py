@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -25,6 +26,23 @@ from urllib.parse import parse_qs, urlsplit
 
 TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
+
+
+@dataclass(frozen=True)
+class RoleCredentials:
+    """An instance profile role's temporary credentials, as EC2 serves them under
+    iam/security-credentials/<role> (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-security-credentials.html)."""
+
+    role_name: str
+    access_key_id: str
+    secret_access_key: str
+    token: str
+    expiration: str  # ISO 8601, e.g. 2026-11-01T18:00:00Z
+
+    def document(self) -> dict[str, str]:
+        return {"Code": "Success", "LastUpdated": iso_in(0), "Type": "AWS-HMAC",
+                "AccessKeyId": self.access_key_id, "SecretAccessKey": self.secret_access_key,
+                "Token": self.token, "Expiration": self.expiration}
 
 
 def iso_in(seconds: float) -> str:
@@ -43,6 +61,7 @@ class FakeImds:
         local_ipv4: str = "127.0.0.1",
         market: str = "spot",
         availability_zone: str | None = None,
+        role: RoleCredentials | None = None,
     ) -> None:
         if market not in ("spot", "on-demand"):
             raise ValueError(f"market must be 'spot' or 'on-demand', got {market!r}")
@@ -51,6 +70,7 @@ class FakeImds:
         self.availability_zone = availability_zone or region + "a"
         self.local_ipv4 = local_ipv4  # each node of a multi-node job gets its own loopback address
         self.port = port
+        self.role = role  # the instance profile's role: its credentials, as EC2 serves them
         self._lock = threading.Lock()
         self._tokens: dict[str, float] = {}
         self._instance_action: dict | None = None
@@ -124,6 +144,7 @@ class FakeImds:
                 "/latest/meta-data/autoscaling/target-lifecycle-state": self._lifecycle,
                 "/latest/meta-data/spot/instance-action": self._instance_action,
                 "/latest/meta-data/events/recommendations/rebalance": self._rebalance,
+                **self._credential_documents(),
                 "/latest/dynamic/instance-identity/document": {
                     "instanceId": self.instance_id, "region": self.region,
                     "availabilityZone": self.availability_zone, "instanceType": self.instance_type,
@@ -133,6 +154,12 @@ class FakeImds:
         if value is None:
             return None
         return value if isinstance(value, str) else json.dumps(value)
+
+    def _credential_documents(self) -> dict[str, object]:
+        if self.role is None:
+            return {}
+        base = "/latest/meta-data/iam/security-credentials"
+        return {base: self.role.role_name, f"{base}/{self.role.role_name}": self.role.document()}
 
     def issue_token(self, ttl_header: str | None) -> str | None:
         """A new token for a valid TTL header (1..21600), else None."""

@@ -17,11 +17,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localcloud.fake_imds import FakeImds
+from localcloud.fake_imds import FakeImds, RoleCredentials
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STAND_INS = REPO_ROOT / "localcloud" / "bin"
 UNIT = "spot-trainer-agent.service"
+STATIC_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 # Agent cadence for a local run: notices seen within half a second, a dead holder's lease free in 12 s.
 AGENT_TUNING = {
     "SPOT_POLL_SECONDS": "0.5",
@@ -46,6 +47,7 @@ class Instance:
     settings: dict[str, str] = field(default_factory=dict)  # extra SPOT_* for the agent (tests)
     local_ipv4: str = "127.0.0.1"  # its own loopback address, so several nodes tell each other apart
     market: str = "spot"  # what IMDS instance-life-cycle says, and what the cost report bills it as
+    role: RoleCredentials | None = None  # its instance profile's: then its IMDS is its only credentials
     imds: FakeImds | None = None
     bootstrap: subprocess.Popen[bytes] | None = None
     launched_at: float = 0.0
@@ -77,18 +79,24 @@ class Instance:
             "SPOT_BASE_PYTHON": sys.executable,
             "SPOT_PIP_ARGS": "--no-deps --no-index",
             **AGENT_TUNING,
-            **self.aws_env,
+            **self._aws_env(),
             **self.settings,
             # Its boot time: this host's /proc/uptime is not the instance's.
             "SPOT_LAUNCHED_AT": f"{self.launched_at:.3f}",
         }
+
+    def _aws_env(self) -> dict[str, str]:
+        """Endpoint and region; the deployer's credentials only for an instance without a role."""
+        if self.role is None:
+            return dict(self.aws_env)
+        return {k: v for k, v in self.aws_env.items() if k not in STATIC_CREDENTIALS}
 
     def launch(self, user_data: str) -> Instance:
         """Boot: start the metadata service, then run the user data the way cloud-init does."""
         self.root.mkdir(parents=True, exist_ok=True)
         region = self.aws_env.get("AWS_DEFAULT_REGION", "us-east-1")
         self.imds = FakeImds(instance_id=self.instance_id, region=region, instance_type=self.instance_type,
-                             local_ipv4=self.local_ipv4, market=self.market).start()
+                             local_ipv4=self.local_ipv4, market=self.market, role=self.role).start()
         script = self.root.parent / f"{self.instance_id}-user-data.sh"
         script.write_text(user_data)
         self.launched_at = time.time()

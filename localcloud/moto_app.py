@@ -12,7 +12,11 @@ leaves a template's route tables behind on stack deletion, so a job's own VPC ca
 Its Fn::Base64 fails on a Ref to a Number parameter (its Ref yields an int; AWS's yields the text).
 Its UpdateAutoScalingGroup replaces the whole mixed instances policy (and fails without its launch
 template); AWS changes only the properties a request names, which is how a job switches market.
-EC2's spot vCPU quotas, which moto's Service Quotas lacks, are in localcloud/moto_quotas.py.
+Its log group's Fn::GetAtt Arn lacks the trailing `:*` AWS returns
+(https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-logs-loggroup.html),
+which IAM policies naming the group rely on.
+EC2's spot vCPU quotas, which moto's Service Quotas lacks, are in localcloud/moto_quotas.py; IAM as AWS
+enforces it for callers holding a role (moto checks none) in localcloud/moto_iam.py.
 Run: python -m localcloud.moto_app with moto_server's arguments.
 """
 
@@ -31,8 +35,9 @@ from moto.core.responses import EmptyResult
 from moto.ec2.exceptions import InvalidSubnetIdError
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.route_tables import RouteTable
+from moto.logs.models import LogGroup
 
-from localcloud import moto_quotas
+from localcloud import moto_iam, moto_quotas
 
 _create_group = FakeAutoScalingGroup.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
 
@@ -120,7 +125,16 @@ def _update_group_named_properties(self: FakeAutoScalingGroup, *args: Any, **kwa
     _update_group(self, *args, **kwargs)
 
 
+_log_group_attribute = LogGroup.get_cfn_attribute
+
+
+def _log_group_attribute_as_aws(self: LogGroup, attribute_name: str) -> str:
+    value = _log_group_attribute(self, attribute_name)
+    return f"{value}:*" if attribute_name == "Arn" else value
+
+
 def install() -> None:
+    LogGroup.get_cfn_attribute = _log_group_attribute_as_aws  # type: ignore[method-assign]
     FakeAutoScalingGroup.update = _update_group_named_properties  # type: ignore[method-assign]
     FakeAutoScalingGroup.create_from_cloudformation_json = classmethod(_create_group_with_hooks)  # type: ignore[method-assign,assignment]
     AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action  # type: ignore[attr-defined]
@@ -128,6 +142,7 @@ def install() -> None:
     RouteTable.delete_from_cloudformation_json = classmethod(_delete_route_table)  # type: ignore[method-assign,assignment]
     parsing.clean_json = _clean_json_base64_of_text  # moto's own recursion looks the name up here
     moto_quotas.install()
+    moto_iam.install()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import TracebackType
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DECISIONS_ENV = "LOCALCLOUD_IAM_DECISIONS"  # the file moto appends its IAM decisions to (moto_iam.py)
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -36,6 +37,7 @@ class MotoServer:
 
     port: int = 0
     log_path: Path | None = None
+    iam_decisions: Path | None = None  # where moto appends its IAM decisions (localcloud/moto_iam.py)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -65,7 +67,8 @@ class MotoServer:
             [sys.executable, "-m", "localcloud.moto_app", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **DUMMY_CREDENTIALS},
+            env={**os.environ, **DUMMY_CREDENTIALS,
+                 **({DECISIONS_ENV: str(self.iam_decisions)} if self.iam_decisions else {})},
             cwd=PROJECT_ROOT,  # for localcloud.moto_app
         )
         deadline = time.monotonic() + timeout

@@ -20,18 +20,22 @@ from unittest import mock
 import boto3
 
 from localcloud.cloud import CloudError, Deployment, LocalCloud
-from localcloud.instance import Instance
+from localcloud.fake_imds import RoleCredentials
+from localcloud.iam_report import denied
+from localcloud.instance import STATIC_CREDENTIALS, Instance
 from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog
 from localcloud.outages import SpotOutage, outages_begun, spot_available
+from localcloud.roles import assume, instance_profile_role, lambda_environment
 from spot_trainer.capacity import watch
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
 
 TICK_SECONDS = 0.25
 # Time runs faster here: instance records and deadline checks every second or two, not every minute.
 LOCAL_PACE = {"SPOT_HEARTBEAT_SECONDS": "2", "SPOT_DEADLINE_CHECK_SECONDS": "1"}
-# Passed by localcloud/bin/systemctl to the agent: credentials, and this instance's boot time and spot
-# prices (on EC2 the agent reads those from /proc/uptime and the price history).
+# Passed by localcloud/bin/systemctl to the agent: credentials (only an instance without a role has any;
+# others get theirs from IMDS), and this instance's boot time and spot prices (on EC2 the agent reads
+# those from /proc/uptime and the price history).
 DEFAULT_PASSENV = "AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN SPOT_LAUNCHED_AT SPOT_PRICE_TRACE"
 
 
@@ -64,7 +68,7 @@ class Player:
     ended_at: float = 0.0
     _pending_kills: dict[str, float] = field(default_factory=dict)
     _overlapping: dict[str, float] = field(default_factory=dict)  # rebalanced, notice not yet sent
-    _user_data: dict[str, str] = field(default_factory=dict)
+    _templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # launch template data by version
     market_of: dict[str, str] = field(default_factory=dict)  # instance → the market it was launched in
     _waiting_for_spot: dict[str, float] = field(default_factory=dict)  # no spot capacity: not booted yet
     _replacing: dict[str, float] = field(default_factory=dict)  # wrong market: replacement launched
@@ -103,7 +107,16 @@ class Player:
             for instance in self.instances.values():
                 instance.kill()
             self._watch()
+        self._refuse_denied_calls()
         return self
+
+    def _refuse_denied_calls(self) -> None:
+        """A call IAM denied fails the run, even one the agent survived: on AWS it is lost work or a
+        lost log line, every time."""
+        ours = [d for d in denied(self.cloud.iam_decisions) if d.role.startswith(f"{self.deployment.stack}-")]
+        if ours:
+            raise CloudError(f"IAM denied {len(ours)} call(s) of the job's roles, first: {ours[0].line()} "
+                             f"(all decisions: {self.cloud.iam_decisions})")
 
     # ---- EC2's part ----------------------------------------------------------------------------
     def _boot_new(self, group: dict[str, Any], market: str) -> None:
@@ -123,10 +136,11 @@ class Player:
                 continue
             self._waiting_for_spot.pop(iid, None)
             root = self.cloud.workdir / "instances" / iid
+            template = self._launch_template_data(member, group)
             instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge", root, self.cloud.aws_env,
                                 self._instance_settings(), local_ipv4=f"127.0.0.{len(self.instances) % 250 + 2}",
-                                market=market)
-            self.instances[iid] = instance.launch(self._launch_template_user_data(member, group))
+                                market=market, role=self._instance_role(template, iid))
+            self.instances[iid] = instance.launch(base64.b64decode(template["UserData"]).decode())
             self.logs[iid] = TrainingLog(instance.journal)
             self.market_of[iid] = market
             self.cloud.log(f"instance {iid} ({instance.instance_type}, {market}) launched")
@@ -140,16 +154,24 @@ class Player:
         return {**LOCAL_PACE, **trace, **self.options.settings, **self.options.command_env,
                 "SYSTEMCTL_PASSENV": passed}
 
-    def _launch_template_user_data(self, member: dict[str, Any], group: dict[str, Any]) -> str:
+    def _launch_template_data(self, member: dict[str, Any], group: dict[str, Any]) -> dict[str, Any]:
         spec = member.get("LaunchTemplate") or group["MixedInstancesPolicy"]["LaunchTemplate"][
             "LaunchTemplateSpecification"]
         key = f"{spec['LaunchTemplateId']}:{spec.get('Version', '$Latest')}"
-        if key not in self._user_data:
+        if key not in self._templates:
             version = spec.get("Version") or "$Latest"
             found = self.ec2.describe_launch_template_versions(
                 LaunchTemplateId=spec["LaunchTemplateId"], Versions=[version])["LaunchTemplateVersions"]
-            self._user_data[key] = base64.b64decode(found[0]["LaunchTemplateData"]["UserData"]).decode()
-        return self._user_data[key]
+            self._templates[key] = found[0]["LaunchTemplateData"]
+        return self._templates[key]
+
+    def _instance_role(self, template: dict[str, Any], instance_id: str) -> RoleCredentials | None:
+        """The launch template's instance profile role, assumed for this instance as EC2 does."""
+        profile = template.get("IamInstanceProfile") or {}
+        if not (profile.get("Arn") or profile.get("Name")):
+            return None
+        role_arn = instance_profile_role(self.cloud.client("iam"), profile.get("Arn") or profile["Name"])
+        return assume(self.cloud.client("sts"), role_arn, instance_id)
 
     def alive(self) -> list[Instance]:
         return [i for i in self.instances.values() if i.ended_at is None]
@@ -288,12 +310,15 @@ class Player:
         self._watch_at = time.monotonic() + self.options.watch_seconds
         if self._watch_env is None:
             functions = self.cloud.client("lambda").list_functions()["Functions"]
-            found = [f["Environment"]["Variables"] for f in functions
+            found = [f for f in functions
                      if f.get("Environment", {}).get("Variables", {}).get("GROUP_NAME") == self.deployment.group]
-            self._watch_env = found[0] if found else {}
+            self._watch_env = {**found[0]["Environment"]["Variables"],
+                               **lambda_environment(assume(self.cloud.client("sts"), found[0]["Role"],
+                                                           found[0]["FunctionName"]))} if found else {}
         if not self._watch_env:
             return  # the job has neither a deadline nor a max_spot_wait: no watch deployed
-        env = {**self._watch_env, **self.cloud.aws_env, "QUIET_SECONDS": "6"}
+        deployer = {k: v for k, v in self.cloud.aws_env.items() if k not in STATIC_CREDENTIALS}
+        env = {**deployer, **self._watch_env, "QUIET_SECONDS": "6"}
         with mock.patch.dict(os.environ, env):
             boto3.DEFAULT_SESSION = None  # its clients must read this environment
             try:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from localcloud.cloud import Deployment, LocalCloud
+from localcloud.iam_report import summary_lines
 from localcloud.interruptions import InterruptionPlan
 from localcloud.outages import SpotOutage
 from localcloud.player import Player, RunOptions
@@ -78,6 +79,7 @@ def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[
                              outages=outages or [])
         player = Player(cloud, deployment, options)
         scenario = Scenario(cloud, deployment, player.run())
+        print("\n".join(summary_lines(cloud.iam_decisions, cloud.client("iam"), deployment.stack)))
         yield scenario
     finally:
         if scenario is None or scenario.stack_exists():

@@ -6,12 +6,15 @@ import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from localcloud.cloud import LocalCloud
 from localcloud.moto_server import MotoServer
+from localcloud.roles import assume, instance_profile_role
 from tests.integration.cdk_cli import cdk
 from tests.unit.stack_support import synth
 
@@ -93,6 +96,49 @@ def test_launch_template_carries_rendered_user_data_with_deploy_time_values(depl
     assert f"SPOT_BUCKET=$(printf %s '{b64(bucket)}' | base64 -d)" in script
     typed = "python train.py --lr 'a b'"  # the console text, kept literal
     assert f"$(printf %s '{b64(typed)}' | base64 -d)" in script
+
+
+def _as_instance(deployed: dict, moto_server: MotoServer, service: str) -> Any:
+    """A client signed with the credentials EC2 would give the group's instances (their profile's role)."""
+    clients = deployed["clients"]
+    (group,) = clients["autoscaling"].describe_auto_scaling_groups(
+        AutoScalingGroupNames=["spot-trainer-example"])["AutoScalingGroups"]
+    spec = group["MixedInstancesPolicy"]["LaunchTemplate"]["LaunchTemplateSpecification"]
+    (version,) = clients["ec2"].describe_launch_template_versions(
+        LaunchTemplateId=spec["LaunchTemplateId"], Versions=["$Latest"])["LaunchTemplateVersions"]
+    role_arn = instance_profile_role(clients["iam"], version["LaunchTemplateData"]["IamInstanceProfile"]["Arn"])
+    sts = boto3.client("sts", endpoint_url=moto_server.endpoint, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    role = assume(sts, role_arn, "i-0123456789abcdef0")
+    return boto3.client(service, endpoint_url=moto_server.endpoint, region_name="us-east-1",
+                        aws_access_key_id=role.access_key_id, aws_secret_access_key=role.secret_access_key,
+                        aws_session_token=role.token)
+
+
+def test_the_instance_role_allows_the_agents_calls_and_nothing_beyond_its_job(
+        deployed: dict, moto_server: MotoServer) -> None:
+    """The local AWS enforces the deployed policies for a role's holder, resource by resource."""
+    bucket = _physical_id(deployed["clients"], "AWS::S3::Bucket")
+    s3, logs = _as_instance(deployed, moto_server, "s3"), _as_instance(deployed, moto_server, "logs")
+    autoscaling = _as_instance(deployed, moto_server, "autoscaling")
+    s3.put_object(Bucket=bucket, Key="example/checkpoints/step-00000001/model.pt", Body=b"w")
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="example/checkpoints/")["KeyCount"] == 1
+    s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "example/checkpoints/step-00000001/model.pt"}]})
+    logs.create_log_stream(logGroupName="/spot-trainer/example", logStreamName="i-0123456789abcdef0")
+    assert autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["spot-trainer-example"])[
+        "AutoScalingGroups"]  # the deadline watch's first call
+    batch = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "example/x"}, {"Key": "other/x"}]})
+    assert {"Key": "other/x", "Code": "AccessDenied"}.items() <= batch["Errors"][-1].items()
+    denied = [
+        lambda: s3.put_object(Bucket=bucket, Key="another-job/latest.json", Body=b"{}"),
+        lambda: s3.list_objects_v2(Bucket=bucket, Prefix="another-job/"),
+        lambda: logs.create_log_stream(logGroupName="/spot-trainer/another-job", logStreamName="i-0"),
+        lambda: autoscaling.set_desired_capacity(AutoScalingGroupName="another-group", DesiredCapacity=0),
+    ]
+    for call in denied:
+        with pytest.raises(ClientError) as refused:
+            call()
+        assert refused.value.response["Error"]["Code"] in ("AccessDenied", "AccessDeniedException")
 
 
 def test_destroy_removes_everything_but_the_checkpoints(deployed: dict, moto_server: MotoServer) -> None:
