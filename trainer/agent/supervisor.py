@@ -13,12 +13,14 @@ import math
 import os
 import shlex
 import signal
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..rounds import ROUND_FILE_ENV, Round, read_round
 from ..storage import layouts, staging
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore
@@ -36,6 +38,7 @@ from .notice_deadline import stop_budget
 from .notice_watch import NoticeWatch
 from .notify import Notifier, SnsClient
 from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
+from .round_failures import CHANGED, EXHAUSTED, RoundFailures
 from .save_watch import SaveWatch
 from .status import JobStatus, StatusReporter
 from .telemetry import RunTelemetry
@@ -44,6 +47,11 @@ from .world import World
 
 SINGLE_NODE_ENV = {"NODE_RANK": "0", "NNODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
+
+
+def default_round_file(pid: int) -> Path:
+    """Several nodes: where the launcher records the round this node is in (spot_trainer.rounds)."""
+    return Path(tempfile.gettempdir()) / f"spot-trainer-{pid}-round.json"
 
 
 class AgentError(RuntimeError):
@@ -80,9 +88,13 @@ class Agent:
     _notices: NoticeWatch = field(init=False)
     _deadline: DeadlineWatch | None = None
     started_at: float = field(default_factory=time.time)
+    round_file: Path = field(default_factory=lambda: default_round_file(os.getpid()))
+    _said_round: Round | None = None
+    _round_failures: RoundFailures = field(init=False)
 
     def __post_init__(self) -> None:
         self.telemetry = RunTelemetry(store=self.clients.store, cloud=self.clients.cloud)
+        self._round_failures = RoundFailures(self.config.restart_budget)
         self._notices = NoticeWatch(self.clients.imds, self.config.react_to_rebalance, self.log)
         if self.config.notify_topic and self.clients.sns is not None:
             self.telemetry.notifier = Notifier(self.config.notify_topic, self.clients.sns, self.config.job, self.log)
@@ -152,9 +164,13 @@ class Agent:
         directory.mkdir(parents=True, exist_ok=True)
         if leftovers := staging.remove_leftovers(directory):
             self.log(f"removed {', '.join(leftovers)}, left by an upload cut short")
-        # Strict: a local entry may win over S3 only when its content proves it whole.
-        local = newest_local_checkpoint(directory, writer_done=True, strict=True)
+        # Strict: a local entry may win over S3 only when its content proves it whole. Several nodes
+        # resume from one published step: what this disk holds may be another rank's part.
+        local = None if self.config.distributed else newest_local_checkpoint(directory, writer_done=True, strict=True)
         remote_step = self.clients.store.latest_step()
+        if self.config.distributed and (aside := layouts.set_aside_above(directory, None)):
+            self.log(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): several nodes resume "
+                     "from the step published in S3, never from what one node's disk holds")
         if local is not None and (remote_step is None or local[0] >= remote_step):
             restored: Path | None = local[1]  # this disk survived (agent restart): it is at least as new
         else:
@@ -179,7 +195,6 @@ class Agent:
         while True:
             reporter = self._require_reporter()
             reporter.update(state=states.TRAINING, attempt=reporter.status.attempt + 1, reason="")
-            step_at_start, self.telemetry.peer_lost = reporter.status.step or 0, False
             command = self._start_command(resume_from)
             # The built-in trainer resumes by contract; a command of the user's own is watched for a fresh start.
             watch = self._save_watch().start(resumed=resume_from is not None,
@@ -191,6 +206,9 @@ class Agent:
                 raise
             if outcome == "lost-lease":  # a fenced writer must not publish anything more
                 raise AgentError("the job lease was taken over by another agent; stopped training")
+            if outcome == EXHAUSTED:
+                self._settle_uploads(uploader)
+                return self._failed(self._round_failures.reason, self._round_failures.count)
             newest = self._settle_uploads(uploader)
             if outcome != "exited":
                 if self.config.distributed and (ending := self._world().ended_by_a_peer(self.started_at)):
@@ -201,21 +219,18 @@ class Agent:
             if code == 0:
                 if self.config.distributed:  # rank 0 may have written on another node
                     newest = self.clients.store.latest_step()
-                keep_final_outputs(self.telemetry, Path(self.config.checkpoint_dir))
+                if self._publishes():  # several nodes: one node's outputs, not each rank's parts
+                    keep_final_outputs(self.telemetry, Path(self.config.checkpoint_dir))
                 return self._done(newest)
-            if self.config.distributed and ((reporter.status.step or 0) > step_at_start or self.telemetry.peer_lost):
-                # The world lost a node (this rank said so, or it had trained a while): a new round,
-                # not a broken command.
-                failures = 0
-                self.telemetry.event("reform", exit_code=code, step=reporter.status.step)
-                self.log(f"torchrun exited with code {code} after progress (a peer left or died): "
-                         "joining the next round")
-                resume_from = self._catch_up(uploader)
-                continue
-            failures += 1
             reason = f"command exited with code {code}" + (
                 f": {command.last_stderr_line}" if command.last_stderr_line else ""
             )
+            if self.config.distributed:
+                if self._round_ended(reason, code) == EXHAUSTED:
+                    return self._failed(self._round_failures.reason, self._round_failures.count)
+                resume_from = self._catch_up(uploader)
+                continue
+            failures += 1
             self.telemetry.event("failure", exit_code=code, reason=reason, failures=failures)
             self.log(f"training failed ({failures}/{self.config.restart_budget}): {reason}")
             if failures >= max(1, self.config.restart_budget):
@@ -223,16 +238,52 @@ class Agent:
             reporter.update(failures=failures)
             # Back off a little (a device or a mount that is not ready yet); a stop request cuts it short.
             self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures - 1)))
-            if self.config.distributed:
-                resume_from = self._catch_up(uploader)
-                continue
             local = self._newest_local(writer_done=True)
             resume_from = local[1] if local else resume_from
             self._prepare_directory(resume_from)
 
+    def _round_ended(self, reason: str, code: int) -> str | None:
+        """Several nodes: a round failed. Whether it counts is decided when the next round forms
+        (spot_trainer.agent.round_failures); EXHAUSTED when no round formed since the last failure
+        and the budget is spent."""
+        round_ = read_round(self.round_file)
+        if self._round_failures.failed(round_.nodes if round_ else None, reason) == EXHAUSTED:
+            return EXHAUSTED
+        failures = self._round_failures
+        self.telemetry.event("round_ended", exit_code=code, reason=reason, failures=failures.count)
+        self._require_reporter().update(failures=failures.count)
+        self.log(f"the round ended: {reason}; joining the next round (failed rounds in a world of "
+                 f"{len(failures.world or ())} node(s): {failures.count}/{self.config.restart_budget}, "
+                 "forgiven if the next round's nodes differ)")
+        self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures.count - 1)))
+        return None
+
+    def _judge_round(self) -> str | None:
+        """Several nodes, each poll: once the round after a failure forms, was it the world changing?"""
+        round_ = read_round(self.round_file) if self.config.distributed else None
+        if round_ is None:
+            return None
+        verdict = self._round_failures.round_formed(round_.nodes)
+        if verdict == CHANGED:
+            self.log(f"the world changed ({round_.line()}): the last round ended with a peer leaving or "
+                     "joining, not a failure of the command")
+        elif verdict == EXHAUSTED:
+            self.log(f"training failed {self._round_failures.count} time(s) in the same world of "
+                     f"{len(round_.nodes)} node(s): {self._round_failures.reason}")
+        return verdict
+
     def _catch_up(self, uploader: CheckpointUploader) -> Path | None:
-        return self._world().catch_up(uploader, self.telemetry.group_stop_step,
+        return self._world().catch_up(uploader, self.telemetry.group_stop_step, self._publishes(),
                                       lambda: self._newest_local(writer_done=True), self._prepare_directory)
+
+    def _publishes(self) -> bool:
+        """One node publishes each step: on a single node this one; on several, the node holding group
+        rank 0 in the current round (its global rank 0 is where every framework saves whole). Before a
+        round forms, none."""
+        if not self.config.distributed:
+            return True
+        round_ = read_round(self.round_file)
+        return round_ is not None and round_.publishes
 
     def _prepare_directory(self, resume_from: Path | None) -> None:
         """What a dead writer left half-written goes aside, so the framework resumes from `resume_from`."""
@@ -265,6 +316,7 @@ class Agent:
         if config.distributed:
             worker = worker_argv(config, shlex.split(config.train_args))
             argv = torchrun_argv(config, self._world().local_addr(), worker)
+            self.round_file.unlink(missing_ok=True)  # the launcher writes it again once a round forms
         elif self._builtin:
             argv = runtime_argv("train", *shlex.split(config.train_args))
         else:
@@ -281,7 +333,7 @@ class Agent:
             "JOB_NAME": config.job,
             "JOB_ATTEMPT": str(self._require_reporter().status.attempt),
             # Several nodes: torchrun gives each rank RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT.
-            **({} if config.distributed else SINGLE_NODE_ENV),
+            **({ROUND_FILE_ENV: str(self.round_file)} if config.distributed else SINGLE_NODE_ENV),
         }
         if not self._builtin:  # the built-in trainer resumes by itself
             env = with_auto_resume(env)
@@ -295,8 +347,12 @@ class Agent:
         while True:
             code = command.wait(timeout=self.config.poll_seconds)
             newest = self._newest_local(writer_done=code is not None)
-            if newest is not None:
+            if newest is not None and self._publishes():
                 uploader.offer(*newest)
+            self._say_round()
+            if self._judge_round() == EXHAUSTED:
+                self._stop_command(command)
+                return EXHAUSTED, -1
             watch.check(newest, exited=code == 0)
             if code is not None:
                 return "exited", code
@@ -321,6 +377,13 @@ class Agent:
                      "the newest checkpoint already in S3")
         return code
 
+    def _say_round(self) -> None:
+        """Once per round formed: its size and whether this node publishes."""
+        round_ = read_round(self.round_file) if self.config.distributed else None
+        if round_ is not None and round_ != self._said_round:
+            self._said_round = round_
+            self.log(round_.line())
+
     def _grace_before_reclaim(self) -> float:
         """The grace period, or on a spot notice what is left of it before the reclaim once the upload
         of the emergency checkpoint is set aside (the lifecycle hook holds scale-in, never a reclaim)."""
@@ -333,7 +396,7 @@ class Agent:
 
     def _settle_uploads(self, uploader: CheckpointUploader) -> int | None:
         """Offer the newest checkpoint, wait for it to be safe in S3; the step now in S3."""
-        newest = self._newest_local(writer_done=True)
+        newest = self._newest_local(writer_done=True) if self._publishes() else None
         if newest is not None:
             uploader.offer(*newest)
         uploader.drain()

@@ -34,7 +34,6 @@ class RunTelemetry:
     reporter: StatusReporter | None = None  # set once the lease is held
     _last_metric: float = 0.0
     group_stop_step: int | None = None  # several nodes: the step at which the world last stopped to save
-    peer_lost: bool = False  # several nodes: a rank here saw a collective fail (a peer died)
     notifier: Notifier | None = None  # the job's SNS topic, when the stack gives one
     last_upload_seconds: float | None = None  # this job's last measured checkpoint upload (the notice's budget)
 
@@ -77,8 +76,6 @@ class RunTelemetry:
             return
         if isinstance(event, dict) and event.get("event") == "step":
             self._progress(event)
-        elif isinstance(event, dict) and event.get("event") == "peer_lost":
-            self.peer_lost = True
         elif isinstance(event, dict) and event.get("event") == "group_stop" and isinstance(event.get("step"), int):
             self.group_stop_step = max(event["step"], self.group_stop_step or 0)
         elif isinstance(event, dict) and event.get("event") == NOT_BIT_IDENTICAL:

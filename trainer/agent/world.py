@@ -49,21 +49,26 @@ class World:
             return {"kind": str(status["state"]).lower(), "reason": status.get("reason", "")}
         return None
 
-    def catch_up(self, uploader: CheckpointUploader, group_stop_step: int | None, newest_local: NewestLocal,
-                 prepare: Callable[[Path | None], None]) -> Path | None:
-        """Before this node joins a new round, its disk gets the newest checkpoint in S3: the last
-        round's writer may have been another node. When the world stopped together to save (at
-        `group_stop_step`), wait up to the grace period for that checkpoint to reach S3, so the
-        round loses no step."""
+    def catch_up(self, uploader: CheckpointUploader, group_stop_step: int | None, published: bool,
+                 newest_local: NewestLocal, prepare: Callable[[Path | None], None]) -> Path | None:
+        """Before this node joins a new round, its disk gets the step published in S3, the one every
+        node resumes from. When the world stopped together to save (at `group_stop_step`), wait up to
+        the grace period for that checkpoint to reach S3, so the round loses no step. What this disk
+        holds beyond it goes aside: on the node that `published` in the last round, a checkpoint whose
+        upload failed; on any other, the parts its ranks wrote (HF's and Lightning's non-zero ranks
+        write checkpoints without the model), which are never whole."""
         directory, store = Path(self.config.checkpoint_dir), self.store
         deadline = time.monotonic() + self.config.grace_seconds
         while True:
-            remote, local = store.latest_step(), newest_local()
-            have = max(remote if remote is not None else -1, local[0] if local else -1)
-            if group_stop_step is None or have >= group_stop_step or time.monotonic() >= deadline:
+            remote = store.latest_step()
+            if group_stop_step is None or (remote is not None and remote >= group_stop_step):
                 break
-            if self.stop_requested.wait(self.config.poll_seconds):
+            if time.monotonic() >= deadline or self.stop_requested.wait(self.config.poll_seconds):
                 break
+        if aside := layouts.set_aside_above(directory, remote if published else None):
+            self.log(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): not the step "
+                     f"published in S3 ({remote}), which every node of the next round resumes from")
+        local = newest_local()
         if remote is not None and (local is None or remote > local[0]):
             if (restored := store.restore_at_or_below(directory, remote)) is not None:
                 uploader.already_in_s3(layouts.step_of(restored) or 0)

@@ -8,10 +8,12 @@ process that runs torchrun in-process (our launcher), installed or not.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
-from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousParameters
+from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousInfo, RendezvousParameters
 from torch.distributed.elastic.rendezvous.api import rendezvous_handler_registry
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     DynamicRendezvousHandler,
@@ -19,6 +21,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     create_handler,
 )
 
+from ..rounds import ROUND_FILE_ENV, Round, write_round
 from ..storage.s3client import s3_client
 from .s3_backend import S3RendezvousBackend
 from .s3_objects import ConditionalObjects
@@ -46,6 +49,15 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
 
     def _close(self) -> None:
         self._op_executor.run(_RendezvousExitOp(), self._get_deadline(self._settings.timeout.close))
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        """Join a round; then tell this node's agent which round and rank (spot_trainer.rounds)."""
+        info = super().next_rendezvous()
+        if path := os.environ.get(ROUND_FILE_ENV):
+            state = self._state_holder.state
+            nodes = tuple(sorted({node.addr for node in state.participants}))
+            write_round(Path(path), Round(number=state.round, group_rank=info.rank, nodes=nodes))
+        return info
 
 
 def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
