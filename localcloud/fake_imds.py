@@ -73,7 +73,8 @@ class FakeImds:
         self.role = role  # the instance profile's role: its credentials, as EC2 serves them
         self._lock = threading.Lock()
         self._tokens: dict[str, float] = {}
-        self._instance_action: dict | None = None
+        self._instance_action: dict | str | None = None  # a str: a body that is not the documented JSON
+        self.failing_gets = 0  # the next this many metadata GETs answer HTTP 500
         self._rebalance: dict | None = None
         self._lifecycle = "InService"
         self.token_requests = 0
@@ -111,6 +112,23 @@ class FakeImds:
     def announce_interruption(self, action: str = "terminate", in_seconds: float = 120) -> None:
         with self._lock:
             self._instance_action = {"action": action, "time": iso_in(in_seconds)}
+
+    def announce_raw_interruption(self, body: str) -> None:
+        """spot/instance-action answering 200 with a body that is not the documented JSON."""
+        with self._lock:
+            self._instance_action = body
+
+    def fail_gets(self, count: int) -> None:
+        """The next `count` metadata GETs answer HTTP 500, as a struggling metadata service may."""
+        with self._lock:
+            self.failing_gets = count
+
+    def _take_failure(self) -> bool:
+        with self._lock:
+            if self.failing_gets <= 0:
+                return False
+            self.failing_gets -= 1
+            return True
 
     def recommend_rebalance(self) -> None:
         with self._lock:
@@ -213,6 +231,8 @@ class FakeImds:
             def do_GET(self) -> None:
                 if not imds.token_valid(self.headers.get(TOKEN_HEADER)):
                     return self._reply(401, "")
+                if imds._take_failure():
+                    return self._reply(500, "")
                 body = imds.metadata(urlsplit(self.path).path)
                 self._reply(404, "") if body is None else self._reply(200, body)
 

@@ -123,3 +123,17 @@ def test_a_renewal_in_flight_never_makes_the_holder_doubt_its_own_lease(s3: Any,
         stop.set()
         renewer.join()
     assert answers.count(False) == 0
+
+
+def test_a_lease_nobody_renews_is_taken_after_one_ttl_whatever_expiry_it_names(s3: Any, bucket: str) -> None:
+    clock = ManualClock()
+    job = "far-future"
+    s3.put_object(Bucket=bucket, Key=f"{job}/lease.json",
+                  Body=b'{"owner": "i-dead", "token": 7, "expires_at": 99999999999, "written_at": 0}')
+    lease = Lease(s3, bucket, job, owner="i-new", ttl_seconds=30, clock=clock)
+    assert not lease.acquire()
+    assert lease.held_by is not None and lease.held_by.owner == "i-dead"  # named in the agent's log line
+    clock.advance(29)
+    assert not lease.acquire()
+    clock.advance(2)
+    assert lease.acquire() and lease.token == 8

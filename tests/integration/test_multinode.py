@@ -6,7 +6,6 @@ costs only that node: the survivors' agents keep running, fetch the newest check
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -206,35 +205,3 @@ def test_a_hard_kill_during_the_replacements_join_leaves_the_others_training(
     (stopped_at,) = {e["step"] for e in first.events("group_stop")}
     assert stopped_at in [e["step"] for e in second.events("resumed")], "no completed step lost"
 
-
-SILENT_DDP = Path(__file__).resolve().parents[1] / "fixtures" / "plain_scripts" / "ddp_silent.py"
-
-
-def saver(group: Cluster) -> AgentProcess:
-    """The node whose rank 0 saves: the one checkpoint folder with a checkpoint in it."""
-    found = [agent for number, agent in enumerate(group.agents, start=1)
-             if any((group.root / f"node{number}").glob("ckpt_*.pt"))]
-    assert len(found) == 1, [agent.text() for agent in group.agents]
-    return found[0]
-
-
-def test_a_silent_ddp_script_survives_a_lost_peer_with_a_restart_budget_of_one(
-    aws_env: dict[str, str], bucket: str, tmp_path: Path
-) -> None:
-    """No progress line, no upload on most nodes: the peer's loss is known from the next round's
-    nodes, and a budget of one failure is not spent by it."""
-    job = f"multi-silent-{bucket[-8:]}"
-    store = job_store(aws_env, bucket, job)
-    command = f"{sys.executable} {SILENT_DDP} --steps 100 --save-every 10"
-    with cluster(aws_env, bucket, job, tmp_path, command=command, restart_budget="1") as group:
-        agents = group.agents
-        agents[0].wait_for(lambda: (store.latest_step() or 0) >= 20, timeout=120, what="step 20 in S3")
-        doomed = next(agent for agent in agents if agent is not saver(group))
-        doomed.kill_tree()  # a power-off of a node that publishes nothing
-        survivors = [agent for agent in agents if agent is not doomed]
-        for agent in survivors:
-            assert agent.wait(timeout=240) == 0, agent.text()
-    assert store.get_json("status.json")["state"] == "DONE"
-    assert store.latest_step() == 100
-    for agent in survivors:
-        assert any("the world changed" in line for line in agent.lines), agent.text()

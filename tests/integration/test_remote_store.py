@@ -180,3 +180,34 @@ def test_sigkill_at_random_moments_never_publishes_a_partial_checkpoint(
             published[step] = digests(local)
         restored = store.restore(tmp_path / f"restored-{step}")
         assert restored is not None and digests(restored) == published[latest]
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "a/b", "../../etc"])
+def test_a_manifest_naming_no_plain_checkpoint_restores_nothing_outside_the_folder(
+    store: RemoteStore, tmp_path: Path, name: str
+) -> None:
+    older, newer = (make_checkpoint(tmp_path / "local", step, sizes={"model.pt": 1000}) for step in (10, 20))
+    assert store.upload(older, 10) and store.upload(newer, 20)
+    key = store.step_prefix(20) + "MANIFEST.json"
+    manifest = store.get_json(key, absolute=True)
+    store.s3.put_object(Bucket=store.bucket, Key=key, Body=json.dumps({**manifest, "name": name}).encode())
+    folder = tmp_path / "home" / "checkpoints"
+    folder.mkdir(parents=True)
+    (tmp_path / "home" / "keep.txt").write_text("the user's")
+    restored = store.restore(folder)
+    assert restored == folder / "step-10", "the tampered step is damaged; the older one is restored"
+    assert (tmp_path / "home" / "keep.txt").read_text() == "the user's"
+    assert sorted(p.name for p in folder.iterdir()) == ["step-10"]
+
+
+@pytest.mark.parametrize("body", [b"", b"<html>oops</html>", b'{"step": "ten"}', b"null", b"{}", b'{"step": -1}'])
+def test_a_damaged_latest_record_is_named_and_what_s3_holds_decides(
+    store: RemoteStore, tmp_path: Path, body: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert store.upload(make_checkpoint(tmp_path / "local", 10, sizes={"model.pt": 1000}), 10)
+    store.s3.put_object(Bucket=store.bucket, Key=store.key("latest.json"), Body=body)
+    with caplog.at_level(logging.WARNING):
+        assert store.latest_step() == 10
+    assert "latest.json" in caplog.text and "newest complete: step 10" in caplog.text
+    assert store.upload(make_checkpoint(tmp_path / "local", 20, sizes={"model.pt": 1000}), 20)
+    assert store.get_json("latest.json")["step"] == 20, "the next publish replaces the damaged record"

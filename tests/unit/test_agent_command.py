@@ -77,3 +77,20 @@ def test_signal_names(name: str, expected: signal.Signals) -> None:
 def test_unknown_signal_is_named() -> None:
     with pytest.raises(ValueError, match="unknown signal 'SIGFOO'"):
         parse_signal("SIGFOO")
+
+
+def test_work_after_the_stop_signal_neither_delays_it_nor_adds_to_the_grace(tmp_path: Path) -> None:
+    """A status write that waits on S3 for a while is done after the signal, inside the grace period."""
+    received = tmp_path / "received"
+    command = bash(f"trap 'date +%s.%N > {received}; exit 0' TERM; echo trapped; while true; do sleep 0.05; done")
+    wait_for_line(command, "trapped")
+    seen_during: list[bool] = []
+
+    def slow_status_write() -> None:
+        time.sleep(1.0)
+        seen_during.append(received.exists())
+
+    started = time.monotonic()
+    code = command.stop(signal.SIGTERM, grace_seconds=5, after_signal=slow_status_write)
+    assert seen_during == [True], "the command was signalled only after the slow write"
+    assert code == 0 and time.monotonic() - started < 5

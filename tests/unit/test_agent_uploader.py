@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 from pathlib import Path
+
+import pytest
 
 from spot_trainer.storage.uploader import CheckpointUploader, Uploaded
 
@@ -91,3 +94,50 @@ def test_a_checkpoint_pruned_before_its_turn_is_skipped_quietly_and_the_next_one
     assert uploader.drain(timeout=10)
     uploader.close()
     assert uploaded == [6] and lines == [] and uploader.uploaded_step == 6
+
+
+def test_a_staging_error_fails_that_step_and_the_next_uploads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk or a name too long while linking the upload view: the worker lives on, drain() ends."""
+    from spot_trainer.storage import uploader as uploader_module
+
+    real_stage = uploader_module.stage
+    refused = {1}
+
+    def stage(path: Path) -> Path | None:
+        if int(path.name.split("-")[1]) in refused:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_stage(path)
+
+    monkeypatch.setattr(uploader_module, "stage", stage)
+    lines: list[str] = []
+    uploaded: list[int] = []
+    uploader = CheckpointUploader(lambda path, step: uploaded.append(step) or True, lambda done: None,
+                                  log=lines.append)
+    uploader.offer(1, make_checkpoint(tmp_path, 1))
+    assert uploader.drain(timeout=10)
+    uploader.offer(2, make_checkpoint(tmp_path, 2))
+    assert uploader.drain(timeout=10), "the worker died with the first step"
+    uploader.close()
+    assert uploaded == [2]
+    assert any("step 1 failed" in line and "No space left on device" in line for line in lines), lines
+
+
+def test_links_in_a_checkpoint_are_named_and_never_uploaded(tmp_path: Path) -> None:
+    secret = tmp_path / "credentials"
+    secret.write_text("aws_secret_access_key = x")
+    checkpoint = make_checkpoint(tmp_path, 3)
+    (checkpoint / "creds").symlink_to(secret)
+    (checkpoint / "home").symlink_to(tmp_path, target_is_directory=True)
+    sent: list[set[str]] = []
+    lines: list[str] = []
+
+    def upload(path: Path, step: int) -> bool:
+        sent.append({p.relative_to(path).as_posix() for p in path.rglob("*")})
+        return True
+
+    uploader = CheckpointUploader(upload, lambda done: None, log=lines.append)
+    uploader.offer(3, checkpoint)
+    assert uploader.drain(timeout=10)
+    uploader.close()
+    assert sent == [{"state.pt"}]
+    assert any("creds, home" in line and "links are never followed" in line for line in lines), lines

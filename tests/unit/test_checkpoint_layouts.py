@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -273,3 +274,16 @@ def test_everything_above_the_restore_point_is_set_aside_unverified(tmp_path: Pa
     (tmp_path / "step-00000099").write_bytes(b"again")
     assert layouts.set_aside_above(tmp_path, None) == ["step-00000005", "step-00000010", "step-00000099"]
     assert (tmp_path / ".unverified-step-00000099").read_bytes() == b"again"
+
+
+def test_a_fifo_where_a_layout_reads_a_file_never_blocks_the_poll(tmp_path: Path) -> None:
+    checkpoint = hf_checkpoint(tmp_path, 20)
+    os.mkfifo(checkpoint / layouts.HF_STATE_FILE)  # nobody will ever write to it
+    os.mkfifo(tmp_path / "last.ckpt")
+    found: list[object] = []
+    looking = threading.Thread(target=lambda: found.append(layouts.newest_complete(tmp_path, writer_done=True)),
+                               daemon=True)
+    looking.start()
+    looking.join(timeout=10)
+    assert not looking.is_alive(), "the agent's poll blocked on a FIFO"
+    assert found == [None]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from localcloud.fake_imds import FakeImds
 from spot_trainer.agent.imds import ImdsClient
-from spot_trainer.agent.notice_watch import IMDS_BACKOFF_SECONDS, NoticeWatch
+from spot_trainer.agent.notice_watch import IMDS_BACKOFF_SECONDS, IMDS_RETRY_SECONDS, NoticeWatch
 from tests.support.clock import ManualClock
 
 
@@ -43,3 +43,23 @@ def test_without_metadata_training_goes_on_said_once_and_it_asks_again_after_a_b
         assert watch.reason() == "spot interruption notice"
     finally:
         imds.stop()
+
+
+def test_an_error_once_the_service_answered_is_asked_again_within_a_second_or_two() -> None:
+    clock = ManualClock(0.0)
+    with FakeImds() as imds:
+        watch = NoticeWatch(ImdsClient(imds.url), react_to_rebalance=False, log=print, clock=clock)
+        assert watch.reason() is None
+        imds.fail_gets(1)
+        imds.announce_interruption()
+        assert watch.reason() is None  # the 500
+        clock.advance(IMDS_RETRY_SECONDS)
+        assert watch.reason() == "spot interruption notice"
+
+
+def test_the_notice_path_answering_with_a_body_that_is_not_json_is_a_notice() -> None:
+    with FakeImds() as imds:
+        watch = NoticeWatch(ImdsClient(imds.url), react_to_rebalance=False, log=print)
+        imds.announce_raw_interruption("<html>terminate</html>")
+        assert watch.reason() == "spot interruption notice"
+        assert watch.reclaim_at is not None  # two minutes from when it was seen

@@ -134,10 +134,14 @@ class CommandProcess:
         self.join_output(timeout=2.0)
         return self.process.returncode
 
-    def stop(self, sig: signal.Signals, grace_seconds: float) -> int:
-        """Send `sig` to the group, wait up to the grace period, then SIGKILL what is left."""
+    def stop(self, sig: signal.Signals, grace_seconds: float, after_signal: Callable[[], None] | None = None) -> int:
+        """Send `sig` to the group, then run `after_signal` (work that must not delay the signal), wait
+        what is left of the grace period, then SIGKILL what is left of the command."""
         self.signal_group(sig)
-        code = self.wait(timeout=grace_seconds)
+        signalled = time.monotonic()
+        if after_signal is not None:
+            after_signal()
+        code = self.wait(timeout=max(0.0, grace_seconds - (time.monotonic() - signalled)))
         if code is None:
             self.signal_group(signal.SIGKILL)
             code = self.wait(timeout=10.0)

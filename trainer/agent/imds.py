@@ -49,8 +49,17 @@ class ImdsClient:
 
     # ---- what the agent asks ------------------------------------------------------------------
     def instance_action(self) -> dict[str, Any] | None:
-        """The spot interruption notice ({"action": "terminate"|"stop"|"hibernate", "time": ...})."""
-        return self._get_json("/latest/meta-data/spot/instance-action")
+        """The spot interruption notice ({"action": "terminate"|"stop"|"hibernate", "time": ...}). The
+        path answering at all is the notice (it is 404 until one is given): a body that is not the
+        expected JSON object is a notice with no usable time (two minutes from now, then)."""
+        text = self.get("/latest/meta-data/spot/instance-action")
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        return value if isinstance(value, dict) else {"action": "terminate", "unreadable": text[:80]}
 
     def rebalance_recommendation(self) -> dict[str, Any] | None:
         """The rebalance recommendation ({"noticeTime": ...}), or None when there is none."""

@@ -11,7 +11,10 @@ from .imds import ImdsClient
 from .notice_deadline import reclaim_time
 from .own_group import TERMINATED
 
-IMDS_BACKOFF_SECONDS = 30.0
+IMDS_BACKOFF_SECONDS = 30.0  # no metadata service at all (not on EC2): ask rarely
+# An error once the service has answered (a 500, a timeout): ask again at once, a notice's two minutes
+# cannot spare a quarter of themselves waiting.
+IMDS_RETRY_SECONDS = 1.0
 NOTICE_REASON = "spot interruption notice"
 
 
@@ -25,13 +28,16 @@ class NoticeWatch:
     reclaim_at: float | None = None  # epoch seconds the spot instance goes, once a notice was seen
     _retry_at: float = 0.0
     _warned: bool = False
+    _answered: bool = False  # the metadata service has answered at least once
 
     def reason(self) -> str | None:
         """Why the command must stop now, or None."""
         if self.clock() < self._retry_at:
             return None
         try:
-            if action := self.imds.instance_action():
+            action = self.imds.instance_action()
+            self._answered = True
+            if action is not None:
                 if self.reclaim_at is None:
                     self.reclaim_at = reclaim_time(action, self.wall_clock())
                 return NOTICE_REASON
@@ -39,9 +45,10 @@ class NoticeWatch:
                 return "rebalance recommendation"
             if (self.imds.target_lifecycle_state() or "") == TERMINATED:
                 return "scale-in (lifecycle Terminated)"
-        except Exception as error:  # no IMDS (a laptop, a flaky moment): keep training, ask less often
-            self._retry_at = self.clock() + IMDS_BACKOFF_SECONDS
+        except Exception as error:  # no IMDS (a laptop) or a flaky moment: keep training, ask again
+            self._retry_at = self.clock() + (IMDS_RETRY_SECONDS if self._answered else IMDS_BACKOFF_SECONDS)
             if not self._warned:
                 self._warned = True
-                self.log(f"instance metadata unavailable ({error}); interruption notices cannot be seen")
+                self.log(f"instance metadata unavailable ({error}); interruption notices cannot be seen "
+                         f"until it answers (asking again in {self._retry_at - self.clock():.0f}s)")
         return None

@@ -33,6 +33,14 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def utc_text(epoch_seconds: float) -> str:
+    """A moment as the log says it, e.g. 2026-11-26T06:30:00+00:00 (out of range: the raw number)."""
+    try:
+        return datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{epoch_seconds:.0f}"
+
+
 @dataclass
 class JobStatus:
     job: str

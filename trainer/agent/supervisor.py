@@ -16,6 +16,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from ..rounds import ROUND_FILE_ENV, Round, read_round
 from ..storage import layouts, staging
 from ..storage.lease import Lease
-from ..storage.remote import RemoteStore
+from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .aws_clients import AutoScalingClient
@@ -40,7 +41,7 @@ from .notify import Notifier, SnsClient
 from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
 from .round_failures import CHANGED, EXHAUSTED, RoundFailures
 from .save_watch import SaveWatch
-from .status import JobStatus, StatusReporter
+from .status import JobStatus, StatusReporter, utc_text
 from .telemetry import RunTelemetry
 from .torchrun import torchrun_argv, worker_argv
 from .world import World
@@ -151,7 +152,10 @@ class Agent:
         announced = False
         while not self.clients.lease.acquire():
             if not announced:
-                self.log("another agent holds the job lease; waiting for it to finish or expire")
+                held = self.clients.lease.held_by
+                holder = f" ({held.owner}, token {held.token}, expiring {utc_text(held.expires_at)})" if held else ""
+                self.log(f"another agent holds the job lease{holder}; waiting for it to finish, expire or go "
+                         f"unrenewed for {self.config.lease_ttl_seconds:.0f}s")
                 announced = True
             if self._notices.reason() or self.stop_requested.wait(self.config.poll_seconds):
                 return False
@@ -178,6 +182,7 @@ class Agent:
             restored = self.clients.store.restore_at_or_below(directory, remote_step)
             if restored is not None:
                 self.log(f"restored {restored.name} from S3 in {time.monotonic() - started:.2f}s")
+            remote_step = self._settle_fallback(remote_step, self.clients.store.restored_step)
         self._prepare_directory(restored)
         self._set_aside_unverified(directory, restored)
         if restored is None:
@@ -188,6 +193,18 @@ class Agent:
         self.telemetry.event("resume", step=step)
         self.telemetry.update(checkpoint_step=max(step, remote_step or 0))
         return restored, remote_step
+
+    def _settle_fallback(self, named: int | None, restored: int | None) -> int | None:
+        """latest.json named a step that could not be restored: what is really in S3 is the step that
+        was (the uploader's floor, and what "safe in S3" may say), and latest.json is pointed at it so
+        the steps trained again are published."""
+        if named is None or restored == named:
+            return named
+        if restored is not None and self.clients.store.repoint(restored, named):
+            self.log(f"latest.json named step {named}, which could not be restored: it now names step {restored}")
+        elif restored is None:
+            self.log(f"latest.json names step {named}, but no checkpoint in S3 could be restored")
+        return restored
 
     # ---- the training loop --------------------------------------------------------------------
     def _train(self, uploader: CheckpointUploader, resume_from: Path | None) -> int:
@@ -219,6 +236,8 @@ class Agent:
             if code == 0:
                 if self.config.distributed:  # rank 0 may have written on another node
                     newest = self.clients.store.latest_step()
+                elif missing := self._final_not_in_s3(newest):
+                    return self._failed(missing, failures)
                 if self._publishes():  # several nodes: one node's outputs, not each rank's parts
                     keep_final_outputs(self.telemetry, Path(self.config.checkpoint_dir))
                 return self._done(newest)
@@ -271,6 +290,27 @@ class Agent:
             self.log(f"training failed {self._round_failures.count} time(s) in the same world of "
                      f"{len(round_.nodes)} node(s): {self._round_failures.reason}")
         return verdict
+
+    def _final_not_in_s3(self, uploaded: int | None) -> str:
+        """Why the job must not end DONE: its newest checkpoint is only on this disk ('' when in S3)."""
+        local = self._newest_local(writer_done=True)
+        if local is None or (uploaded is not None and local[0] <= uploaded):
+            return ""
+        try:
+            if (self.clients.store.latest_step() or -1) >= local[0]:
+                return ""
+        except RemoteStoreError as error:
+            return f"the final checkpoint (step {local[0]}) could not be confirmed in S3 ({error})"
+        return f"the final checkpoint (step {local[0]}) did not reach S3: it is only on this instance's disk"
+
+    def _confirmed_in_s3(self, step: int | None) -> bool:
+        """Read back: latest.json names `step` or later and its manifest is there."""
+        if step is None:
+            return False
+        try:
+            return (self.clients.store.latest_step() or -1) >= step and self.clients.store.has_checkpoint(step)
+        except RemoteStoreError:
+            return False
 
     def _catch_up(self, uploader: CheckpointUploader) -> Path | None:
         return self._world().catch_up(uploader, self.telemetry.group_stop_step, self._publishes(),
@@ -365,12 +405,15 @@ class Agent:
             if reason:
                 grace = self._grace_before_reclaim()
                 self.log(f"{reason}: stopping the command with {self.config.stop_signal}")
-                self.telemetry.update(state=states.STOPPING)
-                return reason, self._stop_command(command, grace)
+                # The signal first: the status write may wait on S3, and the notice's minutes are short.
+                return reason, self._stop_command(command, grace,
+                                                  after_signal=lambda: self.telemetry.update(state=states.STOPPING))
             self._require_reporter().tick()
 
-    def _stop_command(self, command: CommandProcess, grace_seconds: float | None = None) -> int:
-        code = command.stop(parse_signal(self.config.stop_signal), grace_seconds or self.config.grace_seconds)
+    def _stop_command(self, command: CommandProcess, grace_seconds: float | None = None,
+                      after_signal: Callable[[], None] | None = None) -> int:
+        code = command.stop(parse_signal(self.config.stop_signal), grace_seconds or self.config.grace_seconds,
+                            after_signal)
         self.log(f"command exited with code {code}")
         if code == -int(signal.SIGKILL) and self._notices.reclaim_at is not None:
             self.log("the emergency checkpoint did not fit before the reclaim: the replacement resumes from "
@@ -414,7 +457,12 @@ class Agent:
             step = self.clients.store.latest_step()
         self.telemetry.event("interruption", reason=reason, step=step)
         self._own_group().release()
-        saved = f"checkpoint step {step} is safe in S3" if step is not None else "no checkpoint yet"
+        if step is None:
+            saved = "no checkpoint yet"
+        elif self._confirmed_in_s3(step):
+            saved = f"checkpoint step {step} is safe in S3"
+        else:
+            saved = f"checkpoint step {step} could not be read back from S3"
         self.log(f"interrupted ({reason}); {saved}")
         return 0
 
@@ -439,7 +487,7 @@ class Agent:
     def _failed(self, reason: str, failures: int) -> int:
         self._require_reporter().update(state=states.FAILED, reason=reason, failures=failures)
         self.telemetry.event("failed", reason=reason)
-        self._end_job(f"giving up after {failures} failures: {reason}")
+        self._end_job(f"giving up after {failures} failures: {reason}" if failures else f"giving up: {reason}")
         return EXIT_FAILED
 
     def _end_job(self, message: str) -> None:

@@ -12,6 +12,8 @@ import os
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 
+from .regular_files import open_regular
+
 BLOCK_BYTES = 32 * 1024 * 1024
 READ_BYTES = 4 * 1024 * 1024
 
@@ -22,7 +24,7 @@ def hash_workers() -> int:
 
 def _block_digest(path: Path, offset: int, length: int) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as handle:
+    with open_regular(path) as handle:
         handle.seek(offset)
         remaining = length
         while remaining > 0:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from . import layouts
+from .regular_files import is_regular
 
 FINAL_PREFIX = "final/"
 
@@ -22,7 +23,7 @@ def final_output_files(directory: Path) -> dict[str, Path]:
         subfolders[:] = sorted(name for name in subfolders if _an_output(base / name))
         for name in sorted(names):
             path = base / name
-            if _an_output(path) and not path.is_symlink():
+            if _an_output(path) and is_regular(path):  # no link, FIFO, socket or device
                 files[path.relative_to(directory).as_posix()] = path
     return files
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from . import library_saves
 from .lightning_step import archive_step
 from .names import MARKER_FILE, parse_step, read_marker
+from .regular_files import read_regular_text
 from .whole_files import zip_readable
 
 OURS, HF, LIGHTNING, GENERIC = "ours", "hf", "lightning", "generic"
@@ -144,7 +145,7 @@ def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: b
 
 def _hf_state_step(path: Path) -> int | None:
     try:
-        state = json.loads((path / HF_STATE_FILE).read_text())
+        state = json.loads(read_regular_text(path / HF_STATE_FILE))
         return int(state["global_step"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -87,6 +87,8 @@ class Lease:
         # during a renewal in flight would see our own new etag, or keep comparing against the old one,
         # and take it for a takeover. Writes and checks take turns.
         self._turn = threading.Lock()
+        self.held_by: LeaseRecord | None = None  # the other holder the last acquire() found
+        self._unchanged_since: tuple[str, float] | None = None  # (its ETag, when first seen so)
 
     def acquire(self) -> bool:
         """Take the lease if nobody holds it, it expired, or it is ours from an earlier run."""
@@ -94,13 +96,22 @@ class Lease:
         now = self.clock()
         if current is None:
             return self._write(token=1, expires_at=now + self.ttl, condition={"IfNoneMatch": "*"})
-        if current.owner != self.owner and not current.expired(now):
+        if current.owner != self.owner and not current.expired(now) and not self._abandoned(current, now):
             log.info("lease held by %s (token %d) for %.0fs more", current.owner, current.token,
                      current.expires_at - now)
+            self.held_by = current
             return False
         return self._write(
             token=current.token + 1, expires_at=now + self.ttl, condition={"IfMatch": current.etag}
         )
+
+    def _abandoned(self, current: LeaseRecord, now: float) -> bool:
+        """Unchanged for a whole TTL: its holder no longer renews, whatever expiry it wrote (a clock far
+        ahead, a record written by hand). A live holder rewrites it every third of a TTL."""
+        if self._unchanged_since is None or self._unchanged_since[0] != current.etag:
+            self._unchanged_since = (current.etag, now)
+            return False
+        return now - self._unchanged_since[1] >= self.ttl
 
     def renew(self) -> bool:
         """Extend our lease; False (and no longer held) if anyone changed it since our last write."""

@@ -24,6 +24,7 @@ import re
 import time
 from pathlib import Path
 
+from .regular_files import open_regular
 from .whole_files import file_whole
 
 DCP, ACCELERATE = "torch.distributed.checkpoint", "accelerate"
@@ -71,7 +72,7 @@ def _listed_shards(metadata: Path) -> set[str] | None:
     """The shard files `.metadata` names, read from its pickle's opcodes without running them; None
     when it is missing or unreadable."""
     try:
-        with metadata.open("rb") as stream:
+        with open_regular(metadata) as stream:
             return {argument for _, argument, _ in pickletools.genops(stream)
                     if isinstance(argument, str) and argument.endswith(DCP_SHARD_SUFFIX)}
     except Exception:  # whatever a damaged pickle raises, it proves nothing

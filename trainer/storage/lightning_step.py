@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
+from .regular_files import open_regular
+
 # Lightning's dump_checkpoint: {"epoch": E, "global_step": N, ...}, opened by these opcodes.
 _PREAMBLE = frozenset({"PROTO", "FRAME", "EMPTY_DICT", "MARK"})
 _LIGHTNING_START: tuple[object, ...] = ("epoch", int, "global_step", int)
@@ -36,7 +38,7 @@ def archive_step(path: Path) -> int | None:
 @lru_cache(maxsize=512)
 def _step_of_version(path: str, inode: int, mtime_ns: int, size: int) -> int | None:
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_regular(Path(path)) as raw, zipfile.ZipFile(raw) as archive:
             pickled = next((name for name in archive.namelist() if name.endswith("data.pkl")), None)
             if pickled is None:
                 return None

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .regular_files import read_regular_text
+
 _STEP_NAME = re.compile(r"^step-(\d+)$")
 MARKER_FILE = "COMMITTED"  # JSON {"step", "files": {name: size}}, written last into a step-N directory
 
@@ -43,7 +45,7 @@ def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
 def read_marker(path: Path) -> dict[str, Any] | None:
     """The commit marker if it is well formed and every file it lists has the recorded size."""
     try:
-        marker: dict[str, Any] = json.loads((path / MARKER_FILE).read_text())
+        marker: dict[str, Any] = json.loads(read_regular_text(path / MARKER_FILE))
         files = marker["files"]
         if marker["step"] != parse_step(path.name) or not files:
             return None

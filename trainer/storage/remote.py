@@ -29,6 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .checksums import BLOCK_BYTES, digest_files
 from .lease import Lease, is_conflict, is_missing
+from .regular_files import is_regular
 from .s3client import transfer_config_for, upload_config_for
 
 log = logging.getLogger(__name__)
@@ -41,13 +42,45 @@ class RemoteStoreError(RuntimeError):
     """An S3 operation failed after botocore's retries; the message names the object and the cause."""
 
 
+class DamagedRecord(RemoteStoreError):
+    """A JSON record in S3 that is not what this runtime writes (empty, HTML, a wrong type or field)."""
+
+    def __init__(self, message: str, etag: str | None) -> None:
+        super().__init__(message)
+        self.etag = etag  # a conditional write may still replace it
+
+
+def entry_name(name: object) -> str:
+    """A checkpoint's name as its manifest gives it: one plain path component, never `.`, `..` or a
+    path, so a restore writes and deletes only inside the checkpoint folder."""
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise RemoteStoreError(f"manifest names the checkpoint {name!r}, not a plain name")
+    return name
+
+
+def safe_relative(name: str) -> str:
+    """A file name inside a checkpoint: relative, with no `.`, `..` or empty part."""
+    parts = name.split("/")
+    if name.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\0" in name:
+        raise RemoteStoreError(f"manifest names a file outside the checkpoint: {name!r}")
+    return name
+
+
 def checkpoint_files(local: Path) -> dict[str, Path]:
-    """Relative POSIX name → path of every file in a step-N checkpoint (a file or a directory)."""
+    """Relative POSIX name → path of every regular file in a step-N checkpoint (a file or a directory).
+    Links are never followed nor uploaded (links_in names them), nor are FIFOs, sockets or devices."""
+    if local.is_symlink():
+        raise RemoteStoreError(f"checkpoint {local} is a link: links are never uploaded")
     if local.is_file():
         return {local.name: local}
     if not local.is_dir():
         raise RemoteStoreError(f"checkpoint {local} is neither a file nor a directory")
-    return {p.relative_to(local).as_posix(): p for p in sorted(local.rglob("*")) if p.is_file()}
+    found: dict[str, Path] = {}
+    for folder, _, names in os.walk(local):  # a link to a folder is listed, never entered
+        for name in names:
+            if is_regular(path := Path(folder) / name):
+                found[path.relative_to(local).as_posix()] = path
+    return dict(sorted(found.items()))
 
 
 def utc_stamp(now: float) -> str:
@@ -71,6 +104,7 @@ class RemoteStore:
         # None: size the parts for each transfer from its total bytes (transfer_config_for).
         self.transfer = transfer_config
         self.instance = instance or os.environ.get("SPOT_INSTANCE_ID") or socket.gethostname()
+        self.restored_step: int | None = None  # the step the last restore_at_or_below brought back
 
     # ---- keys ---------------------------------------------------------------------------------
     def key(self, name: str) -> str:
@@ -84,7 +118,7 @@ class RemoteStore:
         """Upload a committed checkpoint, then publish it unless a newer step or holder already did."""
         local = Path(local)
         files = checkpoint_files(local)
-        current, etag = self._get_with_etag("latest.json")  # read once: checked here, reused by publish
+        current, etag = self.latest_record()  # read once: checked here, reused by publish
         latest = int(current["step"]) if current else None
         if latest is not None and latest >= step:
             # Checked before sending any byte too: re-uploading a published step could mix its objects.
@@ -138,7 +172,7 @@ class RemoteStore:
         the interleaving.
         """
         for _ in range(attempts):
-            current, etag = read or self._get_with_etag("latest.json")
+            current, etag = read or self.latest_record()
             read = None
             refusal = self.publish_refusal(step, current, lease)
             if refusal:
@@ -169,8 +203,31 @@ class RemoteStore:
         return ""
 
     def latest_step(self) -> int | None:
-        latest = self.get_json("latest.json")
+        latest, _ = self.latest_record()
         return int(latest["step"]) if latest else None
+
+    def latest_record(self) -> tuple[dict[str, Any] | None, str | None]:
+        """latest.json as {"step": int, "lease_token": int, ...} and its ETag. A damaged one (empty,
+        HTML, a step that is not a number) is named in one line and the newest complete checkpoint S3
+        holds stands in for it; its ETag is kept, so the next publish replaces it conditionally."""
+        try:
+            current, etag = self._get_with_etag("latest.json")
+            if current is None:
+                return None, None
+            step, token = current.get("step"), current.get("lease_token", 0)
+            if not (type(step) is int and step >= 0 and type(token) is int):
+                raise DamagedRecord(f"s3://{self.bucket}/{self.key('latest.json')}: step {step!r} and lease "
+                                    f"token {token!r} are not whole numbers", etag)
+        except DamagedRecord as error:
+            newest = self.newest_complete_step()
+            log.warning("%s; going by the checkpoints S3 holds (newest complete: %s)", error,
+                        "none" if newest is None else f"step {newest}")
+            return ({"step": newest, "lease_token": 0} if newest is not None else None), error.etag
+        return current, etag
+
+    def newest_complete_step(self) -> int | None:
+        """The newest step whose manifest exists, from listing S3 (no record trusted)."""
+        return next((step for step in reversed(self.remote_steps()) if self._has_manifest(step)), None)
 
     # ---- restore ------------------------------------------------------------------------------
     def restore(self, dest_dir: Path) -> Path | None:
@@ -187,11 +244,29 @@ class RemoteStore:
         dest_dir = Path(dest_dir)
         dest_dir.mkdir(parents=True, exist_ok=True)
         candidates = [s for s in self.remote_steps() if latest is None or s <= latest]
+        self.restored_step = None
         for step in sorted(candidates, reverse=True):
             restored = self._restore_step(step, dest_dir)
             if restored is not None:
+                self.restored_step = step
                 return restored
         return None
+
+    def repoint(self, step: int, named: int) -> bool:
+        """latest.json names `named`, which could not be restored: point it at `step`, the newest that
+        could, unless it changed meanwhile. Later steps then publish, and "in S3" means restorable."""
+        current, etag = self.latest_record()
+        if current is None or current["step"] != named or etag is None:
+            return False
+        record = {"step": step, "key": self.step_prefix(step), "lease_token": current.get("lease_token", 0),
+                  "written_at": time.time()}
+        try:
+            self._put("latest.json", record, absolute=False, IfMatch=etag)
+        except RemoteStoreError as error:
+            if isinstance(error.__cause__, ClientError) and is_conflict(error.__cause__):
+                return False
+            raise
+        return True
 
     def remote_steps(self) -> list[int]:
         """Every step with objects under checkpoints/, complete or not, ascending."""
@@ -212,7 +287,7 @@ class RemoteStore:
                 log.warning("checkpoint step %d has no manifest (incomplete upload); trying an older one",
                             step)
                 return None
-            final = dest_dir / Path(manifest["name"]).name
+            final = dest_dir / entry_name(manifest["name"])
             self._remove(staging)
             targets = self._download_all(prefix, manifest, staging)
             problem = self._verify(manifest, targets)
@@ -233,9 +308,8 @@ class RemoteStore:
             targets = {name: staging}
         else:
             targets = {name: staging / name for name in manifest["files"]}
-        unsafe = [n for n in manifest["files"] if n.startswith("/") or ".." in Path(n).parts]
-        if unsafe:
-            raise RemoteStoreError(f"manifest names a file outside the checkpoint: {unsafe[0]!r}")
+        for name in manifest["files"]:
+            safe_relative(name)
         for target in targets.values():
             target.parent.mkdir(parents=True, exist_ok=True)
         total = sum(int(entry["size"]) for entry in manifest["files"].values())
@@ -284,6 +358,13 @@ class RemoteStore:
             except (ClientError, BotoCoreError) as error:
                 log.warning("could not delete old checkpoint step %d (%s); will retry next time", step, error)
         return doomed
+
+    def has_checkpoint(self, step: int) -> bool:
+        """The step's manifest is in S3: its checkpoint is complete and restorable."""
+        try:
+            return self._has_manifest(step)
+        except ClientError as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{self.step_prefix(step)}{MANIFEST}: {error}") from error
 
     def _has_manifest(self, step: int) -> bool:
         try:
@@ -369,17 +450,20 @@ class RemoteStore:
         key = name if absolute else self.key(name)
         try:
             response = self.s3.get_object(Bucket=self.bucket, Key=key)
-            record = json.loads(response["Body"].read())
+            body = response["Body"].read()
         except ClientError as error:
             if is_missing(error):
                 return None, None
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
         except BotoCoreError as error:
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+        try:
+            record = json.loads(body)
         except ValueError as error:
-            raise RemoteStoreError(f"s3://{self.bucket}/{key}: not valid JSON ({error})") from error
+            raise DamagedRecord(f"s3://{self.bucket}/{key}: not valid JSON ({error})", response["ETag"]) from error
         if not isinstance(record, dict):  # every record we write is an object: this one was not ours
-            raise RemoteStoreError(f"s3://{self.bucket}/{key}: expected a JSON object, found {type(record).__name__}")
+            raise DamagedRecord(f"s3://{self.bucket}/{key}: expected a JSON object, found {type(record).__name__}",
+                                response["ETag"])
         return record, response["ETag"]
 
     @staticmethod

@@ -14,6 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
+from .regular_files import is_regular
+
 STAGING_PREFIX = ".upload-"
 # A filesystem that refuses hard links: upload the original, as without staging.
 _NO_LINKS = {errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK}
@@ -42,7 +44,8 @@ def _link_tree(source: Path, target: Path) -> None:
         into = target / Path(folder).relative_to(source)
         into.mkdir(exist_ok=True)
         for name in files:
-            os.link(Path(folder) / name, into / name)
+            if is_regular(Path(folder) / name):  # a link is never followed (nor uploaded)
+                os.link(Path(folder) / name, into / name)
 
 
 def _raise(error: OSError) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .regular_files import links_in
 from .staging import release, stage
 
 
@@ -104,6 +105,8 @@ class CheckpointUploader:
                 self._busy = True
             try:
                 self._upload_one(step, path)
+            except Exception as error:  # never let the worker die: drain() would wait on it for good
+                self._log(f"upload of checkpoint step {step} failed: {_one_line(error)}")
             finally:
                 with self._cond:
                     self._busy = False
@@ -112,9 +115,17 @@ class CheckpointUploader:
     def _upload_one(self, step: int, path: Path) -> None:
         started = time.monotonic()
         staged: Path | None = None
+        if links := links_in(path):
+            self._log(f"checkpoint step {step}: not uploading {', '.join(links[:5])}: links are never followed "
+                      "or uploaded (save real files into CHECKPOINT_DIR)")
         try:
             staged = self._stage(path)
         except FileNotFoundError:  # pruned before its turn came: a newer checkpoint supersedes it
+            return
+        except OSError as error:  # a full disk, a name too long: this step fails, the worker lives on
+            self._log(f"upload of checkpoint step {step} failed: staging {path.name}: {_one_line(error)}")
+            with self._cond:
+                self._failed_step = step
             return
         try:
             size = size_of(staged)

@@ -7,6 +7,8 @@ import json
 import zipfile
 from pathlib import Path
 
+from .regular_files import open_regular
+
 TORCH_SUFFIXES = (".bin", ".pkl", ".pt", ".pth")  # what torch.save writes for Accelerate and torch
 _MAX_SAFETENSORS_HEADER = 100 * 2**20  # safetensors' own limit on its JSON header
 
@@ -14,7 +16,7 @@ _MAX_SAFETENSORS_HEADER = 100 * 2**20  # safetensors' own limit on its JSON head
 def zip_readable(path: Path) -> bool:
     """torch.save writes a zip archive: its central directory, at the very end, comes last."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_regular(path) as stream, zipfile.ZipFile(stream) as archive:
             return bool(archive.namelist())
     except (zipfile.BadZipFile, OSError, ValueError):
         return False
@@ -23,7 +25,7 @@ def zip_readable(path: Path) -> bool:
 def safetensors_whole(path: Path) -> bool:
     """8 bytes of header length, the JSON header, then the tensors: the last tensor's end is the size."""
     try:
-        with path.open("rb") as stream:
+        with open_regular(path) as stream:
             header_length = int.from_bytes(stream.read(8), "little")
             if not 0 < header_length <= _MAX_SAFETENSORS_HEADER:
                 return False
