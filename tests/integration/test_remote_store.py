@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -211,3 +212,45 @@ def test_a_damaged_latest_record_is_named_and_what_s3_holds_decides(
     assert "latest.json" in caplog.text and "newest complete: step 10" in caplog.text
     assert store.upload(make_checkpoint(tmp_path / "local", 20, sizes={"model.pt": 1000}), 20)
     assert store.get_json("latest.json")["step"] == 20, "the next publish replaces the damaged record"
+
+
+def test_a_full_disk_while_restoring_is_an_error_not_a_damaged_checkpoint(
+    store: RemoteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert store.upload(make_checkpoint(tmp_path / "local", 10, sizes={"model.pt": 1000}), 10)
+    assert store.upload(make_checkpoint(tmp_path / "local", 20, sizes={"model.pt": 1000}), 20)
+
+    def full_disk(*args: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store, "_download_all", full_disk)
+    with pytest.raises(RemoteStoreError, match="cannot restore checkpoint step 20 .*No space left on device"):
+        store.restore(tmp_path / "restored")  # never falls back to step 10 (nor, with none, to a fresh start)
+
+
+def test_a_file_name_that_is_not_utf8_is_named(store: RemoteStore, tmp_path: Path) -> None:
+    local = make_checkpoint(tmp_path / "local", 5, sizes={"model.pt": 1000})
+    (local / os.fsdecode(b"notes-\xff.txt")).write_text("x")
+    with pytest.raises(RemoteStoreError, match=r"notes-\\\\xff\.txt.* is not UTF-8"):
+        store.upload(local, 5)
+    assert store.latest_step() is None
+
+
+def test_a_file_rewritten_in_place_during_its_upload_is_not_published(
+    store: RemoteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spot_trainer.storage import remote
+
+    local = make_checkpoint(tmp_path / "local", 6, sizes={"model.pt": 1000})
+    real_digests = remote.digest_files
+
+    def rewritten_meanwhile(files: Any, *args: Any) -> Any:
+        found = real_digests(files, *args)
+        time.sleep(0.01)  # a later modification time than the upload started from
+        (local / "model.pt").write_bytes(b"y" * 1000)  # the trainer writes over it while it goes out
+        return found
+
+    monkeypatch.setattr(remote, "digest_files", rewritten_meanwhile)
+    with pytest.raises(RemoteStoreError, match="model.pt changed while it was uploaded"):
+        store.upload(local, 6)
+    assert store.latest_step() is None

@@ -50,7 +50,7 @@ def end_job_as_failed(env: Mapping[str, str], reason: str, log: Callable[[str], 
 
 def record_failed(store: RemoteStore, reason: str) -> None:
     """FAILED over the job's record, keeping its counters and progress."""
-    previous: dict[str, Any] | None = store.get_json(states.STATUS_NAME)
+    previous: dict[str, Any] | None = store.read_record(states.STATUS_NAME)
     record = asdict(states.JobStatus.carried_over(previous, store.job, store.instance))
     record.update(state=states.FAILED, reason=reason, failures=int((previous or {}).get("failures") or 0) + 1)
     store.put_json(states.STATUS_NAME, record)

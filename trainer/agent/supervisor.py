@@ -47,6 +47,7 @@ from .torchrun import torchrun_argv, worker_argv
 from .world import World
 
 SINGLE_NODE_ENV = {"NODE_RANK": "0", "NNODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+LEFTOVER_SECONDS = 30.0  # how long processes may outlive the command's main process before they are stopped
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 
 
@@ -119,7 +120,7 @@ class Agent:
     def _run_holding_lease(self) -> int:
         store = self.clients.store
         reporter = self.telemetry.reporter = StatusReporter(
-            JobStatus.carried_over(store.get_json(states.STATUS_NAME), self.config.job, self.instance_id),
+            JobStatus.carried_over(store.read_record(states.STATUS_NAME), self.config.job, self.instance_id),
             publish=self.telemetry.publish_status,
             interval_seconds=self.config.status_interval_seconds,
         )
@@ -384,8 +385,12 @@ class Agent:
     def _supervise(self, command: CommandProcess, uploader: CheckpointUploader,
                    watch: SaveWatch) -> tuple[str, int]:
         """Run until the command exits or must stop: ("exited" | notice reason | "lost-lease", code)."""
+        main_exited_at: float | None = None
         while True:
             code = command.wait(timeout=self.config.poll_seconds)
+            if code is None and (main_code := command.poll()) is not None:
+                main_exited_at = main_exited_at or time.monotonic()
+                code = self._stop_leftovers(command, main_code, main_exited_at)
             newest = self._newest_local(writer_done=code is not None)
             if newest is not None and self._publishes():
                 uploader.offer(*newest)
@@ -409,6 +414,17 @@ class Agent:
                 return reason, self._stop_command(command, grace,
                                                   after_signal=lambda: self.telemetry.update(state=states.STOPPING))
             self._require_reporter().tick()
+
+    def _stop_leftovers(self, command: CommandProcess, main_code: int, exited_at: float) -> int | None:
+        """The command's main process exited, but processes it started live on (a worker, a server it
+        forgot): they get a bounded while to finish, then the stop signal; the command's code stands."""
+        bound = min(LEFTOVER_SECONDS, self.config.grace_seconds)
+        if time.monotonic() - exited_at < bound:
+            return None
+        self.log(f"the command exited with code {main_code} {bound:.0f}s ago, but processes it started still run: "
+                 f"stopping them with {self.config.stop_signal}")
+        command.stop(parse_signal(self.config.stop_signal), self.config.grace_seconds)
+        return main_code
 
     def _stop_command(self, command: CommandProcess, grace_seconds: float | None = None,
                       after_signal: Callable[[], None] | None = None) -> int:

@@ -44,7 +44,7 @@ class World:
         the peer's DONE or FAILED hides it."""
         if endings := self.store.events("done", "failed", since=since):
             return endings[-1]
-        status = self.store.get_json(states.STATUS_NAME) or {}
+        status = self.store.read_record(states.STATUS_NAME) or {}
         if status.get("state") in (states.DONE, states.FAILED):
             return {"kind": str(status["state"]).lower(), "reason": status.get("reason", "")}
         return None

@@ -12,6 +12,7 @@ write so two publishers can never interleave; the lower step or the lower fencin
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -35,6 +36,8 @@ from .s3client import transfer_config_for, upload_config_for
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
+# Writing the restore failed for the instance's disk: a full disk, a quota, read-only, no permission.
+LOCAL_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
 STEP_PREFIX = re.compile(r"step-(\d+)/$")
 
 
@@ -79,8 +82,26 @@ def checkpoint_files(local: Path) -> dict[str, Path]:
     for folder, _, names in os.walk(local):  # a link to a folder is listed, never entered
         for name in names:
             if is_regular(path := Path(folder) / name):
-                found[path.relative_to(local).as_posix()] = path
+                found[s3_name(path.relative_to(local).as_posix(), local)] = path
     return dict(sorted(found.items()))
+
+
+def s3_name(name: str, checkpoint: Path) -> str:
+    """A file name as an S3 key can take it: UTF-8 (a name the filesystem holds in another encoding is
+    named, escaped, so it can be renamed)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(name).decode("utf-8", errors="backslashreplace")
+        raise RemoteStoreError(f"checkpoint {checkpoint}: the file name {shown!r} is not UTF-8, which S3 keys "
+                               "must be: rename it") from None
+    return name
+
+
+def _version(path: Path) -> tuple[int, int]:
+    """Size and modification time: a file rewritten in place changes one of them."""
+    found = path.stat()
+    return found.st_size, found.st_mtime_ns
 
 
 def utc_stamp(now: float) -> str:
@@ -127,6 +148,7 @@ class RemoteStore:
         prefix = self.step_prefix(step)
         started = time.monotonic()
         try:
+            before = {name: _version(path) for name, path in files.items()}
             with ThreadPoolExecutor(max_workers=1) as hasher:
                 # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
                 digests = hasher.submit(digest_files, files)
@@ -134,6 +156,9 @@ class RemoteStore:
                 self._transfer_all(((str(path), prefix + name) for name, path in files.items()), total)
                 blocks = digests.result()
             sizes = {name: path.stat().st_size for name, path in files.items()}
+            if changed := sorted(name for name, path in files.items() if _version(path) != before[name]):
+                raise RemoteStoreError(f"checkpoint {local}: {', '.join(changed[:3])} changed while it was uploaded "
+                                       "(rewritten in place, not written then renamed): not published")
         except OSError as error:
             raise RemoteStoreError(f"checkpoint {local} changed while uploading: {error}") from error
         self._confirm_sizes(prefix, sizes)
@@ -291,7 +316,12 @@ class RemoteStore:
             self._remove(staging)
             targets = self._download_all(prefix, manifest, staging)
             problem = self._verify(manifest, targets)
-        except (RemoteStoreError, OSError, KeyError, TypeError, ValueError) as error:
+        except OSError as error:
+            self._remove(staging)
+            if error.errno in LOCAL_DISK_ERRORS:  # this disk, not the checkpoint: never fall back past it
+                raise RemoteStoreError(f"cannot restore checkpoint step {step} into {dest_dir}: {error}") from error
+            problem = f"{type(error).__name__}: {error}"
+        except (RemoteStoreError, KeyError, TypeError, ValueError) as error:
             problem = f"{type(error).__name__}: {error}"
         if problem:
             log.warning("checkpoint step %d is damaged (%s); trying an older one", step, problem)
@@ -390,6 +420,15 @@ class RemoteStore:
     def get_json(self, name: str, *, absolute: bool = False) -> dict[str, Any] | None:
         return self._get_with_etag(name, absolute=absolute)[0]
 
+    def read_record(self, name: str, *, absolute: bool = False) -> dict[str, Any] | None:
+        """A record the job can go on without (its status, an event): a damaged one is named in one line
+        and taken as absent. S3 failing after its retries still raises."""
+        try:
+            return self.get_json(name, absolute=absolute)
+        except DamagedRecord as error:
+            log.warning("%s: taken as absent", error)
+            return None
+
     def append_event(self, kind: str, **fields: Any) -> None:
         now = time.time()
         event = {"kind": kind, "time": utc_stamp(now), "epoch": now, "instance": self.instance, **fields}
@@ -404,7 +443,7 @@ class RemoteStore:
         keys = [key for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key("events/"))
                 for item in page.get("Contents", []) if (key := item["Key"]) >= first
                 and (not endings or key.endswith(endings))]
-        found = (self.get_json(key, absolute=True) for key in sorted(keys))
+        found = (self.read_record(key, absolute=True) for key in sorted(keys))
         return [event for event in found if event is not None]
 
     # ---- S3 plumbing --------------------------------------------------------------------------

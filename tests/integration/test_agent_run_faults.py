@@ -1,0 +1,50 @@
+"""What the agent meets at run time beyond the happy path: processes the command leaves behind, a
+status record that does not parse. Each ends in bounded time with a line that names it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import boto3
+
+from localcloud.fake_imds import FakeImds
+from spot_trainer.storage.remote import RemoteStore
+from tests.integration.agent_runner import AgentProcess, agent_env
+
+
+def agent(aws_env: dict[str, str], bucket: str, job: str, tmp_path: Path, command: str,
+          **settings: str) -> AgentProcess:
+    imds = FakeImds(instance_id=f"i-{job}").start()
+    process = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "c", imds_url=imds.url,
+                                     instance_id=f"i-{job}", command=command, **settings)).start()
+    process.imds = imds  # type: ignore[attr-defined]
+    return process
+
+
+def test_processes_the_command_left_behind_are_stopped_and_the_job_ends(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    running = agent(aws_env, bucket, "leftover", tmp_path, "sleep 600 & echo started; exit 0", grace_seconds="3")
+    try:
+        running.run_to_the_end(timeout=60)
+    finally:
+        running.imds.stop()  # type: ignore[attr-defined]
+    assert any("the command exited with code 0 3s ago, but processes it started still run" in line
+               for line in running.lines), running.text()
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "leftover")
+    assert store.get_json("status.json")["state"] == "DONE"
+
+
+def test_a_status_record_that_does_not_parse_is_named_and_the_job_runs(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    s3 = boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"])
+    s3.put_object(Bucket=bucket, Key="damaged-status/status.json", Body=b"<html>502 Bad Gateway</html>")
+    running = agent(aws_env, bucket, "damaged-status", tmp_path, "echo trained; exit 0")
+    try:
+        running.run_to_the_end(timeout=60)
+    finally:
+        running.imds.stop()  # type: ignore[attr-defined]
+    assert any("damaged-status/status.json: not valid JSON" in line and "taken as absent" in line
+               for line in running.lines), running.text()
+    assert RemoteStore(s3, bucket, "damaged-status").get_json("status.json")["state"] == "DONE"
