@@ -30,10 +30,6 @@ def decisions(path: Path) -> list[Decision]:
             for line in path.read_text().splitlines() if line.strip()]
 
 
-def denied(path: Path) -> list[Decision]:
-    return [d for d in decisions(path) if d.decision != ALLOWED]
-
-
 def role_documents(iam: Any, role_name: str) -> list[dict[str, Any]]:
     """The role's inline policy documents, read back through the IAM API."""
     names = iam.list_role_policies(RoleName=role_name)["PolicyNames"]
@@ -49,20 +45,32 @@ def _as_dict(document: Any) -> dict[str, Any]:
         return dict(ast.literal_eval(document))
 
 
+def stack_roles(iam: Any, stack: str) -> set[str]:
+    """The roles `stack` has now (CloudFormation names them <stack>-<logical id>-<suffix>); an earlier
+    deployment under the same name had others, deleted with it."""
+    pages = iam.get_paginator("list_roles").paginate()
+    return {role["RoleName"] for page in pages for role in page["Roles"] if role["RoleName"].startswith(f"{stack}-")}
+
+
+def of_stack(path: Path, iam: Any, stack: str) -> list[Decision]:
+    """The decisions on calls of the stack's current roles."""
+    roles = stack_roles(iam, stack)
+    return [decision for decision in decisions(path) if decision.role in roles]
+
+
 def unused_grants(path: Path, iam: Any, stack: str) -> dict[str, list[str]]:
     """Per role of `stack` that made calls: the granted actions none of its calls used (an action
     granted by wildcard is never listed)."""
     called: dict[str, set[str]] = {}
-    for decision in decisions(path):
-        if decision.role.startswith(f"{stack}-"):  # CloudFormation names a role <stack>-<logical id>-<suffix>
-            called.setdefault(decision.role, set()).add(decision.action.lower())
+    for decision in of_stack(path, iam, stack):
+        called.setdefault(decision.role, set()).add(decision.action.lower())
     return {role: sorted(a for a in grants(role_documents(iam, role)) if a.lower() not in actions and "*" not in a)
             for role, actions in sorted(called.items())}
 
 
 def summary_lines(path: Path, iam: Any, stack: str) -> list[str]:
     """For a run's report: how many calls IAM allowed the stack's roles, and what they never used."""
-    calls = [d for d in decisions(path) if d.role.startswith(f"{stack}-")]
+    calls = of_stack(path, iam, stack)
     lines = [f"IAM: {len(calls)} calls of the job's roles checked against their policies, "
              f"{sum(d.decision != ALLOWED for d in calls)} denied"]
     for role, actions in unused_grants(path, iam, stack).items():

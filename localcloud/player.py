@@ -21,7 +21,8 @@ import boto3
 
 from localcloud.cloud import CloudError, Deployment, LocalCloud
 from localcloud.fake_imds import RoleCredentials
-from localcloud.iam_report import denied
+from localcloud.iam_policy import ALLOWED
+from localcloud.iam_report import of_stack
 from localcloud.instance import STATIC_CREDENTIALS, Instance
 from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog
@@ -113,7 +114,8 @@ class Player:
     def _refuse_denied_calls(self) -> None:
         """A call IAM denied fails the run, even one the agent survived: on AWS it is lost work or a
         lost log line, every time."""
-        ours = [d for d in denied(self.cloud.iam_decisions) if d.role.startswith(f"{self.deployment.stack}-")]
+        ours = [d for d in of_stack(self.cloud.iam_decisions, self.cloud.client("iam"), self.deployment.stack)
+                if d.decision != ALLOWED]
         if ours:
             raise CloudError(f"IAM denied {len(ours)} call(s) of the job's roles, first: {ours[0].line()} "
                              f"(all decisions: {self.cloud.iam_decisions})")

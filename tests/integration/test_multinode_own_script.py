@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.integration.agent_runner import AgentProcess
 from tests.integration.test_multinode import Cluster, cluster, job_store
 
-STEPS = 240
+STEPS = 150
 SILENT_DDP = Path(__file__).resolve().parents[1] / "fixtures" / "plain_scripts" / "ddp_silent.py"
 
 
@@ -48,10 +48,10 @@ def test_a_silent_ddp_script_survives_every_kind_of_lost_node(
         reached = after(20, "step 20 in S3")
         publishing(group, True).kill_tree()  # power-off of the node that publishes
         group.add()
-        reached = after(reached + 30, "training again after the publisher's loss")
+        reached = after(reached + 20, "training again after the publisher's loss")
         publishing(group, False).kill_tree()  # power-off of a node that does not
         group.add()
-        reached = after(reached + 30, "training again after a non-publisher's loss")
+        reached = after(reached + 20, "training again after a non-publisher's loss")
         notified = publishing(group, False)
         notified.imds.announce_interruption(in_seconds=120)  # type: ignore[attr-defined]
         assert notified.wait(timeout=120) == 0, notified.text()

@@ -43,6 +43,7 @@ class ImdsClient:
         self.token_ttl, self.timeout, self.attempts, self.backoff = token_ttl, timeout, attempts, backoff
         self._token: str | None = None
         self._token_expires = 0.0
+        self.answered = False  # the service has answered at least once (any HTTP status): it is there
         self._clock = clock
         # The metadata service is link-local: never route it through an HTTP(S)_PROXY.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -135,8 +136,10 @@ class ImdsClient:
         for attempt in range(self.attempts):
             try:
                 with self._opener.open(request, timeout=self.timeout) as response:
+                    self.answered = True
                     return response.status, response.read().decode()
             except urllib.error.HTTPError as error:
+                self.answered = True
                 return error.code, error.read().decode(errors="replace")
             except (urllib.error.URLError, OSError) as error:
                 if attempt + 1 == self.attempts:

@@ -12,8 +12,8 @@ from .notice_deadline import reclaim_time
 from .own_group import TERMINATED
 
 IMDS_BACKOFF_SECONDS = 30.0  # no metadata service at all (not on EC2): ask rarely
-# An error once the service has answered (a 500, a timeout): ask again at once, a notice's two minutes
-# cannot spare a quarter of themselves waiting.
+# An error from a service that is there (it answered once, or answers with an error such as a 500):
+# ask again at once, a notice's two minutes cannot spare a quarter of themselves waiting.
 IMDS_RETRY_SECONDS = 1.0
 NOTICE_REASON = "spot interruption notice"
 
@@ -28,16 +28,13 @@ class NoticeWatch:
     reclaim_at: float | None = None  # epoch seconds the spot instance goes, once a notice was seen
     _retry_at: float = 0.0
     _warned: bool = False
-    _answered: bool = False  # the metadata service has answered at least once
 
     def reason(self) -> str | None:
         """Why the command must stop now, or None."""
         if self.clock() < self._retry_at:
             return None
         try:
-            action = self.imds.instance_action()
-            self._answered = True
-            if action is not None:
+            if (action := self.imds.instance_action()) is not None:
                 if self.reclaim_at is None:
                     self.reclaim_at = reclaim_time(action, self.wall_clock())
                 return NOTICE_REASON
@@ -46,7 +43,7 @@ class NoticeWatch:
             if (self.imds.target_lifecycle_state() or "") == TERMINATED:
                 return "scale-in (lifecycle Terminated)"
         except Exception as error:  # no IMDS (a laptop) or a flaky moment: keep training, ask again
-            self._retry_at = self.clock() + (IMDS_RETRY_SECONDS if self._answered else IMDS_BACKOFF_SECONDS)
+            self._retry_at = self.clock() + (IMDS_RETRY_SECONDS if self.imds.answered else IMDS_BACKOFF_SECONDS)
             if not self._warned:
                 self._warned = True
                 self.log(f"instance metadata unavailable ({error}); interruption notices cannot be seen "
