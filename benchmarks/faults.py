@@ -221,8 +221,12 @@ def run_case(index: int, case: Case, server: MotoServer, bucket: str, root: Path
         finally:
             run.agent.stop()
         run.seconds = time.monotonic() - started
-        if outcome == "ok" and (reason := case.judge(run)):
-            outcome = "wrong"
+        if outcome == "ok":
+            try:
+                reason = case.judge(run)
+            except Exception as error:  # what the agent left cannot even be read back
+                reason = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+            outcome = "wrong" if reason else "ok"
     return {"family": case.family, "case": case.name, "outcome": outcome, "reason": reason,
             "seconds": round(run.seconds, 1)}
 
