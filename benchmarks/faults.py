@@ -150,6 +150,14 @@ def no_link_uploaded(run: Run) -> str:
     return "" if run.said("links are never followed") else "the link was not named in the log"
 
 
+def not_done_without_it(run: Run) -> str:
+    """The job must not end DONE while its final checkpoint is only on a disk about to vanish."""
+    status = run.store.get_json("status.json") or {}
+    if status.get("state") != "FAILED" or "did not reach S3" not in str(status.get("reason")):
+        return f"ended {status.get('state')} ({status.get('reason')!r})"
+    return ""
+
+
 def ended(code: int) -> Callable[[Run], str]:
     return lambda run: "" if run.code == code else f"exit {run.code}"
 
@@ -193,6 +201,9 @@ def cases() -> list[Case]:
         Case("names", "a file name that is not UTF-8",
              'mkdir -p "$CHECKPOINT_DIR/ckpt_5" && echo w > "$CHECKPOINT_DIR/ckpt_5/model.pt" && '
              "echo x > \"$CHECKPOINT_DIR/ckpt_5/$(printf 'notes-\\377')\"; sleep 1; exit 0", named("is not UTF-8")),
+        Case("safe in S3", "the final checkpoint cannot reach S3 (a name S3 cannot take)",
+             'mkdir -p "$CHECKPOINT_DIR/ckpt_5" && echo w > "$CHECKPOINT_DIR/ckpt_5/model.pt" && '
+             "echo x > \"$CHECKPOINT_DIR/ckpt_5/$(printf 'notes-\\377')\"; sleep 1; exit 0", not_done_without_it),
     ]
 
 

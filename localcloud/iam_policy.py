@@ -50,12 +50,25 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
     base = operator.replace("Not", "", 1) if negated else operator
     if base not in ("StringEquals", "StringLike", "ArnEquals", "ArnLike"):
         raise UnknownOperator(f"condition operator {operator} is not known to the local IAM")
-    actual = context.get(key)
+    # Condition key names are case-insensitive; their values are not.
+    actual = next((value for name, value in context.items() if name.lower() == key.lower()), None)
     if actual is None:
         return negated
-    wildcards = base in ("StringLike", "ArnLike", "ArnEquals")  # ArnEquals also takes wildcards
-    found = any(_wildcard(v, actual, ignore_case=False) if wildcards else v == actual for v in _as_list(expected))
+    if base in ("ArnLike", "ArnEquals"):
+        found = any(_arn_matches(v, actual) for v in _as_list(expected))
+    elif base == "StringLike":
+        found = any(_wildcard(v, actual, ignore_case=False) for v in _as_list(expected))
+    else:
+        found = actual in _as_list(expected)
     return found != negated
+
+
+def _arn_matches(pattern: str, arn: str) -> bool:
+    """ARN operators compare each of the six colon-delimited parts on its own: a wildcard never spans
+    a colon of the first five."""
+    wanted, found = pattern.split(":", 5), arn.split(":", 5)
+    return len(wanted) == len(found) == 6 and all(
+        _wildcard(w, f, ignore_case=False) for w, f in zip(wanted, found, strict=True))
 
 
 def _statement_applies(statement: Mapping[str, Any], request: Request) -> bool:

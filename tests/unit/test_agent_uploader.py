@@ -141,3 +141,19 @@ def test_links_in_a_checkpoint_are_named_and_never_uploaded(tmp_path: Path) -> N
     uploader.close()
     assert sent == [{"state.pt"}]
     assert any("creds, home" in line and "links are never followed" in line for line in lines), lines
+
+
+def test_a_checkpoint_that_is_a_link_to_a_folder_is_not_uploaded(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    (elsewhere / "id_rsa").write_text("private")
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    (checkpoints / "step-9").symlink_to(elsewhere, target_is_directory=True)
+    sent: list[int] = []
+    lines: list[str] = []
+    uploader = CheckpointUploader(lambda path, step: sent.append(step) or True, lambda done: None, log=lines.append)
+    uploader.offer(9, checkpoints / "step-9")
+    assert uploader.drain(timeout=10)
+    uploader.close()
+    assert sent == [] and any("step-9" in line and "links are never followed" in line for line in lines), lines

@@ -53,3 +53,13 @@ def test_an_operator_it_cannot_judge_is_refused_by_name() -> None:
     dated = {**JOB_OBJECTS, "Condition": {"DateLessThan": {"aws:CurrentTime": "2099-01-01T00:00:00Z"}}}
     with pytest.raises(UnknownOperator, match="DateLessThan"):
         decide(policy(dated), Request("s3:GetObject", f"{BUCKET}/job/x", {}))
+
+
+def test_condition_keys_match_in_any_case_and_arn_wildcards_stay_within_a_part() -> None:
+    assert decide(policy(LIST_JOB), Request("s3:ListBucket", BUCKET, {"S3:Prefix": "job/a"})) == ALLOWED
+    from_topic = {"Effect": "Allow", "Action": "sns:Publish", "Resource": "*",
+                  "Condition": {"ArnLike": {"aws:SourceArn": "arn:aws:sns:*:123456789012:jobs"}}}
+    assert decide(policy(from_topic), Request("sns:Publish", "*",
+                                              {"aws:SourceArn": "arn:aws:sns:us-east-1:123456789012:jobs"})) == ALLOWED
+    assert decide(policy(from_topic), Request("sns:Publish", "*", {
+        "aws:SourceArn": "arn:aws:sns:us-east-1:999:x:123456789012:jobs"})) == IMPLICIT_DENY

@@ -201,11 +201,22 @@ class Agent:
         the steps trained again are published."""
         if named is None or restored == named:
             return named
+        if not self._proven_damaged(named):  # S3 failed to answer: no proof latest.json is wrong
+            return named
         if restored is not None and self.clients.store.repoint(restored, named):
             self.log(f"latest.json named step {named}, which could not be restored: it now names step {restored}")
         elif restored is None:
             self.log(f"latest.json names step {named}, but no checkpoint in S3 could be restored")
         return restored
+
+    def _proven_damaged(self, step: int) -> bool:
+        """A restore proved the step damaged, or S3 says it has no manifest."""
+        if step in self.clients.store.damaged_steps:
+            return True
+        try:
+            return not self.clients.store.has_checkpoint(step)
+        except RemoteStoreError:
+            return False
 
     # ---- the training loop --------------------------------------------------------------------
     def _train(self, uploader: CheckpointUploader, resume_from: Path | None) -> int:
@@ -235,10 +246,10 @@ class Agent:
                 # SIGTERM must not end the job. If it had really finished, the next run confirms DONE.
                 return self._interrupted(outcome, newest)
             if code == 0:
+                if self._publishes() and (missing := self._final_upload(uploader, newest)):
+                    return self._failed(missing, failures)
                 if self.config.distributed:  # rank 0 may have written on another node
                     newest = self.clients.store.latest_step()
-                elif missing := self._final_not_in_s3(newest):
-                    return self._failed(missing, failures)
                 if self._publishes():  # several nodes: one node's outputs, not each rank's parts
                     keep_final_outputs(self.telemetry, Path(self.config.checkpoint_dir))
                 return self._done(newest)
@@ -292,16 +303,29 @@ class Agent:
                      f"{len(round_.nodes)} node(s): {self._round_failures.reason}")
         return verdict
 
+    def _final_upload(self, uploader: CheckpointUploader, uploaded: int | None) -> str:
+        """DONE needs the final checkpoint in S3: retried for up to the grace period (S3 may be having a bad
+        minute); '' once it is there, else why the job must not end DONE."""
+        deadline = time.monotonic() + self.config.grace_seconds
+        while missing := self._final_not_in_s3(uploaded):
+            if time.monotonic() >= deadline or self.stop_requested.is_set():
+                return missing
+            self.log(f"{missing}; retrying its upload")
+            uploaded = self._settle_uploads(uploader)
+            self.stop_requested.wait(min(5.0, max(0.0, deadline - time.monotonic())))
+        return ""
+
     def _final_not_in_s3(self, uploaded: int | None) -> str:
         """Why the job must not end DONE: its newest checkpoint is only on this disk ('' when in S3)."""
         local = self._newest_local(writer_done=True)
         if local is None or (uploaded is not None and local[0] <= uploaded):
             return ""
         try:
-            if (self.clients.store.latest_step() or -1) >= local[0]:
-                return ""
+            in_s3 = self.clients.store.latest_step()
         except RemoteStoreError as error:
             return f"the final checkpoint (step {local[0]}) could not be confirmed in S3 ({error})"
+        if in_s3 is not None and in_s3 >= local[0]:
+            return ""
         return f"the final checkpoint (step {local[0]}) did not reach S3: it is only on this instance's disk"
 
     def _confirmed_in_s3(self, step: int | None) -> bool:
@@ -309,7 +333,8 @@ class Agent:
         if step is None:
             return False
         try:
-            return (self.clients.store.latest_step() or -1) >= step and self.clients.store.has_checkpoint(step)
+            in_s3 = self.clients.store.latest_step()
+            return in_s3 is not None and in_s3 >= step and self.clients.store.has_checkpoint(step)
         except RemoteStoreError:
             return False
 

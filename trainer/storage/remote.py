@@ -53,11 +53,15 @@ class DamagedRecord(RemoteStoreError):
         self.etag = etag  # a conditional write may still replace it
 
 
+class BadManifest(RemoteStoreError):
+    """A manifest that names something no checkpoint of ours can be: proven damage, not a bad minute."""
+
+
 def entry_name(name: object) -> str:
     """A checkpoint's name as its manifest gives it: one plain path component, never `.`, `..` or a
     path, so a restore writes and deletes only inside the checkpoint folder."""
     if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise RemoteStoreError(f"manifest names the checkpoint {name!r}, not a plain name")
+        raise BadManifest(f"manifest names the checkpoint {name!r}, not a plain name")
     return name
 
 
@@ -65,7 +69,7 @@ def safe_relative(name: str) -> str:
     """A file name inside a checkpoint: relative, with no `.`, `..` or empty part."""
     parts = name.split("/")
     if name.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\0" in name:
-        raise RemoteStoreError(f"manifest names a file outside the checkpoint: {name!r}")
+        raise BadManifest(f"manifest names a file outside the checkpoint: {name!r}")
     return name
 
 
@@ -126,6 +130,7 @@ class RemoteStore:
         self.transfer = transfer_config
         self.instance = instance or os.environ.get("SPOT_INSTANCE_ID") or socket.gethostname()
         self.restored_step: int | None = None  # the step the last restore_at_or_below brought back
+        self.damaged_steps: set[int] = set()  # steps a restore proved damaged (not merely unreachable)
 
     # ---- keys ---------------------------------------------------------------------------------
     def key(self, name: str) -> str:
@@ -306,11 +311,13 @@ class RemoteStore:
     def _restore_step(self, step: int, dest_dir: Path) -> Path | None:
         prefix = self.step_prefix(step)
         staging = dest_dir / f".step-{step:08d}.{os.getpid()}.tmp"
+        proven = True  # a problem found is the checkpoint's own, unless S3 failed to answer
         try:
             manifest = self.get_json(prefix + MANIFEST, absolute=True)
             if manifest is None:
                 log.warning("checkpoint step %d has no manifest (incomplete upload); trying an older one",
                             step)
+                self.damaged_steps.add(step)
                 return None
             final = dest_dir / entry_name(manifest["name"])
             self._remove(staging)
@@ -321,8 +328,12 @@ class RemoteStore:
             if error.errno in LOCAL_DISK_ERRORS:  # this disk, not the checkpoint: never fall back past it
                 raise RemoteStoreError(f"cannot restore checkpoint step {step} into {dest_dir}: {error}") from error
             problem = f"{type(error).__name__}: {error}"
-        except (RemoteStoreError, KeyError, TypeError, ValueError) as error:
+        except (DamagedRecord, BadManifest, KeyError, TypeError, ValueError) as error:
             problem = f"{type(error).__name__}: {error}"
+        except RemoteStoreError as error:  # S3 after its retries: says nothing about the checkpoint
+            problem, proven = f"{type(error).__name__}: {error}", False
+        if problem and proven:
+            self.damaged_steps.add(step)
         if problem:
             log.warning("checkpoint step %d is damaged (%s); trying an older one", step, problem)
             self._remove(staging)

@@ -118,6 +118,10 @@ class CheckpointUploader:
         if links := links_in(path):
             self._log(f"checkpoint step {step}: not uploading {', '.join(links[:5])}: links are never followed "
                       "or uploaded (save real files into CHECKPOINT_DIR)")
+        if path.is_symlink():  # the checkpoint itself: whatever it points at is not the job's
+            with self._cond:
+                self._failed_step = step
+            return
         try:
             staged = self._stage(path)
         except FileNotFoundError:  # pruned before its turn came: a newer checkpoint supersedes it
