@@ -277,7 +277,7 @@ class Agent:
         """Several nodes: a round failed. Whether it counts is decided when the next round forms
         (spot_trainer.agent.round_failures); EXHAUSTED when no round formed since the last failure
         and the budget is spent."""
-        round_ = read_round(self.round_file)
+        round_ = self._round()
         if self._round_failures.failed(round_.nodes if round_ else None, reason) == EXHAUSTED:
             return EXHAUSTED
         failures = self._round_failures
@@ -289,9 +289,8 @@ class Agent:
         self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures.count - 1)))
         return None
 
-    def _judge_round(self) -> str | None:
+    def _judge_round(self, round_: Round | None) -> str | None:
         """Several nodes, each poll: once the round after a failure forms, was it the world changing?"""
-        round_ = read_round(self.round_file) if self.config.distributed else None
         if round_ is None:
             return None
         verdict = self._round_failures.round_formed(round_.nodes)
@@ -342,13 +341,17 @@ class Agent:
         return self._world().catch_up(uploader, self.telemetry.group_stop_step, self._publishes(),
                                       lambda: self._newest_local(writer_done=True), self._prepare_directory)
 
-    def _publishes(self) -> bool:
+    def _round(self) -> Round | None:
+        """Several nodes: the round this node is in, as the launcher last recorded it."""
+        return read_round(self.round_file) if self.config.distributed else None
+
+    def _publishes(self, round_: Round | None = None) -> bool:
         """One node publishes each step: on a single node this one; on several, the node holding group
         rank 0 in the current round (its global rank 0 is where every framework saves whole). Before a
         round forms, none."""
         if not self.config.distributed:
             return True
-        round_ = read_round(self.round_file)
+        round_ = round_ or self._round()
         return round_ is not None and round_.publishes
 
     def _prepare_directory(self, resume_from: Path | None) -> None:
@@ -417,10 +420,11 @@ class Agent:
                 main_exited_at = main_exited_at or time.monotonic()
                 code = self._stop_leftovers(command, main_code, main_exited_at)
             newest = self._newest_local(writer_done=code is not None)
-            if newest is not None and self._publishes():
+            round_ = self._round()  # read once per poll
+            if newest is not None and self._publishes(round_):
                 uploader.offer(*newest)
-            self._say_round()
-            if self._judge_round() == EXHAUSTED:
+            self._say_round(round_)
+            if self._judge_round(round_) == EXHAUSTED:
                 self._stop_command(command)
                 return EXHAUSTED, -1
             watch.check(newest, exited=code == 0)
@@ -461,9 +465,8 @@ class Agent:
                      "the newest checkpoint already in S3")
         return code
 
-    def _say_round(self) -> None:
+    def _say_round(self, round_: Round | None) -> None:
         """Once per round formed: its size and whether this node publishes."""
-        round_ = read_round(self.round_file) if self.config.distributed else None
         if round_ is not None and round_ != self._said_round:
             self._said_round = round_
             self.log(round_.line())

@@ -119,8 +119,7 @@ class CheckpointUploader:
             self._log(f"checkpoint step {step}: not uploading {', '.join(links[:5])}: links are never followed "
                       "or uploaded (save real files into CHECKPOINT_DIR)")
         if path.is_symlink():  # the checkpoint itself: whatever it points at is not the job's
-            with self._cond:
-                self._failed_step = step
+            self._mark_failed(step)
             return
         try:
             staged = self._stage(path)
@@ -128,16 +127,14 @@ class CheckpointUploader:
             return
         except OSError as error:  # a full disk, a name too long: this step fails, the worker lives on
             self._log(f"upload of checkpoint step {step} failed: staging {path.name}: {_one_line(error)}")
-            with self._cond:
-                self._failed_step = step
+            self._mark_failed(step)
             return
         try:
             size = size_of(staged)
             published = self._upload(staged, step)
         except Exception as error:  # S3 down after retries, a file that changed: the next may succeed
             self._log(f"upload of checkpoint step {step} failed: {_one_line(error)}")
-            with self._cond:
-                self._failed_step = step
+            self._mark_failed(step)
             return
         finally:
             if staged is not None and staged != path:
@@ -149,6 +146,11 @@ class CheckpointUploader:
         except Exception as error:  # reporting is secondary; the worker must live on
             self._log(f"recording the upload of step {step} failed: {_one_line(error)}")
 
+
+    def _mark_failed(self, step: int) -> None:
+        """`step` did not go up: `offer(..., retry=True)` may offer it once more."""
+        with self._cond:
+            self._failed_step = step
 
     def _stage(self, path: Path) -> Path:
         staged = stage(path)
