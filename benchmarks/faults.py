@@ -2,7 +2,8 @@
 folder, a metadata service that misbehaves during a notice and a command that leaves processes behind.
 
 Each case starts the agent process (`python -m spot_trainer agent`) against moto server and a local
-IMDS on 127.0.0.1, with a shell command standing in for training, and judges what it did:
+IMDS on 127.0.0.1 (S3 through a proxy a case can make fail), with a shell command standing in for
+training, and judges what it did:
   ok      the rule of README's *Reliability* section held, in bounded time
   wrong   it did not (the reason says what happened)
   hangs   the agent did not finish within the case's bound (it is killed)
@@ -18,6 +19,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -34,8 +36,10 @@ from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
 from spot_trainer.storage.remote import RemoteStore  # noqa: E402
 from tests.integration.agent_runner import AgentProcess, agent_env  # noqa: E402
+from tests.support.s3_proxy import FaultProxy  # noqa: E402
 
 BOUND_SECONDS = 60.0  # no case may take longer
+S3_OUTAGE_SECONDS = 20.0  # S3 answers only 503 for this long from the notice on
 READY = 'trap "exit 0" TERM; echo ready; while true; do sleep 0.1; done'
 
 
@@ -45,6 +49,7 @@ class Run:
     folder: Path
     agent: AgentProcess
     imds: FakeImds
+    s3: FaultProxy  # the agent's way to S3: forwards everything unless a case breaks it
     code: int | None = None
     seconds: float = 0.0
     marks: dict[str, float] = field(default_factory=dict)
@@ -106,12 +111,23 @@ def missing_named_step(store: RemoteStore, folder: Path) -> None:
 
 
 # ---- actions during a run -------------------------------------------------------------------------
-def notice_when_ready(announce: Callable[[FakeImds], None]) -> Callable[[Run], None]:
+def notice_when_ready(announce: Callable[[Run], None]) -> Callable[[Run], None]:
     def during(run: Run) -> None:
         run.agent.wait_for(lambda: run.said("ready"), timeout=30, what="the command's ready line")
         run.marks["notice"] = time.monotonic()
-        announce(run.imds)
+        announce(run)
     return during
+
+
+def s3_down_at_the_notice(run: Run) -> None:
+    """Every S3 call fails with 503 SlowDown from the notice on, for S3_OUTAGE_SECONDS."""
+    def heal() -> None:
+        run.s3.fraction, run.s3.resets = 0.0, 0.5
+    run.s3.fraction, run.s3.resets = 1.0, 0.0
+    healer = threading.Timer(S3_OUTAGE_SECONDS, heal)
+    healer.daemon = True
+    healer.start()
+    run.imds.announce_interruption()
 
 
 def stopped_within(seconds: float) -> Callable[[Run], str]:
@@ -155,7 +171,8 @@ def not_done_without_it(run: Run) -> str:
     status = run.store.get_json("status.json") or {}
     if status.get("state") != "FAILED" or "did not reach S3" not in str(status.get("reason")):
         return f"ended {status.get('state')} ({status.get('reason')!r})"
-    return ""
+    kept = run.said("this instance is kept until")
+    return "" if kept else "the instance was not kept for the checkpoint to be copied"
 
 
 def ended(code: int) -> Callable[[Run], str]:
@@ -181,13 +198,15 @@ def cases() -> list[Case]:
         Case("links", "a checkpoint that is a link", 'ln -s /etc/hostname "$CHECKPOINT_DIR/ckpt_7.pt"; sleep 1; exit 0',
              lambda run: "" if "ckpt_7.pt" not in uploaded_names(run) else "the link's target was uploaded"),
         Case("hangs", "FIFOs named trainer_state.json and last.ckpt, then a notice", fifos, stopped_within(3.0),
-             during=notice_when_ready(lambda imds: imds.announce_interruption())),
+             during=notice_when_ready(lambda run: run.imds.announce_interruption())),
         Case("hangs", "processes left behind by a command that exited 0", "sleep 600 & echo started; exit 0",
              ended(0), settings={"grace_seconds": "3"}),
         Case("notice", "HTTP 500 from the metadata service as the notice comes", READY, stopped_within(3.0),
-             during=notice_when_ready(lambda imds: (imds.fail_gets(1), imds.announce_interruption()))),
+             during=notice_when_ready(lambda run: (run.imds.fail_gets(1), run.imds.announce_interruption()))),
+        Case("notice", f"S3 answers only 503 for {S3_OUTAGE_SECONDS:.0f} s from the notice on", READY,
+             stopped_within(3.0), during=notice_when_ready(s3_down_at_the_notice)),
         Case("notice", "spot/instance-action answers 200 with a body that is not JSON", READY, stopped_within(3.0),
-             during=notice_when_ready(lambda imds: imds.announce_raw_interruption("<html>terminate</html>"))),
+             during=notice_when_ready(lambda run: run.imds.announce_raw_interruption("<html>terminate</html>"))),
         Case("records", "latest.json empty", trains_to_20, latest_is(20), latest_body(b"")),
         Case("records", "latest.json HTML", trains_to_20, latest_is(20), latest_body(b"<html>502</html>")),
         Case("records", 'latest.json {"step": "ten"}', trains_to_20, latest_is(20), latest_body(b'{"step": "ten"}')),
@@ -217,12 +236,13 @@ def run_case(index: int, case: Case, server: MotoServer, bucket: str, root: Path
     store = RemoteStore(s3, bucket, job)
     case.setup(store, folder)
     started = time.monotonic()
-    with FakeImds(instance_id=f"i-{job}") as imds:
-        env = agent_env(server.env(), bucket=bucket, job=job, checkpoint_dir=folder, imds_url=imds.url,
+    with FakeImds(instance_id=f"i-{job}") as imds, FaultProxy(server.port) as proxy:
+        through_proxy = {**server.env(), "AWS_ENDPOINT_URL": proxy.endpoint}
+        env = agent_env(through_proxy, bucket=bucket, job=job, checkpoint_dir=folder, imds_url=imds.url,
                         instance_id=f"i-{job}", command=case.command,
                         **{"grace_seconds": "10", "lease_ttl_seconds": "4", **case.settings})
         env["HOME"] = str(root / job)
-        run = Run(store, folder, AgentProcess(env).start(), imds)
+        run = Run(store, folder, AgentProcess(env).start(), imds, proxy)
         outcome, reason = "ok", ""
         try:
             case.during(run)

@@ -1,5 +1,6 @@
 """What the agent meets at run time beyond the happy path: processes the command leaves behind, a
-status record that does not parse. Each ends in bounded time with a line that names it."""
+status record that does not parse, a final checkpoint that cannot reach S3. Each ends in bounded time
+with a line that names it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 import boto3
 
 from localcloud.fake_imds import FakeImds
+from spot_trainer.agent.supervisor import EXIT_FAILED
 from spot_trainer.storage.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
+from tests.integration.fleet import create_group, desired_capacity
 
 
 def agent(aws_env: dict[str, str], bucket: str, job: str, tmp_path: Path, command: str,
@@ -48,3 +51,30 @@ def test_a_status_record_that_does_not_parse_is_named_and_the_job_runs(
     assert any("damaged-status/status.json: not valid JSON" in line and "taken as absent" in line
                for line in running.lines), running.text()
     assert RemoteStore(s3, bucket, "damaged-status").get_json("status.json")["state"] == "DONE"
+
+
+def test_a_final_checkpoint_that_cannot_reach_s3_fails_the_job_and_keeps_the_instance(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """The newest checkpoint is only on this disk: not DONE, and the hook is left to time out so that
+    it can still be copied off, rather than the instance let go at once."""
+    group = f"fleet-{bucket[-8:]}"
+    autoscaling = create_group(aws_env, group, drain_hook="drain-hook")
+    unsendable = ('mkdir -p "$CHECKPOINT_DIR/ckpt_5" && echo w > "$CHECKPOINT_DIR/ckpt_5/model.pt" && '
+                  "echo x > \"$CHECKPOINT_DIR/ckpt_5/$(printf 'notes-\\377')\"; exit 0")
+    running = agent(aws_env, bucket, "unsent", tmp_path, unsendable, grace_seconds="2",
+                    lifecycle_hook="drain-hook", asg_name=group)
+    try:
+        running.wait_for(lambda: any("giving up" in line for line in running.lines), what="giving up")
+        running.imds.set_target_lifecycle_state("Terminated")  # type: ignore[attr-defined]  # the group picks it
+        assert running.wait(timeout=60) == EXIT_FAILED, running.text()
+    finally:
+        running.stop()
+        running.imds.stop()  # type: ignore[attr-defined]
+    status = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "unsent") \
+        .get_json("status.json")
+    assert status["state"] == "FAILED" and "the final checkpoint (step 5) did not reach S3" in status["reason"]
+    assert desired_capacity(autoscaling, group) == 0
+    assert not any("completed lifecycle action" in line for line in running.lines), running.text()
+    assert any("this instance is kept until its lifecycle hook drain-hook times out" in line
+               for line in running.lines), running.text()

@@ -247,7 +247,7 @@ class Agent:
                 return self._interrupted(outcome, newest)
             if code == 0:
                 if self._publishes() and (missing := self._final_upload(uploader, newest)):
-                    return self._failed(missing, failures)
+                    return self._failed(missing, failures, keep_instance=True)
                 if self.config.distributed:  # rank 0 may have written on another node
                     newest = self.clients.store.latest_step()
                 if self._publishes():  # several nodes: one node's outputs, not each rank's parts
@@ -528,18 +528,24 @@ class Agent:
         self._own_group().release()
         return EXIT_FAILED if ending.get("kind") == "failed" else 0
 
-    def _failed(self, reason: str, failures: int) -> int:
+    def _failed(self, reason: str, failures: int, *, keep_instance: bool = False) -> int:
         self._require_reporter().update(state=states.FAILED, reason=reason, failures=failures)
         self.telemetry.event("failed", reason=reason)
-        self._end_job(f"giving up after {failures} failures: {reason}" if failures else f"giving up: {reason}")
+        self._end_job(f"giving up after {failures} failures: {reason}" if failures else f"giving up: {reason}",
+                      keep_instance=keep_instance)
         return EXIT_FAILED
 
-    def _end_job(self, message: str) -> None:
+    def _end_job(self, message: str, *, keep_instance: bool = False) -> None:
         """Done or failed for good: scale the group to zero, then let this instance go as well (it is
-        next to drain: its hook is completed as soon as the group picks it)."""
+        next to drain: its hook is completed as soon as the group picks it). With `keep_instance` (the
+        newest checkpoint is only on this disk) the hook is left to time out, so there is time to copy it."""
         group = self._own_group()
         group.scale_to_zero()
         self.log(message)
+        if keep_instance:
+            self.log(f"this instance is kept until its lifecycle hook {self.config.lifecycle_hook or '(none)'} "
+                     f"times out: copy what {self.config.checkpoint_dir} holds before then")
+            return
         group.release(SCALE_IN_WAIT_SECONDS, self.config.poll_seconds, self.stop_requested)
 
     def _save_watch(self) -> SaveWatch:
