@@ -1,8 +1,10 @@
 """P7: what losing one node of three costs, this design against a whole-group restart.
 
-Three agents train the built-in LM as one torchrun world (gloo, real processes, each node its own
-127.0.0.x and disk, the rendezvous in moto's S3). At the same step the node holding rank 0 is
-SIGKILLed; a replacement "boots" for --boot-seconds and then starts. Side by side:
+Three agents train as one torchrun world (gloo, real processes, each node its own 127.0.0.x and
+disk, the rendezvous in moto's S3), once with the built-in LM and once with a plain DDP script of the
+user's own (tests/fixtures/plain_scripts/ddp_silent.py, which knows nothing of Spot Trainer; its
+--progress lines are the clock). At the same step the node publishing checkpoints (rank 0) is
+SIGKILLed; a replacement "boots" for --boot-seconds and then starts. Side by side, for each command:
 
 - this design: the two survivors keep their agents, fetch the newest checkpoint and train on as a
   world of two; the replacement joins the next round.
@@ -12,6 +14,8 @@ SIGKILLed; a replacement "boots" for --boot-seconds and then starts. Side by sid
 For each: seconds from the loss to training again at full size (the replacement's first step in a
 world of three), and the useful steps trained during that outage (global steps beyond the
 checkpoint both resume from). Prints one JSON object.
+
+    .venv/bin/python benchmarks/p7_multinode.py [--commands builtin own]
 """
 
 from __future__ import annotations
@@ -36,13 +40,20 @@ from tests.integration.agent_runner import AgentProcess, agent_env  # noqa: E402
 
 TRAIN_ARGS = ("--model lm --synthetic --steps 100000 --width 16 --context 16 --batch-size 12 "
               "--checkpoint-every-steps 10 --log-every 1 --min-step-seconds {pace}")
+OWN_DDP = REPO_ROOT / "tests/fixtures/plain_scripts/ddp_silent.py"
+
+
+def command_settings(kind: str, pace: float) -> dict[str, str]:
+    if kind == "builtin":
+        return {"command": "builtin", "train_args": TRAIN_ARGS.format(pace=pace)}
+    return {"command": f"{sys.executable} {OWN_DDP} --steps 100000 --save-every 10 --step-seconds {pace} --progress"}
 
 
 class Nodes:
     """Agents of one job; each `start` is a new instance with its own address, IMDS and disk."""
 
-    def __init__(self, env: dict[str, str], bucket: str, job: str, root: Path, pace: float) -> None:
-        self.env, self.bucket, self.job, self.root, self.pace = env, bucket, job, root, pace
+    def __init__(self, env: dict[str, str], bucket: str, job: str, root: Path, command: dict[str, str]) -> None:
+        self.env, self.bucket, self.job, self.root, self.command = env, bucket, job, root, command
         self.stack = contextlib.ExitStack()
         self.agents: list[AgentProcess] = []
 
@@ -50,8 +61,7 @@ class Nodes:
         node = len(self.agents) + 1
         imds = self.stack.enter_context(FakeImds(instance_id=f"i-{node}", local_ipv4=f"127.0.0.{node + 1}"))
         env = agent_env(self.env, bucket=self.bucket, job=self.job, checkpoint_dir=self.root / f"node{node}",
-                        imds_url=imds.url, instance_id=f"i-{node}", command="builtin",
-                        train_args=TRAIN_ARGS.format(pace=self.pace), distributed="true", min_nodes="2",
+                        imds_url=imds.url, instance_id=f"i-{node}", **self.command, distributed="true", min_nodes="2",
                         max_nodes="3", rdzv_last_call_seconds="2", rdzv_keep_alive_seconds="2", grace_seconds="30")
         env["OMP_NUM_THREADS"] = "1"
         agent = AgentProcess(env).start()
@@ -59,7 +69,10 @@ class Nodes:
         return agent
 
     def writer(self) -> AgentProcess:
-        return next(agent for agent in self.agents if agent.events("checkpoint"))
+        """The node whose agent last said it publishes (it holds rank 0 in the round)."""
+        def latest_round(agent: AgentProcess) -> str:
+            return next((line for line in reversed(agent.lines) if "group rank" in line), "")
+        return next(agent for agent in self.agents if "(publishes)" in latest_round(agent))
 
     def close(self) -> None:
         for agent in self.agents:
@@ -120,6 +133,7 @@ def main() -> None:
     parser.add_argument("--boot-seconds", type=float, default=10.0, help="how long a new instance takes to boot")
     parser.add_argument("--pace", type=float, default=0.2, help="seconds per training step")
     parser.add_argument("--warmup-step", type=int, default=15)
+    parser.add_argument("--commands", nargs="+", choices=("builtin", "own"), default=["builtin", "own"])
     args = parser.parse_args()
     results: dict[str, object] = {"benchmark": "p7_multinode", "nodes": 3, "min_nodes": 2,
                                   "boot_seconds": args.boot_seconds, "seconds_per_step": args.pace}
@@ -127,13 +141,17 @@ def main() -> None:
         env = server.env()
         os.environ.update(env)  # boto3 here and in every agent: moto, with its test credentials
         s3 = boto3.client("s3")
-        for name, scenario in (("this_design", this_design), ("whole_group_restart", whole_group_restart)):
-            s3.create_bucket(Bucket=f"p7-{name.replace('_', '-')}")
-            nodes = Nodes(env, f"p7-{name.replace('_', '-')}", "p7", Path(scratch) / name, args.pace)
-            try:
-                results[name] = scenario(nodes, args.boot_seconds, args.warmup_step)
-            finally:
-                nodes.close()
+        for kind in args.commands:
+            by_design: dict[str, object] = {}
+            results[kind] = by_design
+            for name, scenario in (("this_design", this_design), ("whole_group_restart", whole_group_restart)):
+                bucket = f"p7-{kind}-{name.replace('_', '-')}"
+                s3.create_bucket(Bucket=bucket)
+                nodes = Nodes(env, bucket, "p7", Path(scratch) / kind / name, command_settings(kind, args.pace))
+                try:
+                    by_design[name] = scenario(nodes, args.boot_seconds, args.warmup_step)
+                finally:
+                    nodes.close()
     print(json.dumps(results, indent=2))
 
 

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROUND_FILE_ENV = "RENDEZVOUS_ROUND_FILE"  # where the launcher writes this node's record
+# "1": each round resumes from one step published in S3 (spot_trainer.distributed.round_start)
+ROUND_RESUME_ENV = "RENDEZVOUS_RESUME_FROM_S3"
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,15 @@
 """The s3 rendezvous against moto over HTTP: torch's compare-and-set contract under racing joiners,
-the store torchrun's agents use, and torch's own dynamic rendezvous forming a world through them."""
+the store torchrun's agents use, torch's own dynamic rendezvous forming a world through them, and
+what a round of a command of the user's own adds: a peer gone is a new round, and every node of a
+round resumes from one step published in S3."""
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 
 import boto3
 import pytest
@@ -13,9 +17,12 @@ import torch.distributed as dist
 from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 from spot_trainer.distributed.handler import create_s3_handler, endpoint_parts
+from spot_trainer.distributed.round_start import agree_on_step, bring_to_step
 from spot_trainer.distributed.s3_backend import S3RendezvousBackend
 from spot_trainer.distributed.s3_objects import ConditionalObjects
 from spot_trainer.distributed.s3_store import S3Store
+from spot_trainer.rounds import ROUND_RESUME_ENV
+from spot_trainer.storage.remote import RemoteStore
 
 
 @pytest.fixture
@@ -104,3 +111,73 @@ def test_the_endpoint_names_bucket_and_job() -> None:
     assert endpoint_parts("s3://my-bucket/job-a") == endpoint_parts("my-bucket/job-a/") == ("my-bucket", "job-a")
     with pytest.raises(ValueError, match="<bucket>/<job prefix>"):
         endpoint_parts("my-bucket")
+
+
+def test_a_peer_gone_from_the_round_is_a_new_round_for_a_command_of_the_users_own(
+    aws_env: dict[str, str], bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchrun restarts its workers when num_nodes_waiting() is above 0. A peer that leaves (a notice)
+    must count, or the survivors' ranks sit in a collective on it until their framework's timeout."""
+    handlers = [create_s3_handler(handler_params(bucket, node)) for node in (1, 2, 3)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        list(pool.map(lambda handler: handler.next_rendezvous(), handlers))
+    try:
+        monkeypatch.setenv(ROUND_RESUME_ENV, "1")
+        assert handlers[0].num_nodes_waiting() == 0, "the round is whole"
+        handlers[2].shutdown()  # the notified node's torchrun leaves the rendezvous
+        deadline = time.monotonic() + 5  # torch reads the shared state again after a second at most
+        while handlers[0].num_nodes_waiting() == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert handlers[0].num_nodes_waiting() == 1
+        monkeypatch.delenv(ROUND_RESUME_ENV)  # the built-in trainer times its collectives out by itself
+        assert handlers[0].num_nodes_waiting() == 0
+    finally:
+        for handler in handlers[:2]:
+            handler.shutdown()
+
+
+def saved(folder: Path, step: int, content: bytes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"ckpt_{step}.pt"
+    path.write_bytes(content)
+    return path
+
+
+def test_every_node_of_a_round_resumes_from_the_one_step_published_in_s3(
+    aws_env: dict[str, str], bucket: str, objects: ConditionalObjects, tmp_path: Path
+) -> None:
+    """The disks differ as a round forms: the writer holds a step still uploading, a replacement what S3
+    held when it booted, another node a part its rank wrote. All resume from S3's step, and nothing
+    a disk held is deleted: what lies above that step is set aside."""
+    remote = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "job")
+    for step in (20, 40):
+        remote.upload(saved(tmp_path / "published", step, b"weights %d" % step), step)
+    disks = {"writer": tmp_path / "writer", "replacement": tmp_path / "replacement", "peer": tmp_path / "peer"}
+    saved(disks["writer"], 40, b"weights 40")
+    saved(disks["writer"], 60, b"weights 60")  # its agent has not uploaded it yet
+    saved(disks["replacement"], 20, b"weights 20")
+    saved(disks["peer"], 40, b"part")  # a rank's part of step 40, not the whole checkpoint
+    round_store = S3Store(objects)
+    step = agree_on_step(round_store, 0, remote, published_last_round=False, directory=disks["writer"])
+    assert step == 40
+    assert agree_on_step(round_store, 1, remote, published_last_round=False, directory=disks["peer"]) == 40
+    resumed = {name: bring_to_step(disk, step, remote) for name, disk in disks.items()}
+    assert {path.name if path else None for path in resumed.values()} == {"ckpt_40.pt"}
+    assert {path.read_bytes() for path in resumed.values() if path} == {b"weights 40"}
+    assert (disks["writer"] / ".unverified-ckpt_60.pt").read_bytes() == b"weights 60"
+    assert (disks["peer"] / ".unverified-ckpt_40.pt").read_bytes() == b"part"
+
+
+def test_the_node_that_published_last_round_waits_for_its_newest_step_to_reach_s3(
+    aws_env: dict[str, str], bucket: str, objects: ConditionalObjects, tmp_path: Path
+) -> None:
+    remote = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "job")
+    remote.upload(saved(tmp_path / "writer", 20, b"weights 20"), 20)
+    newest = saved(tmp_path / "writer", 30, b"weights 30")  # saved as the last round stopped
+    uploading = threading.Timer(1.0, lambda: remote.upload(newest, 30))
+    uploading.start()
+    try:
+        assert agree_on_step(S3Store(objects), 0, remote, published_last_round=True,
+                             directory=tmp_path / "writer") == 30
+    finally:
+        uploading.join()

@@ -16,18 +16,20 @@ from pathlib import Path
 import pytest
 
 from spot_trainer.agent.command import AUTO_RESUME_PATH, with_auto_resume
-from spot_trainer.integrations.auto_resume import HF_MODULE, LIGHTNING_MODULES, hooks, resume_by_default
+from spot_trainer.integrations.auto_resume import HF_MODULE, hooks, resume_by_default
 from spot_trainer.integrations.lightning_dirpath import MODULES as LIGHTNING_CHECKPOINT_MODULES
+from spot_trainer.integrations.lightning_nodes import MODULES as LIGHTNING_MODULES
 from spot_trainer.integrations.post_import import when_imported
 
 
 @pytest.mark.parametrize(("env", "patched"), [
     ({}, set()),  # not under the agent
-    ({"CHECKPOINT_DIR": "/c"}, set(LIGHTNING_CHECKPOINT_MODULES)),  # a first run: save where the agent looks
+    # a first run: save where the agent looks; a Lightning Trainer under torchrun follows the round's nodes
+    ({"CHECKPOINT_DIR": "/c"}, {*LIGHTNING_CHECKPOINT_MODULES, *LIGHTNING_MODULES}),
     ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5"},
      {*LIGHTNING_CHECKPOINT_MODULES, HF_MODULE, *LIGHTNING_MODULES}),
-    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": "off"}, set()),
-    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": " OFF "}, set()),
+    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": "off"}, set(LIGHTNING_MODULES)),
+    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": " OFF "}, set(LIGHTNING_MODULES)),
     ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": "on"},
      {*LIGHTNING_CHECKPOINT_MODULES, HF_MODULE, *LIGHTNING_MODULES}),
 ])

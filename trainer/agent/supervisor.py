@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..rounds import ROUND_FILE_ENV, Round, read_round
+from ..rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, read_round
 from ..storage import layouts, staging
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore, RemoteStoreError
@@ -404,6 +404,8 @@ class Agent:
             # Several nodes: torchrun gives each rank RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT.
             **({ROUND_FILE_ENV: str(self.round_file)} if config.distributed else SINGLE_NODE_ENV),
         }
+        if config.distributed and not self._builtin:  # the built-in trainer agrees on a step by itself
+            env[ROUND_RESUME_ENV] = "1"
         if not self._builtin:  # the built-in trainer resumes by itself
             env = with_auto_resume(env)
         self.log(f"starting {'the built-in trainer' if self._builtin else config.command!r}"

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousInfo, RendezvousParameters
 from torch.distributed.elastic.rendezvous.api import rendezvous_handler_registry
@@ -21,8 +22,10 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     create_handler,
 )
 
-from ..rounds import ROUND_FILE_ENV, Round, write_round
+from ..rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, write_round
+from ..storage.remote import RemoteStore
 from ..storage.s3client import s3_client
+from .round_start import start_round
 from .s3_backend import S3RendezvousBackend
 from .s3_objects import ConditionalObjects
 from .s3_store import S3Store
@@ -45,18 +48,42 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
     rendezvous for every node, for good. Here a failure is a lost peer, after which the survivors'
     agents start torchrun again under the same id: this node must step out, not lock the others out.
     The job's end is the agents' business (status.json), not the rendezvous'.
+
+    For a command of the user's own, a peer gone is a new round too, and every round starts its
+    workers from one step published in S3 (round_start.py).
     """
+
+    remote: RemoteStore | None = None  # the job's checkpoints in S3 (set by create_s3_handler)
+    published_last_round = False  # this node held group rank 0 in the round before
+    round_members: frozenset[Any] = frozenset()  # the nodes of the round this node is in
+    peer_gone = False  # a node of this round left it or died: its collectives cannot complete
 
     def _close(self) -> None:
         self._op_executor.run(_RendezvousExitOp(), self._get_deadline(self._settings.timeout.close))
 
+    def num_nodes_waiting(self) -> int:
+        """Above 0, torchrun stops its workers and joins a new round. torch counts nodes waiting to join;
+        for a command of the user's own, a peer of this round gone (it left, or missed three heartbeats)
+        counts too: its ranks would otherwise sit in a collective on the dead peer until their framework's
+        timeout (30 minutes by default). The built-in trainer times its own collectives out."""
+        waiting = super().num_nodes_waiting()
+        if waiting or not self.round_members or os.environ.get(ROUND_RESUME_ENV) != "1":
+            return waiting
+        self.peer_gone = not self.round_members <= set(self._state_holder.state.participants)
+        return int(self.peer_gone)
+
     def next_rendezvous(self) -> RendezvousInfo:
-        """Join a round; then tell this node's agent which round and rank (spot_trainer.rounds)."""
+        """Join a round; tell this node's agent which round and rank (spot_trainer.rounds); for a command
+        of the user's own, bring this node's disk to the round's one step (round_start)."""
         info = super().next_rendezvous()
+        state = self._state_holder.state
+        self.round_members, self.peer_gone = frozenset(state.participants), False
         if path := os.environ.get(ROUND_FILE_ENV):
-            state = self._state_holder.state
             nodes = tuple(sorted({node.addr for node in state.participants}))
             write_round(Path(path), Round(number=state.round, group_rank=info.rank, nodes=nodes))
+        if os.environ.get(ROUND_RESUME_ENV) == "1" and self.remote is not None:
+            start_round(info.store, info.rank, self.remote, self.published_last_round)
+        self.published_last_round = info.rank == 0
         return info
 
 
@@ -65,7 +92,9 @@ def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
     objects = ConditionalObjects(s3_client(), bucket, f"{prefix}/rendezvous/{params.run_id}")
     store_timeout = timedelta(seconds=params.get_as_int("store_timeout", 300) or 300)
     handler = create_handler(S3Store(objects, store_timeout), S3RendezvousBackend(objects), params)
-    handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; only its shutdown differs
+    handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; it differs in its shutdown and round start
+    assert isinstance(handler, LeavingRendezvousHandler)
+    handler.remote = RemoteStore(s3_client(), bucket, prefix)
     return handler
 
 

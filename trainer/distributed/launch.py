@@ -8,10 +8,24 @@ import os
 import sys
 
 from torch.distributed import run as torchrun
+from torch.distributed.elastic.agent.server.api import WorkerGroup
+from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-from .handler import register
+from .handler import LeavingRendezvousHandler, register
+
+PEER_GONE_SHUTDOWN_SECONDS = 3  # ranks blocked on a dead peer cannot save: no use waiting for them
+
+
+def stop_workers_for_a_new_round(agent: LocalElasticAgent, worker_group: WorkerGroup) -> None:
+    """torch stops the workers for a new round with a fixed 30 s before SIGKILL, whatever its
+    shutdown timeout says. With a peer of the round gone their collectives cannot complete and no
+    save can succeed, so they get a few seconds; otherwise the configured shutdown timeout (the
+    agent's grace period), in which a joiner's round lets them save the step they are at."""
+    handler = worker_group.spec.rdzv_handler
+    quick = isinstance(handler, LeavingRendezvousHandler) and handler.peer_gone
+    agent._shutdown(timeout=PEER_GONE_SHUTDOWN_SECONDS if quick else agent._shutdown_timeout)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     # publishing its address again while that node lives: a node that joins later, or a new rank 0,
     # then waits for an address nobody writes. Each round publishes its own address instead.
     os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    LocalElasticAgent._stop_workers = stop_workers_for_a_new_round  # type: ignore[method-assign]
     register()
     try:
         torchrun.main(argv if argv is not None else sys.argv[1:])

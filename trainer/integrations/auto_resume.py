@@ -9,7 +9,8 @@ step it restores; `save_last=True` keeps it current). Lightning does the same by
 `ckpt_path="best"`) is its own choice and is kept, and so is every later call (a second phase of
 training is not a restart) and a trainer that saves anywhere but CHECKPOINT_DIR. A Lightning
 ModelCheckpoint without a dirpath saves where the agent looks (lightning_dirpath.py).
-`SPOT_AUTO_RESUME=off` in the command's environment turns all this off.
+`SPOT_AUTO_RESUME=off` in the command's environment turns all this off; a Lightning Trainer under
+torchrun still trains on this round's nodes (lightning_nodes.py).
 `python-startup/sitecustomize.py` installs it in every Python process of a command of the user's own.
 """
 
@@ -24,11 +25,12 @@ from typing import Any
 
 from .lightning_dirpath import MODULES as LIGHTNING_CHECKPOINT_MODULES
 from .lightning_dirpath import save_into_checkpoint_dir
+from .lightning_nodes import MODULES as LIGHTNING_TRAINER_MODULES
+from .lightning_nodes import follow_the_round
 from .post_import import Hook, when_imported
 
 SWITCH = "SPOT_AUTO_RESUME"
 HF_MODULE = "transformers.trainer"
-LIGHTNING_MODULES = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 LIGHTNING_LAST = "last.ckpt"
 
 Method = Callable[..., Any]
@@ -41,12 +43,24 @@ def install() -> None:
 
 def hooks(env: Mapping[str, str]) -> dict[str, Hook]:
     """Module → patch, for a command the agent runs with this environment."""
-    if not env.get("CHECKPOINT_DIR") or env.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
+    if not env.get("CHECKPOINT_DIR"):
         return {}
-    saving: dict[str, Hook] = dict.fromkeys(LIGHTNING_CHECKPOINT_MODULES, save_into_checkpoint_dir)
+    # Not a matter of resuming: without it Lightning does not start on a round of several nodes.
+    rounds: dict[str, Hook] = dict.fromkeys(LIGHTNING_TRAINER_MODULES, follow_the_round)
+    if env.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
+        return rounds
+    saving: dict[str, Hook] = {**rounds, **dict.fromkeys(LIGHTNING_CHECKPOINT_MODULES, save_into_checkpoint_dir)}
     if not env.get("RESUME_FROM"):  # the first run of the job: nothing to resume from
         return saving
-    return {**saving, HF_MODULE: _patch_hf, **dict.fromkeys(LIGHTNING_MODULES, _patch_lightning)}
+    return {**saving, HF_MODULE: _patch_hf,
+            **{name: _both(follow_the_round, _patch_lightning) for name in LIGHTNING_TRAINER_MODULES}}
+
+
+def _both(first: Hook, then: Hook) -> Hook:
+    def hook(module: ModuleType) -> None:
+        first(module)
+        then(module)
+    return hook
 
 
 def newest_hf_checkpoint() -> str | None:

@@ -1,0 +1,96 @@
+"""Every node of a round resumes from one step: the step published in S3 as the round forms.
+
+A command of the user's own resumes from whatever its node's disk holds, and when a round forms the
+disks differ: a replacement restored S3's newest when it booted, and S3 has moved on since; the other
+nodes hold only the parts their ranks wrote (HF's checkpoint-N without the model, Accelerate's
+random_states_<rank>.pkl alone). Ranks that load different steps train apart, or wait forever on a
+peer that finished early. So, before the round's workers start, its group rank 0 names the step (S3's
+latest, after waiting a little for its own newest to arrive there if it published the round before)
+in the round's store; every node sets aside what its disk holds above that step, fetches the step
+unless its disk holds the very files S3 does, and passes it to its workers as RESUME_FROM.
+
+The agent asks for this (spot_trainer.rounds.ROUND_RESUME_ENV) for commands of the user's own only: the built-in trainer
+agrees on the newest step among its ranks by itself and sends it to the ranks that lack it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..storage import layouts
+from ..storage.regular_files import is_regular
+from ..storage.remote import MANIFEST, RemoteStore, entry_name
+
+STEP_KEY = "spot_trainer/resume_step"  # in the round's own store (prefixed by torch per round)
+NONE = b"none"
+UPLOAD_WAIT_SECONDS = 60.0  # the node that published last round: for its newest step to reach S3
+POLL_SECONDS = 1.0
+
+
+def _say(line: str) -> None:
+    print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
+
+
+def agree_on_step(store: Any, group_rank: int, remote: RemoteStore, published_last_round: bool,
+                  directory: Path) -> int | None:
+    """Group rank 0 names the step in the round's store; every other node reads it there."""
+    if group_rank != 0:
+        value = store.get(STEP_KEY)
+        return None if value == NONE else int(value)
+    step = remote.latest_step()
+    if published_last_round and (newest := layouts.newest_complete(directory, writer_done=True)) is not None:
+        deadline = time.monotonic() + UPLOAD_WAIT_SECONDS
+        while (step is None or step < newest.step) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)  # its agent is uploading the step the last round stopped at
+            step = remote.latest_step()
+    store.set(STEP_KEY, NONE if step is None else str(step).encode())
+    return step
+
+
+def bring_to_step(directory: Path, step: int | None, remote: RemoteStore) -> Path | None:
+    """CHECKPOINT_DIR holds `step` as S3 does and nothing newer; the path to resume from (None: start over)."""
+    if step is None:
+        aside = layouts.set_aside_above(directory, None)
+        if aside:
+            _say(f"set aside {', '.join(aside)}: nothing is published in S3, so this round starts over")
+        return None
+    here = same_as_published(directory, step, remote)
+    aside = layouts.set_aside_above(directory, step if here else step - 1)
+    if aside:
+        _say(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): every node of this round "
+             f"resumes from step {step}, published in S3")
+    restored = here or remote.restore_at_or_below(directory, step)
+    if restored is not None:
+        layouts.prepare_for_resume(directory, restored)
+        _say(f"this round resumes from step {step}, published in S3 ({'on this disk' if here else 'fetched'})")
+    return restored
+
+
+def same_as_published(directory: Path, step: int, remote: RemoteStore) -> Path | None:
+    """This disk's copy of `step` when it holds every file S3's manifest lists, at the same size."""
+    manifest = remote.read_record(remote.step_prefix(step) + MANIFEST, absolute=True)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return None
+    try:
+        path = directory / entry_name(manifest.get("name"))
+        files = {(path if manifest.get("kind") == "file" else path / name): int(entry["size"])
+                 for name, entry in manifest["files"].items()}
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
+    whole = all(is_regular(file) and file.stat().st_size == size for file, size in files.items())
+    return path if whole else None
+
+
+def resume_env(path: Path | None) -> dict[str, str]:
+    return {"RESUME_FROM": str(path.resolve()) if path else ""}
+
+
+def start_round(store: Any, group_rank: int, remote: RemoteStore, published_last_round: bool) -> None:
+    """All of the above for this node, then RESUME_FROM in the environment its workers inherit."""
+    directory = Path(os.environ["CHECKPOINT_DIR"])
+    step = agree_on_step(store, group_rank, remote, published_last_round, directory)
+    os.environ.update(resume_env(bring_to_step(directory, step, remote)))
