@@ -34,6 +34,8 @@ def run(request: pytest.FixtureRequest, local_cloud: LocalCloud) -> Iterator[tup
     prefix, (steps, save_every) = PREFIX[framework], STEPS_AND_SAVES[framework]
     env = {f"{prefix}_STEPS": str(steps), f"{prefix}_SAVE_STEPS": str(save_every), f"{prefix}_CALLBACK": callback,
            "OMP_NUM_THREADS": "1"}
+    if callback == "off":  # unmodified, and not given the callback by the agent either
+        env["SPOT_AUTO_RESUME"] = "off"
     app = local_cloud.synth(str(Path("jobs") / f"{framework}.toml"))  # a path, as a user may give it
     for scenario in play(local_cloud, app, PLAN, {}, total_steps=None, command_env=env):
         yield framework, callback, scenario

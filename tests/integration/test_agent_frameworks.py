@@ -89,7 +89,9 @@ def test_a_script_saving_under_an_unknown_name_is_warned_about(
 NOTICE_AT = 230  # between two saves (200 and 300)
 
 
-@pytest.mark.parametrize("callback", ["on", "off"])
+# auto: an unmodified script, given the callback by the agent; off: unmodified, with SPOT_AUTO_RESUME=off.
+# A script that adds the callback itself keeps only its own: tests/e2e/test_own_code.py (one emergency save).
+@pytest.mark.parametrize("callback", ["auto", "off"])
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
 def test_a_notice_costs_no_step_with_the_callback_and_at_most_one_save_interval_without(
     aws_env: dict[str, str], bucket: str, tmp_path: Path, framework: str, callback: str
@@ -99,12 +101,13 @@ def test_a_notice_costs_no_step_with_the_callback_and_at_most_one_save_interval_
     store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
     with FakeImds(instance_id="i-noticed") as imds:
         env = framework_env(aws_env, bucket, job, tmp_path / "a", imds, "i-noticed", command, prefix)
-        env[f"{prefix}_CALLBACK"] = callback
+        if callback == "off":
+            env["SPOT_AUTO_RESUME"] = "off"
         env[f"{prefix}_STEPS"] = str(100 * STEPS)  # still training when the notice comes, however slow the machine
         env["PL_PROGRESS_BAR"] = "on"  # Lightning's bar writes to stdout, with no newline before the callback's events
         agent = AgentProcess(env).start()
         try:
-            if callback == "on":  # the callback prints every step
+            if callback != "off":  # the callback prints every step
                 agent.wait_for(lambda: max(steps(agent), default=0) >= NOTICE_AT, timeout=240,
                                what=f"step {NOTICE_AT}")
             else:  # an unmodified script prints no steps: its saves are all there is to go by
@@ -116,10 +119,11 @@ def test_a_notice_costs_no_step_with_the_callback_and_at_most_one_save_interval_
             agent.stop()
     assert store.get_json("status.json")["state"] == "INTERRUPTED", agent.text()
     in_s3 = store.latest_step()
-    if callback == "on":
+    if callback != "off":
         # Zero completed steps lost: the step in flight at the notice finished and was saved.
         emergency = agent.events("emergency_checkpoint")
         assert emergency and in_s3 == emergency[0]["step"] >= max(steps(agent)) >= NOTICE_AT, agent.text()
+        assert [line for line in agent.lines if "spot-trainer: added Spot" in line], agent.text()
     else:
         assert not agent.events("emergency_checkpoint")
         assert in_s3 is not None and in_s3 % SAVE_EVERY == 0 and in_s3 >= 2 * SAVE_EVERY, agent.text()

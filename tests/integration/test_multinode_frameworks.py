@@ -22,7 +22,7 @@ from tests.integration.test_multinode import cluster, job_store
 
 SCRIPTS = REPO_ROOT / "tests/fixtures/plain_scripts"
 EPOCHS = 6  # of 8192 samples in batches of 32: about 86 steps per epoch on three nodes, 128 on two
-ACCELERATE_STEPS = 260
+ACCELERATE_STEPS = 200
 
 
 def lightning_model(checkpoint: Path) -> set[str]:
@@ -39,7 +39,7 @@ KINDS = {
     "lightning": (f"{sys.executable} {SCRIPTS / 'lightning_train.py'} {EPOCHS}", {"PL_STEP_SECONDS": "0.01"},
                   lightning_model, {"net.0.weight", "net.2.bias"}),
     "accelerate": (f'{sys.executable} {SCRIPTS / "accelerate_train.py"} --output_dir "$CHECKPOINT_DIR" '
-                   f"--max_train_steps {ACCELERATE_STEPS} --checkpointing_steps 20 --step_seconds 0.05 "
+                   f"--max_train_steps {ACCELERATE_STEPS} --checkpointing_steps 20 --step_seconds 0.03 "
                    "--resume_from_checkpoint latest", {}, accelerate_model, {"0.weight", "2.bias"}),
 }
 

@@ -20,7 +20,7 @@ def test_a_silent_ddp_script_survives_every_kind_of_lost_node(
 ) -> None:
     job = f"own-ddp-{bucket[-8:]}"
     store = job_store(aws_env, bucket, job)
-    command = f"{sys.executable} {SILENT_DDP} --steps {STEPS} --save-every 10"
+    command = f"{sys.executable} {SILENT_DDP} --steps {STEPS} --save-every 10 --step-seconds 0.05"
     with cluster(aws_env, bucket, job, tmp_path, command=command, restart_budget="1") as group:
         lose_each_kind_of_node(group, store, first=20, gap=20)
         every_node_finishes(group)

@@ -21,17 +21,17 @@ from spot_trainer.integrations.lightning_dirpath import MODULES as LIGHTNING_CHE
 from spot_trainer.integrations.lightning_nodes import MODULES as LIGHTNING_MODULES
 from spot_trainer.integrations.post_import import when_imported
 
+EVERY = {*LIGHTNING_CHECKPOINT_MODULES, HF_MODULE, *LIGHTNING_MODULES}
+
 
 @pytest.mark.parametrize(("env", "patched"), [
     ({}, set()),  # not under the agent
-    # a first run: save where the agent looks; a Lightning Trainer under torchrun follows the round's nodes
-    ({"CHECKPOINT_DIR": "/c"}, {*LIGHTNING_CHECKPOINT_MODULES, *LIGHTNING_MODULES}),
-    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5"},
-     {*LIGHTNING_CHECKPOINT_MODULES, HF_MODULE, *LIGHTNING_MODULES}),
+    # a first run: save where the agent looks, add the callback, follow the round's nodes
+    ({"CHECKPOINT_DIR": "/c"}, EVERY),
+    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5"}, EVERY),
     ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": "off"}, set(LIGHTNING_MODULES)),
     ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": " OFF "}, set(LIGHTNING_MODULES)),
-    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": "on"},
-     {*LIGHTNING_CHECKPOINT_MODULES, HF_MODULE, *LIGHTNING_MODULES}),
+    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": "on"}, EVERY),
 ])
 def test_frameworks_are_patched_only_under_the_agent_and_resumed_only_with_a_checkpoint(
     env: dict[str, str], patched: set[str]

@@ -8,7 +8,8 @@ step it restores; `save_last=True` keeps it current). Lightning does the same by
 (`ckpt_path="hpc"`). A value the script passes (a path, `resume_from_checkpoint=False`,
 `ckpt_path="best"`) is its own choice and is kept, and so is every later call (a second phase of
 training is not a restart) and a trainer that saves anywhere but CHECKPOINT_DIR. A Lightning
-ModelCheckpoint without a dirpath saves where the agent looks (lightning_dirpath.py).
+ModelCheckpoint without a dirpath saves where the agent looks (lightning_dirpath.py), and a Trainer
+built without our callback gets it (auto_callback.py).
 `SPOT_AUTO_RESUME=off` in the command's environment turns all this off; a Lightning Trainer under
 torchrun still trains on this round's nodes (lightning_nodes.py).
 `python-startup/sitecustomize.py` installs it in every Python process of a command of the user's own.
@@ -23,6 +24,8 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+from . import auto_callback
+from .auto_callback import HF_MODULE
 from .lightning_dirpath import MODULES as LIGHTNING_CHECKPOINT_MODULES
 from .lightning_dirpath import save_into_checkpoint_dir
 from .lightning_nodes import MODULES as LIGHTNING_TRAINER_MODULES
@@ -30,7 +33,6 @@ from .lightning_nodes import follow_the_round
 from .post_import import Hook, when_imported
 
 SWITCH = "SPOT_AUTO_RESUME"
-HF_MODULE = "transformers.trainer"
 LIGHTNING_LAST = "last.ckpt"
 
 Method = Callable[..., Any]
@@ -46,21 +48,28 @@ def hooks(env: Mapping[str, str]) -> dict[str, Hook]:
     if not env.get("CHECKPOINT_DIR"):
         return {}
     # Not a matter of resuming: without it Lightning does not start on a round of several nodes.
-    rounds: dict[str, Hook] = dict.fromkeys(LIGHTNING_TRAINER_MODULES, follow_the_round)
+    patches: dict[str, list[Hook]] = {name: [follow_the_round] for name in LIGHTNING_TRAINER_MODULES}
     if env.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
-        return rounds
-    saving: dict[str, Hook] = {**rounds, **dict.fromkeys(LIGHTNING_CHECKPOINT_MODULES, save_into_checkpoint_dir)}
-    if not env.get("RESUME_FROM"):  # the first run of the job: nothing to resume from
-        return saving
-    return {**saving, HF_MODULE: _patch_hf,
-            **{name: _both(follow_the_round, _patch_lightning) for name in LIGHTNING_TRAINER_MODULES}}
+        return _chained(patches)
+    for name in LIGHTNING_CHECKPOINT_MODULES:
+        patches.setdefault(name, []).append(save_into_checkpoint_dir)
+    patches.setdefault(HF_MODULE, []).append(auto_callback.add_to_hf)
+    for name in auto_callback.LIGHTNING_MODULES:
+        patches.setdefault(name, []).append(auto_callback.add_to_lightning)
+    if env.get("RESUME_FROM"):  # not on the first run of the job: nothing to resume from
+        patches.setdefault(HF_MODULE, []).append(_patch_hf)
+        for name in LIGHTNING_TRAINER_MODULES:
+            patches.setdefault(name, []).append(_patch_lightning)
+    return _chained(patches)
 
 
-def _both(first: Hook, then: Hook) -> Hook:
-    def hook(module: ModuleType) -> None:
-        first(module)
-        then(module)
-    return hook
+def _chained(patches: dict[str, list[Hook]]) -> dict[str, Hook]:
+    def chain(hooks: list[Hook]) -> Hook:
+        def hook(module: ModuleType) -> None:
+            for each in hooks:
+                each(module)
+        return hook
+    return {name: hooks[0] if len(hooks) == 1 else chain(hooks) for name, hooks in patches.items()}
 
 
 def newest_hf_checkpoint() -> str | None:

@@ -8,26 +8,22 @@ script's end-of-epoch checkpoints reach S3. A dirpath the script gives is kept.
 
 from __future__ import annotations
 
-import functools
 import os
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
+
+from .init_arguments import before_init
+
+if TYPE_CHECKING:
+    from inspect import BoundArguments
 
 MODULES = ("lightning.pytorch.callbacks.model_checkpoint", "pytorch_lightning.callbacks.model_checkpoint")
 
 
 def save_into_checkpoint_dir(module: ModuleType) -> None:
-    import inspect  # here, not at start-up: only a process that imports Lightning pays for it
+    before_init(module.ModelCheckpoint, default_dirpath)
 
-    callback = module.ModelCheckpoint
-    initialise = callback.__init__
-    signature = inspect.signature(initialise)
 
-    @functools.wraps(initialise)
-    def with_default_dirpath(*args: Any, **kwargs: Any) -> None:
-        bound = signature.bind(*args, **kwargs)
-        if bound.arguments.get("dirpath") is None:
-            bound.arguments["dirpath"] = os.environ["CHECKPOINT_DIR"]
-        initialise(*bound.args, **bound.kwargs)
-
-    callback.__init__ = with_default_dirpath
+def default_dirpath(bound: BoundArguments) -> None:
+    if bound.arguments.get("dirpath") is None:
+        bound.arguments["dirpath"] = os.environ["CHECKPOINT_DIR"]

@@ -10,11 +10,15 @@ that differs from what the script passed.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
+
+from .init_arguments import before_init
+
+if TYPE_CHECKING:
+    from inspect import BoundArguments
 
 MODULES = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 NODES_IN_ROUND = "GROUP_WORLD_SIZE"  # set by torchrun for every worker, new each round
@@ -26,22 +30,14 @@ def nodes_in_round() -> int | None:
 
 
 def follow_the_round(module: ModuleType) -> None:
-    import inspect  # here, not at start-up: only a process that imports Lightning pays for it
+    before_init(module.Trainer, this_rounds_nodes)
 
-    trainer = module.Trainer
-    initialise = trainer.__init__
-    signature = inspect.signature(initialise)
 
-    @functools.wraps(initialise)
-    def with_this_rounds_nodes(*args: Any, **kwargs: Any) -> None:
-        nodes = nodes_in_round()
-        bound = signature.bind(*args, **kwargs)
-        given = bound.arguments.get("num_nodes", signature.parameters["num_nodes"].default)
-        if nodes is not None and given != nodes:
-            bound.arguments["num_nodes"] = nodes
-            if os.environ.get("RANK", "0") == "0":
-                print(f"spot-trainer: Lightning's num_nodes={given} replaced by {nodes}, the nodes in this "
-                      f"round ({NODES_IN_ROUND})", file=sys.stderr, flush=True)
-        initialise(*bound.args, **bound.kwargs)
-
-    trainer.__init__ = with_this_rounds_nodes
+def this_rounds_nodes(bound: BoundArguments) -> None:
+    nodes = nodes_in_round()
+    given = bound.arguments.get("num_nodes", bound.signature.parameters["num_nodes"].default)
+    if nodes is not None and given != nodes:
+        bound.arguments["num_nodes"] = nodes
+        if os.environ.get("RANK", "0") == "0":
+            print(f"spot-trainer: Lightning's num_nodes={given} replaced by {nodes}, the nodes in this "
+                  f"round ({NODES_IN_ROUND})", file=sys.stderr, flush=True)

@@ -1,6 +1,7 @@
-"""An unmodified Lightning script on a round of several nodes trains as one data-parallel world: left
-to itself, a `L.Trainer()` under torchrun takes num_nodes=1 and trains alone on each node (or, with a
-fixed num_nodes, refuses a round of any other size)."""
+"""What an unmodified Lightning script's Trainer is given under the agent. On a round of several nodes
+it trains as one data-parallel world: left to itself, a `L.Trainer()` under torchrun takes num_nodes=1
+and trains alone on each node (or, with a fixed num_nodes, refuses a round of any other size). And it
+gets our SpotCheckpoint, once, so a notice costs no completed step."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from spot_trainer.integrations.auto_callback import add_to_lightning
 from spot_trainer.integrations.lightning_nodes import follow_the_round
 
 
@@ -47,3 +49,14 @@ def test_a_fixed_node_count_gives_way_to_the_rounds(trainer_module: ModuleType, 
     follow_the_round(trainer_module)
     assert built(trainer_module, num_nodes=2).num_nodes == 3
     assert "Lightning's num_nodes=2 replaced by 3, the nodes in this round" in capsys.readouterr().err
+
+
+def test_a_trainer_gets_our_callback_once(trainer_module: ModuleType) -> None:
+    from spot_trainer.integrations.lightning import SpotCheckpoint
+
+    add_to_lightning(trainer_module)
+    ours = SpotCheckpoint()
+    for given, expected in ((None, None), ([ours], ours)):
+        found = [callback for callback in built(trainer_module, callbacks=given).callbacks
+                 if isinstance(callback, SpotCheckpoint)]
+        assert len(found) == 1 and (expected is None or found[0] is expected), found
