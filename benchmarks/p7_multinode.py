@@ -36,6 +36,7 @@ import boto3  # noqa: E402
 
 from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
+from spot_trainer.storage.remote import RemoteStore  # noqa: E402
 from tests.integration.agent_runner import AgentProcess, agent_env  # noqa: E402
 
 TRAIN_ARGS = ("--model lm --synthetic --steps 100000 --width 16 --context 16 --batch-size 12 "
@@ -92,14 +93,20 @@ def first_step_after(agent: AgentProcess, timeout: float) -> tuple[float, int, i
     """(when, step, resumed-from step) of the agent's first training step."""
     wait(lambda: bool(agent.events("step")), timeout, "the first step at full size")
     when = agent.first_time(lambda line: line.startswith('{"event": "step"'))
-    assert when is not None
-    return when, agent.events("step")[0]["step"], agent.events("resumed")[0]["step"]
+    resumed = agent.events("resumed")
+    if when is None or not resumed:
+        raise SystemExit("p7: the first step came with no resume:\n" + agent.text())
+    return when, agent.events("step")[0]["step"], resumed[0]["step"]
 
 
 def lose_a_node(nodes: Nodes, warmup_step: int) -> tuple[float, AgentProcess]:
     for _ in range(3):
         nodes.start()
     wait(lambda: any(e["step"] >= warmup_step for e in nodes.agents[0].events("step")), 180, "warm-up")
+    # Both designs resume from the same checkpoint in S3 (a command of the user's own publishes a
+    # step once the next one is saved, or the file has been still for a while).
+    store = RemoteStore(boto3.client("s3"), nodes.bucket, nodes.job)
+    wait(lambda: store.latest_step() is not None, 180, "a checkpoint in S3")
     doomed = nodes.writer()
     doomed.kill_tree()
     return time.monotonic(), doomed

@@ -421,10 +421,8 @@ class Agent:
             if code is None and (main_code := command.poll()) is not None:
                 main_exited_at = main_exited_at or time.monotonic()
                 code = self._stop_leftovers(command, main_code, main_exited_at)
-            newest = self._newest_local(writer_done=code is not None)
             round_ = self._round()  # read once per poll
-            if newest is not None and self._publishes(round_):
-                uploader.offer(*newest)
+            newest = self._offer_newest(uploader, code is not None, round_)
             self._say_round(round_)
             if self._judge_round(round_) == EXHAUSTED:
                 self._stop_command(command)
@@ -445,6 +443,19 @@ class Agent:
                 return reason, self._stop_command(command, grace,
                                                   after_signal=lambda: self.telemetry.update(state=states.STOPPING))
             self._require_reporter().tick()
+
+    def _offer_newest(self, uploader: CheckpointUploader, exited: bool,
+                      round_: Round | None) -> tuple[int, Path] | None:
+        """The newest complete checkpoint here, offered for upload when this node publishes. A new round
+        has just formed when its record differs from the last one said: torchrun has stopped the last
+        round's workers, so what they left is finished, and the node that published that round uploads
+        it (every node of the new round waits for it in S3 before resuming: distributed/round_start.py)."""
+        previous = self._said_round
+        handover = round_ is not None and previous is not None and round_ != previous and previous.publishes
+        newest = self._newest_local(writer_done=exited or handover)
+        if newest is not None and (self._publishes(round_) or handover):
+            uploader.offer(*newest)
+        return newest
 
     def _stop_leftovers(self, command: CommandProcess, main_code: int, exited_at: float) -> int | None:
         """The command's main process exited, but processes it started live on (a worker, a server it
