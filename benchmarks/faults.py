@@ -171,7 +171,7 @@ def not_done_without_it(run: Run) -> str:
     status = run.store.get_json("status.json") or {}
     if status.get("state") != "FAILED" or "did not reach S3" not in str(status.get("reason")):
         return f"ended {status.get('state')} ({status.get('reason')!r})"
-    kept = run.said("this instance is kept until")
+    kept = run.said("copy what")  # kept until the hook times out, or (no hook here) told to copy it now
     return "" if kept else "the instance was not kept for the checkpoint to be copied"
 
 

@@ -555,10 +555,12 @@ class Agent:
         group = self._own_group()
         group.scale_to_zero()
         self.log(message)
-        if keep_instance:
-            self.log(f"this instance is kept until its lifecycle hook {self.config.lifecycle_hook or '(none)'} "
-                     f"times out: copy what {self.config.checkpoint_dir} holds before then")
+        if keep_instance and self.config.lifecycle_hook:
+            self.log(f"this instance is kept until its lifecycle hook {self.config.lifecycle_hook} times out: "
+                     f"copy what {self.config.checkpoint_dir} holds before then")
             return
+        if keep_instance:
+            self.log(f"no lifecycle hook keeps this instance: copy what {self.config.checkpoint_dir} holds now")
         group.release(SCALE_IN_WAIT_SECONDS, self.config.poll_seconds, self.stop_requested)
 
     def _save_watch(self) -> SaveWatch:

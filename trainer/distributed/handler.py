@@ -69,7 +69,9 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
         waiting = super().num_nodes_waiting()
         if waiting or not self.round_members or os.environ.get(ROUND_RESUME_ENV) != "1":
             return waiting
-        self.peer_gone = not self.round_members <= set(self._state_holder.state.participants)
+        with self._heartbeat_lock:  # the keep-alive thread drops dead nodes from the same state
+            present = set(self._state_holder.state.participants)
+        self.peer_gone = not self.round_members <= present
         return int(self.peer_gone)
 
     def next_rendezvous(self) -> RendezvousInfo:

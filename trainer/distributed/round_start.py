@@ -64,9 +64,10 @@ def bring_to_step(directory: Path, step: int | None, remote: RemoteStore) -> Pat
         _say(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): every node of this round "
              f"resumes from step {step}, published in S3")
     restored = here or remote.restore_at_or_below(directory, step)
-    if restored is not None:
-        layouts.prepare_for_resume(directory, restored)
-        _say(f"this round resumes from step {step}, published in S3 ({'on this disk' if here else 'fetched'})")
+    if restored is None or layouts.step_of(restored) != step:  # never a step the other nodes do not resume
+        raise RuntimeError(f"could not fetch step {step}, the round's step, from S3: this node leaves the round")
+    layouts.prepare_for_resume(directory, restored)
+    _say(f"this round resumes from step {step}, published in S3 ({'on this disk' if here else 'fetched'})")
     return restored
 
 
