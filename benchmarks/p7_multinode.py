@@ -71,9 +71,7 @@ class Nodes:
 
     def writer(self) -> AgentProcess:
         """The node whose agent last said it publishes (it holds rank 0 in the round)."""
-        def latest_round(agent: AgentProcess) -> str:
-            return next((line for line in reversed(agent.lines) if "group rank" in line), "")
-        return next(agent for agent in self.agents if "(publishes)" in latest_round(agent))
+        return next(agent for agent in self.agents if agent.publishes())
 
     def close(self) -> None:
         for agent in self.agents:

@@ -120,6 +120,11 @@ class AgentProcess:
         """When the first line matching `predicate` arrived."""
         return next((at for at, line in zip(list(self.times), list(self.lines), strict=False) if predicate(line)), None)
 
+    def publishes(self) -> bool:
+        """Several nodes: this node's latest round, as its agent logged it, makes it the publisher."""
+        latest = next((line for line in reversed(self.lines) if "group rank" in line), "")
+        return "(publishes)" in latest
+
     def text(self) -> str:
         return "\n".join(self.lines[-60:])
 

@@ -18,10 +18,8 @@ def alive(group: Cluster) -> list[AgentProcess]:
 
 def publishing(group: Cluster, publishes: bool) -> AgentProcess:
     """A live node whose latest round makes it the publisher (or not), as its agent logged it."""
-    def latest_round(agent: AgentProcess) -> str:
-        return next((line for line in reversed(agent.lines) if "group rank" in line), "")
-    found = [agent for agent in alive(group) if ("(publishes)" in latest_round(agent)) == publishes
-             and latest_round(agent)]
+    found = [agent for agent in alive(group) if agent.publishes() == publishes
+             and any("group rank" in line for line in agent.lines)]
     assert found, [agent.text() for agent in group.agents]
     return found[0]
 
