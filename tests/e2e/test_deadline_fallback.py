@@ -21,13 +21,15 @@ from tests.e2e.conftest import Scenario, play
 STEPS = 240
 TRAIN_ARGS = (f"--model resnet --synthetic --steps {STEPS} --batch-size 16 --width 8 "
               "--checkpoint-every-steps 10 --log-every 1 --min-step-seconds 0.3")
-# 240 steps of 0.3 s need 72 s; the line runs over 5 min less 30 s in hand (1.125 s a step). No spot
-# capacity from 30 s into the run for 2 min: the instance that trains then is reclaimed, none replaces
-# it, and the job falls more than a margin behind its line while nothing runs (about 65 s in). The
-# on-demand instance then gets a margin ahead at any pace under about 1 s a step, which a loaded test
-# machine (three workers on two cores: 0.5 s and more) still keeps; over 4 min it would need 0.4 s.
-PARAMETERS = {"TrainArguments": TRAIN_ARGS, "Deadline": "5m", "DeadlineMargin": "30s", "MaxSpotWait": "10m"}
-OUTAGE = SpotOutage(start=30.0, length=120.0)
+# 240 steps of 0.3 s need 72 s; the line runs over 4 min less 20 s in hand (0.917 s a step). No spot
+# capacity from 20 s into the run for 80 s: the instance that trains then is reclaimed (about step 60),
+# none replaces it, and the capacity watch switches to on-demand once nothing runs and the job is a
+# margin behind its line (60 × 0.917 + 20 ≈ 75 s in). The on-demand instance is back within a margin
+# of the line in seconds and leaves for spot once its remaining ~180 steps leave a whole margin to
+# spare: at any pace under about 0.65 s a step, which a loaded test machine (three workers on two
+# cores: 0.5 s and more) still keeps. Fewer steps done before the outage only add to that.
+PARAMETERS = {"TrainArguments": TRAIN_ARGS, "Deadline": "4m", "DeadlineMargin": "20s", "MaxSpotWait": "10m"}
+OUTAGE = SpotOutage(start=20.0, length=80.0)
 
 
 @pytest.fixture(scope="module")
