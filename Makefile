@@ -31,7 +31,7 @@ demo: $(STAMP)
 	$(PY) -m localcloud demo --job example
 
 test: $(STAMP) $(CHECKOV_STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --durations=10 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=10 $(PYTEST_ARGS)
 
 # ruff (lint + import order), mypy strict on the product (trainer/, stacks/, app.py), shellcheck on every
 # bash script that runs on an instance or stands in for one there.
