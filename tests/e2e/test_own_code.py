@@ -23,10 +23,11 @@ from tests.e2e.conftest import Scenario, play
 STEPS_AND_SAVES = {"hf": (5000, 200), "lightning": (30000, 1000)}
 PLAN = InterruptionPlan(count=1, hard_kills=1, notice_seconds=6, spacing_seconds=5)  # power-off, then notice
 PREFIX = {"hf": "HF", "lightning": "PL"}
-# HF through both interruptions in the local spot cloud, with the callback the agent gives it, is
-# tests/e2e/test_own_folder_job.py; the HF run here is kept for `-m slow`.
+# HF through both interruptions in the local spot cloud, shipped code, its setup step and the callback
+# the agent gives it, is tests/e2e/test_own_folder_job.py; Lightning's notice with its callback under
+# the agent is tests/integration/test_agent_frameworks.py. The runs here are kept for `-m slow`.
 RUNS = [pytest.param(("hf", "on"), id="hf-callback", marks=pytest.mark.slow),
-        pytest.param(("lightning", "on"), id="lightning-callback"),
+        pytest.param(("lightning", "on"), id="lightning-callback", marks=pytest.mark.slow),
         pytest.param(("hf", "off"), id="hf-unmodified", marks=pytest.mark.slow),
         pytest.param(("lightning", "off"), id="lightning-unmodified", marks=pytest.mark.slow)]
 

@@ -4,7 +4,7 @@ Trainer. The job file names that folder
 (`checkpoint_dir = "outputs"`) and ships the code, with a checkpoint a local run left in outputs/. Deployed
 with the real CDK CLI to moto and played on local spot instances (one power-off, one notice), the job
 ends DONE at its last step, every replacement resumes from what the job saved, never from the local
-leftover, and the final model is kept in S3."""
+leftover, and the final model is kept in S3. Each instance runs the job's setup step (its requirements) first."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ description = "An HF script with its own output folder, unchanged"
 [run]
 command = "python train.py {STEPS}"
 workdir = "code"
+setup = "pip install --quiet -r requirements.txt"
 checkpoint_dir = "outputs"
 grace_seconds = 60
 [capacity]
@@ -51,6 +52,12 @@ def test_it_survives_a_power_off_and_a_notice_and_ends_done_at_its_last_step(sce
     status = scenario.s3_json("status.json")
     assert (status["state"], status["checkpoint_step"], status["warning"]) == ("DONE", STEPS, ""), status
     assert [r.kind for r in scenario.player.interruptions] == [HARD, ANNOUNCED]
+
+
+def test_each_instance_unpacked_the_shipped_code_and_ran_the_setup_step(scenario: Scenario) -> None:
+    for instance in scenario.player.instances.values():
+        log = (instance.root / "var/log/spot-trainer/bootstrap.log").read_text()
+        assert "[job-code]: job code from s3://cdk-" in log and "[setup-command]: COMPLETED" in log, log[-1500:]
 
 
 def test_each_replacement_resumes_the_jobs_own_save_never_the_local_leftover(scenario: Scenario) -> None:

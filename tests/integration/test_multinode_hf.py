@@ -1,32 +1,34 @@
-"""An unmodified HF Trainer script on two nodes: every rank writes `checkpoint-<N>/`, but only global
-rank 0 writes the model into it. Only the node holding rank 0 publishes, so every checkpoint in S3
-holds the model and loads with `from_pretrained`."""
+"""An unmodified HF Trainer script on three nodes with `min_nodes = 2`, through the three ways a spot
+node goes (a power-off of the publisher, of a non-publisher, a notice to one). Every rank writes
+`checkpoint-<N>/`, but only global rank 0 writes the model into it: only the node holding rank 0
+publishes, so every checkpoint in S3 holds the model, each step is published once, the job ends DONE
+with no lost node taken for a failure, and its last checkpoint loads with `from_pretrained`."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import boto3
 from transformers import GPT2LMHeadModel
 
-from spot_trainer.storage.remote import RemoteStore
-from tests.integration.test_multinode import cluster
+from tests.integration.lost_nodes import every_node_finishes, lose_each_kind_of_node, no_lost_node_was_a_failure
+from tests.integration.test_multinode import cluster, job_store
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fixtures/hf_own_folder/train.py"
-STEPS, SAVE_EVERY = 100, 50  # the script saves every 50 steps
+STEPS, SAVE_EVERY = 400, 50  # the script saves every 50 steps
 
 
-def test_every_checkpoint_two_nodes_publish_holds_the_model(
+def test_an_unmodified_hf_trainer_survives_every_kind_of_lost_node_and_publishes_only_whole_checkpoints(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
     job = f"multi-hf-{bucket[-8:]}"
-    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
-    with cluster(aws_env, bucket, job, tmp_path, nodes=2, folder="outputs", min_nodes="2", max_nodes="2",
-                 command=f"{sys.executable} {SCRIPT} {STEPS}") as group:
-        for agent in group.agents:
-            assert agent.wait(timeout=300) == 0, agent.text()
+    store = job_store(aws_env, bucket, job)
+    with cluster(aws_env, bucket, job, tmp_path, folder="outputs", command=f"{sys.executable} {SCRIPT} {STEPS}",
+                 restart_budget="1", grace_seconds="10") as group:
+        lose_each_kind_of_node(group, store, first=SAVE_EVERY, gap=SAVE_EVERY)
+        every_node_finishes(group)
     assert store.get_json("status.json")["state"] == "DONE"
+    no_lost_node_was_a_failure(group)
     listed = store.s3.list_objects_v2(Bucket=bucket, Prefix=store.key("checkpoints/"))["Contents"]
     steps = sorted({key.split("/")[2] for item in listed if (key := item["Key"]).count("/") >= 3})
     assert steps, listed

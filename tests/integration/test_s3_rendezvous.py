@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 from spot_trainer.distributed.handler import create_s3_handler, endpoint_parts
-from spot_trainer.distributed.round_start import agree_on_step, bring_to_step
+from spot_trainer.distributed.round_start import agree_on_step, bring_to_step, offer_handover
 from spot_trainer.distributed.s3_backend import S3RendezvousBackend
 from spot_trainer.distributed.s3_objects import ConditionalObjects
 from spot_trainer.distributed.s3_store import S3Store
@@ -113,22 +113,31 @@ def test_the_endpoint_names_bucket_and_job() -> None:
         endpoint_parts("my-bucket")
 
 
+@pytest.mark.parametrize("how", ["left", "died"])
 def test_a_peer_gone_from_the_round_is_a_new_round_for_a_command_of_the_users_own(
-    aws_env: dict[str, str], bucket: str, monkeypatch: pytest.MonkeyPatch
+    aws_env: dict[str, str], bucket: str, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """torchrun restarts its workers when num_nodes_waiting() is above 0. A peer that leaves (a notice)
-    must count, or the survivors' ranks sit in a collective on it until their framework's timeout."""
-    handlers = [create_s3_handler(handler_params(bucket, node)) for node in (1, 2, 3)]
+    or dies (a power-off) must count, or the survivors' ranks sit in a collective on it until their
+    framework's timeout. Only a peer that died makes saving hopeless: one that left saved with them."""
+    params = [handler_params(bucket, node) for node in (1, 2, 3)]
+    for param in params:  # a node silent for four seconds is dead (torch beats at most every two)
+        param.config.update(keep_alive_interval=1, keep_alive_max_attempt=4)
+    handlers = [create_s3_handler(param) for param in params]
     with ThreadPoolExecutor(max_workers=3) as pool:
         list(pool.map(lambda handler: handler.next_rendezvous(), handlers))
     try:
         monkeypatch.setenv(ROUND_RESUME_ENV, "1")
         assert handlers[0].num_nodes_waiting() == 0, "the round is whole"
-        handlers[2].shutdown()  # the notified node's torchrun leaves the rendezvous
-        deadline = time.monotonic() + 5  # torch reads the shared state again after a second at most
+        if how == "left":
+            handlers[2].shutdown()  # the notified node's torchrun leaves the rendezvous
+        else:
+            handlers[2]._stop_heartbeats()  # powered off: it says nothing more
+        deadline = time.monotonic() + 15  # torch reads the shared state again after a second at most
         while handlers[0].num_nodes_waiting() == 0 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert handlers[0].num_nodes_waiting() == 1
+        assert handlers[0].peer_dead == (how == "died")
         monkeypatch.delenv(ROUND_RESUME_ENV)  # the built-in trainer times its collectives out by itself
         assert handlers[0].num_nodes_waiting() == 0
     finally:
@@ -158,9 +167,11 @@ def test_every_node_of_a_round_resumes_from_the_one_step_published_in_s3(
     saved(disks["replacement"], 20, b"weights 20")
     saved(disks["peer"], 40, b"part")  # a rank's part of step 40, not the whole checkpoint
     round_store = S3Store(objects)
-    step = agree_on_step(round_store, 0, remote, published_last_round=False, directory=disks["writer"])
+    for rank, disk in enumerate((disks["writer"], disks["peer"])):
+        offer_handover(round_store, rank, published_last_round=False, directory=disk)
+    step = agree_on_step(round_store, 0, 2, remote)
     assert step == 40
-    assert agree_on_step(round_store, 1, remote, published_last_round=False, directory=disks["peer"]) == 40
+    assert agree_on_step(round_store, 1, 2, remote) == 40
     resumed = {name: bring_to_step(disk, step, remote) for name, disk in disks.items()}
     assert {path.name if path else None for path in resumed.values()} == {"ckpt_40.pt"}
     assert {path.read_bytes() for path in resumed.values() if path} == {b"weights 40"}
@@ -168,16 +179,38 @@ def test_every_node_of_a_round_resumes_from_the_one_step_published_in_s3(
     assert (disks["peer"] / ".unverified-ckpt_40.pt").read_bytes() == b"part"
 
 
-def test_the_node_that_published_last_round_waits_for_its_newest_step_to_reach_s3(
-    aws_env: dict[str, str], bucket: str, objects: ConditionalObjects, tmp_path: Path
+@pytest.mark.parametrize("its_rank_now", [0, 1], ids=["still-rank-0", "now-rank-1"])
+def test_the_step_the_last_rounds_publisher_hands_over_is_the_rounds_step(
+    aws_env: dict[str, str], bucket: str, objects: ConditionalObjects, tmp_path: Path, its_rank_now: int
 ) -> None:
+    """The node that published the last round saved a step as it stopped; its agent uploads it as the
+    new round forms. Whichever rank that node holds now, the round resumes from that step."""
     remote = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "job")
     remote.upload(saved(tmp_path / "writer", 20, b"weights 20"), 20)
     newest = saved(tmp_path / "writer", 30, b"weights 30")  # saved as the last round stopped
+    disks = {its_rank_now: tmp_path / "writer", 1 - its_rank_now: tmp_path / "replacement"}
+    round_store = S3Store(objects)
+    for rank, disk in disks.items():
+        offer_handover(round_store, rank, published_last_round=disk.name == "writer", directory=disk)
     uploading = threading.Timer(1.0, lambda: remote.upload(newest, 30))
     uploading.start()
     try:
-        assert agree_on_step(S3Store(objects), 0, remote, published_last_round=True,
-                             directory=tmp_path / "writer") == 30
+        assert agree_on_step(round_store, 0, 2, remote) == 30
+        assert agree_on_step(round_store, 1, 2, remote) == 30
     finally:
         uploading.join()
+
+
+def test_a_group_rank_0_that_cannot_read_s3_ends_the_round_for_every_node_at_once(
+    aws_env: dict[str, str], bucket: str, objects: ConditionalObjects, tmp_path: Path
+) -> None:
+    gone = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), f"{bucket}-gone", "job")
+    round_store = S3Store(objects, timeout=timedelta(seconds=120))
+    for rank in (0, 1):
+        offer_handover(round_store, rank, published_last_round=False, directory=tmp_path / f"disk-{rank}")
+    with pytest.raises(Exception, match="NoSuchBucket"):
+        agree_on_step(round_store, 0, 2, gone)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="group rank 0 could not read the published step from S3"):
+        agree_on_step(round_store, 1, 2, gone)
+    assert time.monotonic() - started < 10  # not the store's two minutes

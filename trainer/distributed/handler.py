@@ -54,39 +54,52 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
     """
 
     remote: RemoteStore | None = None  # the job's checkpoints in S3 (set by create_s3_handler)
+    objects: ConditionalObjects | None = None  # the rendezvous' own objects (set by create_s3_handler)
     published_last_round = False  # this node held group rank 0 in the round before
     round_members: frozenset[Any] = frozenset()  # the nodes of the round this node is in
-    peer_gone = False  # a node of this round left it or died: its collectives cannot complete
+    peer_dead = False  # a node of this round stopped its heartbeats without leaving: no save can complete
 
     def _close(self) -> None:
+        if self.objects is not None:  # before leaving, so a peer that sees it gone finds the mark
+            self.objects.put(_left_mark(self._this_node), b"")
         self._op_executor.run(_RendezvousExitOp(), self._get_deadline(self._settings.timeout.close))
+
+    def _left(self, node: Any) -> bool:
+        """The node left the rendezvous itself (its torchrun shut down) rather than die."""
+        return self.objects is not None and self.objects.read(_left_mark(node)) is not None
 
     def num_nodes_waiting(self) -> int:
         """Above 0, torchrun stops its workers and joins a new round. torch counts nodes waiting to join;
         for a command of the user's own, a peer of this round gone (it left, or missed three heartbeats)
         counts too: its ranks would otherwise sit in a collective on the dead peer until their framework's
-        timeout (30 minutes by default). The built-in trainer times its own collectives out."""
+        timeout (30 minutes by default). The built-in trainer times its own collectives out. A peer that
+        died rather than left marks the round's end as hopeless for saves (launch.py stops it quickly)."""
         waiting = super().num_nodes_waiting()
         if waiting or not self.round_members or os.environ.get(ROUND_RESUME_ENV) != "1":
             return waiting
         with self._heartbeat_lock:  # the keep-alive thread drops dead nodes from the same state
             present = set(self._state_holder.state.participants)
-        self.peer_gone = not self.round_members <= present
-        return int(self.peer_gone)
+        gone = self.round_members - present
+        self.peer_dead = not all(self._left(node) for node in gone)
+        return int(bool(gone))
 
     def next_rendezvous(self) -> RendezvousInfo:
         """Join a round; tell this node's agent which round and rank (spot_trainer.rounds); for a command
         of the user's own, bring this node's disk to the round's one step (round_start)."""
         info = super().next_rendezvous()
         state = self._state_holder.state
-        self.round_members, self.peer_gone = frozenset(state.participants), False
+        self.round_members, self.peer_dead = frozenset(state.participants), False
         if path := os.environ.get(ROUND_FILE_ENV):
             nodes = tuple(sorted({node.addr for node in state.participants}))
             write_round(Path(path), Round(number=state.round, group_rank=info.rank, nodes=nodes))
         if os.environ.get(ROUND_RESUME_ENV) == "1" and self.remote is not None:
-            start_round(info.store, info.rank, self.remote, self.published_last_round)
+            start_round(info.store, info.rank, info.world_size, self.remote, self.published_last_round)
         self.published_last_round = info.rank == 0
         return info
+
+
+def _left_mark(node: Any) -> str:
+    return f"left/{node!r}"  # torch names a node <addr>_<pid>_<local id>
 
 
 def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
@@ -96,7 +109,7 @@ def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
     handler = create_handler(S3Store(objects, store_timeout), S3RendezvousBackend(objects), params)
     handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; it differs in its shutdown and round start
     assert isinstance(handler, LeavingRendezvousHandler)
-    handler.remote = RemoteStore(s3_client(), bucket, prefix)
+    handler.remote, handler.objects = RemoteStore(s3_client(), bucket, prefix), objects
     return handler
 
 

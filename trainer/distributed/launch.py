@@ -15,17 +15,18 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
 from .handler import LeavingRendezvousHandler, register
 
-PEER_GONE_SHUTDOWN_SECONDS = 3  # ranks blocked on a dead peer cannot save: no use waiting for them
+PEER_DEAD_SHUTDOWN_SECONDS = 3  # ranks blocked on a dead peer cannot save: no use waiting for them
 
 
 def stop_workers_for_a_new_round(agent: LocalElasticAgent, worker_group: WorkerGroup) -> None:
     """torch stops the workers for a new round with a fixed 30 s before SIGKILL, whatever its
-    shutdown timeout says. With a peer of the round gone their collectives cannot complete and no
-    save can succeed, so they get a few seconds; otherwise the configured shutdown timeout (the
-    agent's grace period), in which a joiner's round lets them save the step they are at."""
+    shutdown timeout says. With a peer of the round dead (no heartbeat, no leave) their collectives
+    cannot complete and no save can succeed, so they get a few seconds; otherwise the configured
+    shutdown timeout (the agent's grace period), in which they finish a save in progress (rank 0's
+    files after a peer that saved with it left) or, for a joiner's round, save the step they are at."""
     handler = worker_group.spec.rdzv_handler
-    quick = isinstance(handler, LeavingRendezvousHandler) and handler.peer_gone
-    agent._shutdown(timeout=PEER_GONE_SHUTDOWN_SECONDS if quick else agent._shutdown_timeout)
+    quick = isinstance(handler, LeavingRendezvousHandler) and handler.peer_dead
+    agent._shutdown(timeout=PEER_DEAD_SHUTDOWN_SECONDS if quick else agent._shutdown_timeout)
 
 
 def main(argv: list[str] | None = None) -> None:

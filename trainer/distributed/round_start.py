@@ -4,10 +4,12 @@ A command of the user's own resumes from whatever its node's disk holds, and whe
 disks differ: a replacement restored S3's newest when it booted, and S3 has moved on since; the other
 nodes hold only the parts their ranks wrote (HF's checkpoint-N without the model, Accelerate's
 random_states_<rank>.pkl alone). Ranks that load different steps train apart, or wait forever on a
-peer that finished early. So, before the round's workers start, its group rank 0 names the step (S3's
-latest, after waiting a little for its own newest to arrive there if it published the round before)
-in the round's store; every node sets aside what its disk holds above that step, fetches the step
-unless its disk holds the very files S3 does, and passes it to its workers as RESUME_FROM.
+peer that finished early. So, before the round's workers start, every node names in the round's store the step it still hands over
+(the newest it holds when it published the round before: its agent uploads it as the round forms); group
+rank 0 waits a little for the newest such step to reach S3, then names S3's latest as the round's step;
+every node sets aside what its disk holds above that step, fetches the step unless its disk holds the
+very files S3 does, and passes it to its workers as RESUME_FROM. A group rank 0 that cannot read S3
+says so in the store, so the others leave the round at once instead of waiting out the store's timeout.
 
 The agent asks for this (spot_trainer.rounds.ROUND_RESUME_ENV) for commands of the user's own only: the built-in trainer
 agrees on the newest step among its ranks by itself and sends it to the ranks that lack it.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +29,11 @@ from ..storage.regular_files import is_regular
 from ..storage.remote import MANIFEST, RemoteStore, entry_name
 
 STEP_KEY = "spot_trainer/resume_step"  # in the round's own store (prefixed by torch per round)
+HANDOVER_KEY = "spot_trainer/handover/{rank}"  # each node's step to hand over, or NONE
 NONE = b"none"
-UPLOAD_WAIT_SECONDS = 60.0  # the node that published last round: for its newest step to reach S3
+FAILED = b"failed"  # group rank 0 could not read S3: no step for this round
+HANDOVER_KEY_SECONDS = 30.0  # for every node of the round to name its hand-over (each writes it first thing)
+UPLOAD_WAIT_SECONDS = 60.0  # for the step a node hands over to reach S3
 POLL_SECONDS = 1.0
 
 
@@ -35,18 +41,44 @@ def _say(line: str) -> None:
     print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
 
 
-def agree_on_step(store: Any, group_rank: int, remote: RemoteStore, published_last_round: bool,
-                  directory: Path) -> int | None:
+def offer_handover(store: Any, group_rank: int, published_last_round: bool, directory: Path) -> int | None:
+    """Name the step this node hands over: its newest when it published the round before, else none."""
+    newest = layouts.newest_complete(directory, writer_done=True) if published_last_round else None
+    step = newest.step if newest is not None else None
+    store.set(HANDOVER_KEY.format(rank=group_rank), NONE if step is None else str(step).encode())
+    return step
+
+
+def handed_over(store: Any, nodes: int) -> int | None:
+    """The newest step any node of the round hands over (a node that names none in time hands none)."""
+    keys = [HANDOVER_KEY.format(rank=rank) for rank in range(nodes)]
+    try:
+        store.wait(keys, timedelta(seconds=HANDOVER_KEY_SECONDS))
+    except RuntimeError:  # c10d's store timeout (DistStoreError): a late node hands nothing over
+        _say(f"not every node named its hand-over within {HANDOVER_KEY_SECONDS:.0f}s: going by those that did")
+    steps = [int(value) for key in keys if store.check([key]) and (value := store.get(key)) != NONE]
+    return max(steps, default=None)
+
+
+def agree_on_step(store: Any, group_rank: int, nodes: int, remote: RemoteStore) -> int | None:
     """Group rank 0 names the step in the round's store; every other node reads it there."""
     if group_rank != 0:
         value = store.get(STEP_KEY)
+        if value == FAILED:
+            raise RuntimeError("the round's group rank 0 could not read the published step from S3: "
+                               "this node leaves the round")
         return None if value == NONE else int(value)
-    step = remote.latest_step()
-    if published_last_round and (newest := layouts.newest_complete(directory, writer_done=True)) is not None:
-        deadline = time.monotonic() + UPLOAD_WAIT_SECONDS
-        while (step is None or step < newest.step) and time.monotonic() < deadline:
-            time.sleep(POLL_SECONDS)  # its agent is uploading the step the last round stopped at
-            step = remote.latest_step()
+    try:
+        handover = handed_over(store, nodes)
+        step = remote.latest_step()
+        if handover is not None:
+            deadline = time.monotonic() + UPLOAD_WAIT_SECONDS
+            while (step is None or step < handover) and time.monotonic() < deadline:
+                time.sleep(POLL_SECONDS)  # the agent of the node that published last round is uploading it
+                step = remote.latest_step()
+    except Exception:
+        store.set(STEP_KEY, FAILED)
+        raise
     store.set(STEP_KEY, NONE if step is None else str(step).encode())
     return step
 
@@ -90,8 +122,9 @@ def resume_env(path: Path | None) -> dict[str, str]:
     return {"RESUME_FROM": str(path.resolve()) if path else ""}
 
 
-def start_round(store: Any, group_rank: int, remote: RemoteStore, published_last_round: bool) -> None:
+def start_round(store: Any, group_rank: int, nodes: int, remote: RemoteStore, published_last_round: bool) -> None:
     """All of the above for this node, then RESUME_FROM in the environment its workers inherit."""
     directory = Path(os.environ["CHECKPOINT_DIR"])
-    step = agree_on_step(store, group_rank, remote, published_last_round, directory)
+    offer_handover(store, group_rank, published_last_round, directory)
+    step = agree_on_step(store, group_rank, nodes, remote)
     os.environ.update(resume_env(bring_to_step(directory, step, remote)))
