@@ -4,9 +4,9 @@ A command of the user's own resumes from whatever its node's disk holds, and whe
 disks differ: a replacement restored S3's newest when it booted, and S3 has moved on since; the other
 nodes hold only the parts their ranks wrote (HF's checkpoint-N without the model, Accelerate's
 random_states_<rank>.pkl alone). Ranks that load different steps train apart, or wait forever on a
-peer that finished early. So, before the round's workers start, every node names in the round's store the step it still hands over
-(the newest it holds when it published the round before: its agent uploads it as the round forms); group
-rank 0 waits a little for the newest such step to reach S3, then names S3's latest as the round's step;
+peer that finished early. So, before the round's workers start, every node names in the round's store
+the step it still hands over (the newest it holds when it published the round before: its agent
+uploads it as the round forms); group rank 0 waits a little for the newest such step to reach S3, then names S3's latest as the round's step;
 every node sets aside what its disk holds above that step, fetches the step unless its disk holds the
 very files S3 does, and passes it to its workers as RESUME_FROM. A group rank 0 that cannot read S3
 says so in the store, so the others leave the round at once instead of waiting out the store's timeout.
