@@ -6,13 +6,14 @@ nodes hold only the parts their ranks wrote (HF's checkpoint-N without the model
 random_states_<rank>.pkl alone). Ranks that load different steps train apart, or wait forever on a
 peer that finished early. So, before the round's workers start, every node names in the round's store
 the step it still hands over (the newest it holds when it published the round before: its agent
-uploads it as the round forms); group rank 0 waits a little for the newest such step to reach S3, then names S3's latest as the round's step;
-every node sets aside what its disk holds above that step, fetches the step unless its disk holds the
-very files S3 does, and passes it to its workers as RESUME_FROM. A group rank 0 that cannot read S3
-says so in the store, so the others leave the round at once instead of waiting out the store's timeout.
+uploads it as the round forms); group rank 0 waits a little for the newest such step to reach S3,
+then names S3's latest as the round's step; every node sets aside what its disk holds above that
+step, fetches the step unless its disk holds the very files S3 does, and passes it to its workers as
+RESUME_FROM. A group rank 0 that cannot read S3 says so in the store, so the others leave the round
+at once instead of waiting out the store's timeout.
 
-The agent asks for this (spot_trainer.rounds.ROUND_RESUME_ENV) for commands of the user's own only: the built-in trainer
-agrees on the newest step among its ranks by itself and sends it to the ranks that lack it.
+The agent asks for this (spot_trainer.rounds.ROUND_RESUME_ENV) for commands of the user's own only:
+the built-in trainer agrees on the newest step among its ranks by itself and sends it to the ranks that lack it.
 """
 
 from __future__ import annotations
