@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.command import CommandProcess, parse_signal
+from spot_trainer.agent.command import CommandProcess
+from spot_trainer.signals import parse_signal
 
 
 def bash(script: str, **env: str) -> CommandProcess:

@@ -41,19 +41,6 @@ def with_auto_resume(env: Mapping[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
-def parse_signal(name: str) -> signal.Signals:
-    """`SIGTERM`, `TERM` or `15` → the signal; anything else raises ValueError naming it."""
-    text = name.strip().upper()
-    if text.isdigit():
-        return signal.Signals(int(text))
-    if not text.startswith("SIG"):
-        text = "SIG" + text
-    try:
-        return signal.Signals[text]
-    except KeyError:
-        raise ValueError(f"unknown signal {name!r}") from None
-
-
 @dataclass
 class CommandProcess:
     """One run of the training command. Output lines go to `sink` from reader threads."""

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ..builtin.arguments import arguments_problem
 from ..capacity.policy import parse_deadline, parse_duration
+from ..signals import parse_signal
 from ..storage.names import bucket_name_problem
-from .command import parse_signal
 from .env_file import read_env_text
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, read_round
+from ..signals import parse_signal
 from ..storage import layouts, staging
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore, RemoteStoreError
@@ -29,7 +30,7 @@ from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .aws_clients import AutoScalingClient
 from .cloudwatch import CloudWatchSink
-from .command import CommandProcess, parse_signal, runtime_argv, with_auto_resume
+from .command import CommandProcess, runtime_argv, with_auto_resume
 from .config import AgentConfig
 from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .imds import ImdsClient

@@ -13,16 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
+from ..signals import parse_signal
+
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
 def agent_stop_signal() -> signal.Signals:
-    """The signal the agent stops commands with; SIGTERM when unset or unknown to this platform."""
-    name = os.environ.get("SPOT_STOP_SIGNAL", "SIGTERM").strip().upper()
-    name = name if name.startswith("SIG") else f"SIG{name}"
+    """The signal the agent stops commands with, read as the agent reads it; SIGTERM when unset or
+    unknown to this platform (the agent refuses to start with such a value)."""
     try:
-        return signal.Signals[name]
-    except KeyError:
+        return parse_signal(os.environ.get("SPOT_STOP_SIGNAL", "SIGTERM"))
+    except ValueError:
         return signal.SIGTERM
 
 
