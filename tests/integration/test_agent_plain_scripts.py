@@ -24,7 +24,7 @@ from tests.integration.agent_runner import AgentProcess, agent_env
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures/plain_scripts"
 HF_SCRIPT = Path(__file__).resolve().parents[1] / "fixtures/hf_own_folder/train.py"  # saves into outputs/
-EPOCHS, EPOCH_STEPS = 40, 256  # Lightning saves once an epoch: 8192 samples in batches of 32
+EPOCHS, EPOCH_STEPS = 20, 256  # Lightning saves once an epoch: 8192 samples in batches of 32
 PLAIN = {
     "default-names": f"lightning_train.py {EPOCHS}",
     # Its files are named model-epoch=03.ckpt: the agent reads their step from the archive.
