@@ -24,6 +24,10 @@ LEASE_WAIT = "another agent holds the job lease"
 AGENT_RESUMED = re.compile(r"spot-trainer: resuming from checkpoint step (\d+)")
 AGENT_UPLOADED = re.compile(r"spot-trainer: checkpoint step (\d+) uploaded")
 AGENT_STARTED = "spot-trainer: starting "
+# Several nodes: each round's size, and the step every node of a command of the user's own resumes from
+# when the round forms (torchrun restarts the workers; the agent does not restart the command).
+ROUND_FORMED = re.compile(r"spot-trainer: round \d+: (\d+) node\(s\)")
+ROUND_RESUMED = re.compile(r"spot-trainer: this round resumes from step (\d+)")
 
 
 @dataclass
@@ -73,6 +77,7 @@ class TrainingLog:
     reports_steps: bool = False  # the command prints step lines (else progress is its checkpoints)
     stall_measured: bool = False  # its checkpoint lines carry the time training stalled
     stretches: list[Stretch] = field(default_factory=list)  # one per (re)start, in order
+    round_nodes: int = 0  # the most nodes a round this instance was in had
 
     def poll(self, now: float | None = None) -> bool:
         """Read what was appended since the last poll; True when a new step was seen."""
@@ -135,6 +140,10 @@ class TrainingLog:
             if self.resumed_step is None:
                 self.resumed_step = int(match.group(1))
             self._restarted(stamp, int(match.group(1)))  # a command printing no events resumes only here
+        elif match := ROUND_FORMED.search(line):
+            self.round_nodes = max(self.round_nodes, int(match.group(1)))
+        elif match := ROUND_RESUMED.search(line):
+            self._restarted(stamp, int(match.group(1)))
         elif (match := AGENT_UPLOADED.search(line)) and not self.reports_steps:
             self._saw_step(int(match.group(1)), stamp)
 

@@ -25,17 +25,21 @@ class Work:
     redone: int
     seconds_per_step: float  # a step's wall time on a node (0.0: no two step lines to time it by)
     node_seconds: float  # training time summed over nodes
-    nodes_together: int  # the most nodes that trained at once: the job's world size when distributed
+    # The most nodes that trained at once: the job's world size when distributed (from the rounds the
+    # agents logged: a command that prints no steps shows steps only on the node that publishes).
+    nodes_together: int
 
 
 def logged_work(logs: Iterable[TrainingLog]) -> Work:
+    logs = list(logs)
     trained = [(instance, stretch) for instance, log in enumerate(logs) for stretch in log.stretches
                if stretch.first_step_at is not None]
     done = redone_work.work_done([as_cost_stretch(str(instance), stretch) for instance, stretch in trained])
     seconds = sum(stretch.seconds for _, stretch in trained)
     timed = sum(stretch.timed_steps for _, stretch in trained)
     return Work(steps_computed=done.computed, redone=done.redone, seconds_per_step=seconds / timed if timed else 0.0,
-                node_seconds=seconds, nodes_together=most_at_once([stretch for _, stretch in trained]))
+                node_seconds=seconds, nodes_together=max([most_at_once([stretch for _, stretch in trained]),
+                                                          *(log.round_nodes for log in logs)]))
 
 
 def as_cost_stretch(instance: str, stretch: Stretch) -> redone_work.Stretch:

@@ -53,3 +53,29 @@ def test_three_nodes_as_one_survive_notices_and_a_hard_kill(tmp_path: Path) -> N
     roots = [root for root in (run_dir / "instances").glob("i-*") if root.is_dir()]
     assert len(roots) >= 4, "three nodes, and a replacement for each one lost"
     assert all(Instance(root.name, "", root, {}).processes() == [] for root in roots)
+
+
+DDP_ENV = ("DDP_STEPS=900", "DDP_SAVE_EVERY=20", "DDP_STEP_SECONDS=0.05")
+
+
+@pytest.mark.slow
+def test_a_ddp_script_of_ones_own_by_path_on_three_nodes_survives_a_notice_and_a_power_off(tmp_path: Path) -> None:
+    """jobs/ddp.toml by path: a plain torchrun DDP script that prints a loss line at its saves and handles
+    no signal. The report counts progress from the published checkpoints."""
+    report_file = tmp_path / "report.json"
+    env_flags = [flag for assignment in DDP_ENV for flag in ("--env", assignment)]
+    done = subprocess.run([sys.executable, "-m", "localcloud", "demo", "--job", "jobs/ddp.toml", *env_flags,
+                           "--interruptions", "2", "--hard-kill", "1", "--interrupt-every", "10",
+                           "--json", str(report_file)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(report_file.read_text())
+    assert report["state"] == "DONE" and report["steps"] == 900, report
+    assert report["progress_from"] == "checkpoints" and report["nodes_together"] == 3, report
+    lost = [event for event in report["events"] if event["kind"] in ("announced", "hard-kill")]
+    assert len(lost) == 3 and all(event["recovery_seconds"] is not None for event in lost), lost
+    # Without an emergency save of its own, an interruption costs at most the steps since the last save.
+    assert report["completed_steps_lost"] <= 20 * len(lost) and report["steps_redone"] <= 20 * len(lost), report
+    run_dir = max((WORK_ROOT / "runs").glob("ddp-*"))
+    roots = [root for root in (run_dir / "instances").glob("i-*") if root.is_dir()]
+    assert len(roots) >= 4, "three nodes, and a replacement for each one lost"
+    assert all(Instance(root.name, "", root, {}).processes() == [] for root in roots)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from localcloud.journal import training_again_after
 from localcloud.work import logged_work
 
 from .journal_support import journal_with, resumed, step
@@ -49,3 +50,21 @@ def test_a_steps_time_is_taken_between_step_lines_not_from_the_resume(tmp_path: 
     log = journal_with(tmp_path / "a.log", [(0.0, resumed(46)), (10.0, step(50)), (12.0, step(60))])
     assert logged_work([log]).seconds_per_step == 0.2
     assert logged_work([log]).steps_computed == 14
+
+
+def test_a_silent_command_on_three_nodes_trains_again_when_its_round_resumes(tmp_path: Path) -> None:
+    """A command that prints no steps shows its progress only in the uploads of the node that publishes;
+    after a peer's loss torchrun restarts the workers (not the agent the command), and the round says
+    which published step every node resumes from. Its world is the round's size, not the uploads'."""
+    publisher = journal_with(tmp_path / "publisher", [
+        (1.0, "spot-trainer: round 0: 3 node(s), this one group rank 0 (publishes)"),
+        (5.0, "spot-trainer: checkpoint step 20 uploaded in 0.05s (31969 bytes)"),
+        (9.0, "spot-trainer: checkpoint step 40 uploaded in 0.05s (31969 bytes)"),
+        (12.0, "spot-trainer: round 1: 3 node(s), this one group rank 0 (publishes)"),  # a peer lost at 11 s
+        (12.5, "spot-trainer: this round resumes from step 40, published in S3 (on this disk)"),
+        (16.0, "spot-trainer: checkpoint step 60 uploaded in 0.05s (31969 bytes)"),
+    ])
+    peer = journal_with(tmp_path / "peer", [(1.0, "spot-trainer: round 0: 3 node(s), this one group rank 1")])
+    assert training_again_after([publisher, peer], 11.0) == 16.0  # its first checkpoint after the loss
+    work = logged_work([publisher, peer])
+    assert (work.steps_computed, work.redone, work.nodes_together) == (60, 0, 3)
