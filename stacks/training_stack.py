@@ -163,6 +163,7 @@ def user_data_header(
             "SPOT_TOTAL_STEPS": params.total_steps.value_as_string,
             "SPOT_MAX_SPOT_WAIT": params.max_spot_wait.value_as_string,
             "SPOT_DEADLINE_MARGIN": params.deadline_margin.value_as_string,
+            "SPOT_STALL_MINUTES": params.stall_minutes.value_as_string,
         }),
         **checkpoint_folder_header(job, params),
     }

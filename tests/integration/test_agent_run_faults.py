@@ -4,6 +4,7 @@ with a line that names it."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import boto3
@@ -78,3 +79,29 @@ def test_a_final_checkpoint_that_cannot_reach_s3_fails_the_job_and_keeps_the_ins
     assert not any("completed lifecycle action" in line for line in running.lines), running.text()
     assert any("this instance is kept until its lifecycle hook drain-hook times out" in line
                for line in running.lines), running.text()
+
+
+HANGS_AT = Path(__file__).resolve().parents[1] / "fixtures/hangs_at.py"
+
+
+def test_a_command_that_hangs_is_started_again_once_then_the_job_fails_naming_the_step(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """Stall limit 3 s: the first hang at step 20 is stopped and started again from step 20; the second
+    hang at the same step ends the job FAILED with the reason, and the group at zero."""
+    autoscaling = create_group(aws_env, "hangs")
+    running = agent(aws_env, bucket, "hangs", tmp_path, f"{sys.executable} {HANGS_AT} 20 100",
+                    stall_minutes="0.05", asg_name="hangs", grace_seconds="3")
+    try:
+        assert running.wait(timeout=90) == EXIT_FAILED, running.text()
+    finally:
+        running.stop()
+        running.imds.stop()  # type: ignore[attr-defined]
+    text = running.text()
+    hangs = [line for line in running.lines if "no progress for" in line and "stopping the command" in line]
+    assert len(hangs) == 2 and all("at step 20 (no step line, no new checkpoint)" in line for line in hangs), text
+    assert "starting the command again from the newest checkpoint" in text, text
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "hangs")
+    status = store.get_json("status.json")
+    assert status["state"] == "FAILED" and "hung twice at step 20" in status["reason"], status
+    assert desired_capacity(autoscaling, "hangs") == 0

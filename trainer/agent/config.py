@@ -68,6 +68,9 @@ class AgentConfig:
     deadline: str = ""
     total_steps: int = 0  # the job's size for the deadline; 0: the built-in trainer's --steps
     deadline_margin: str = "30m"  # boot, restore and safety kept in hand before the deadline
+    # No progress (step line, new checkpoint) for this long: stop the command, start it again once per
+    # step (agent/hang_watch.py). The job file's notify.stall_minutes, which also sets the alarm; 0: off.
+    stall_minutes: float = 0.0
     heartbeat_seconds: float = 60.0  # how often this instance's record (for its cost) is refreshed
     deadline_check_seconds: float = 30.0  # a deadline is hours away: a decision every half minute will do
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -108,6 +111,7 @@ ENV_NAMES: dict[str, str] = {
     "SPOT_TOTAL_STEPS": "total_steps",
     "SPOT_DEADLINE_MARGIN": "deadline_margin",
     "SPOT_HEARTBEAT_SECONDS": "heartbeat_seconds",
+    "SPOT_STALL_MINUTES": "stall_minutes",
     "SPOT_DEADLINE_CHECK_SECONDS": "deadline_check_seconds",
 }
 REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")
@@ -209,6 +213,7 @@ def check_config(config: AgentConfig) -> None:
         ("SPOT_PROCS_PER_NODE", config.procs_per_node, config.procs_per_node >= 1),
         ("SPOT_RDZV_LAST_CALL_SECONDS", config.rdzv_last_call_seconds, config.rdzv_last_call_seconds >= 0),
         ("SPOT_RDZV_KEEP_ALIVE_SECONDS", config.rdzv_keep_alive_seconds, config.rdzv_keep_alive_seconds >= 1),
+        ("SPOT_STALL_MINUTES", config.stall_minutes, config.stall_minutes >= 0),
         ("SPOT_TOTAL_STEPS", config.total_steps, config.total_steps >= 0),
         ("SPOT_HEARTBEAT_SECONDS", config.heartbeat_seconds, config.heartbeat_seconds > 0),
         ("SPOT_DEADLINE_CHECK_SECONDS", config.deadline_check_seconds, config.deadline_check_seconds > 0),

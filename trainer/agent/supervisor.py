@@ -33,6 +33,7 @@ from .cloudwatch import CloudWatchSink
 from .command import CommandProcess, runtime_argv, with_auto_resume
 from .config import AgentConfig
 from .deadline_watch import DeadlineWatch, deadline_watch_for
+from .hang_watch import HangWatch
 from .imds import ImdsClient
 from .keep_outputs import keep_final_outputs
 from .lease_keeper import LeaseKeeper
@@ -49,6 +50,7 @@ from .world import World
 
 SINGLE_NODE_ENV = {"NODE_RANK": "0", "NNODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 LEFTOVER_SECONDS = 30.0  # how long processes may outlive the command's main process before they are stopped
+HUNG = "hung"  # _supervise's outcome: no progress for the stall limit (hang_watch.py)
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 
 
@@ -94,9 +96,11 @@ class Agent:
     round_file: Path = field(default_factory=lambda: default_round_file(os.getpid()))
     _said_round: Round | None = None
     _round_failures: RoundFailures = field(init=False)
+    _hang: HangWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.telemetry = RunTelemetry(store=self.clients.store, cloud=self.clients.cloud)
+        self._hang = HangWatch(self.config.stall_minutes * 60)
         self._round_failures = RoundFailures(self.config.restart_budget)
         self._notices = NoticeWatch(self.clients.imds, self.config.react_to_rebalance, self.log)
         if self.config.notify_topic and self.clients.sns is not None:
@@ -229,6 +233,7 @@ class Agent:
             # The built-in trainer resumes by contract; a command of the user's own is watched for a fresh start.
             watch = self._save_watch().start(resumed=resume_from is not None,
                                              restored=None if self._builtin else resume_from)
+            self._hang.restart(time.monotonic())
             try:
                 outcome, code = self._supervise(command, uploader, watch)
             except BaseException:  # the agent itself broke: let the command save and stop, then report
@@ -240,6 +245,16 @@ class Agent:
                 self._settle_uploads(uploader)
                 return self._failed(self._round_failures.reason, self._round_failures.count)
             newest = self._settle_uploads(uploader)
+            if outcome == HUNG:
+                if self._hang.again_at_the_same_step():
+                    return self._failed(f"the command hung twice at step {self._hang.step}: {self._hang.said}",
+                                        failures)
+                self.log(f"starting the command again from the newest checkpoint (a second hang at step "
+                         f"{self._hang.step} ends the job)")
+                local = self._newest_local(writer_done=True)
+                resume_from = local[1] if local else resume_from
+                self._prepare_directory(resume_from)
+                continue
             if outcome != "exited":
                 if self.config.distributed and (ending := self._world().ended_by_a_peer(self.started_at)):
                     return self._ended_elsewhere(ending)
@@ -431,6 +446,11 @@ class Agent:
             watch.check(newest, exited=code == 0)
             if code is not None:
                 return "exited", code
+            now = time.monotonic()
+            self._hang.saw(max((self._require_reporter().status.step or 0, newest[0] if newest else 0)), now)
+            if self._hang.hung(now):
+                self.log(f"{self._hang.line(now)}: stopping the command with {self.config.stop_signal}")
+                return HUNG, self._stop_command(command)
             if self._deadline is not None:
                 self._deadline.check(self._require_reporter().status.step)
             reason = self._notices.reason() or ("agent asked to stop" if self.stop_requested.is_set() else None)
