@@ -20,13 +20,15 @@ def final_output_files(directory: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
     for folder, subfolders, names in os.walk(directory):  # links to folders are not followed
         base = Path(folder)
-        subfolders[:] = sorted(name for name in subfolders if _an_output(base / name))
+        top = base == directory  # a series counts only there (layouts.classify)
+        subfolders[:] = sorted(name for name in subfolders if _an_output(base / name, top))
         for name in sorted(names):
             path = base / name
-            if _an_output(path) and is_regular(path):  # no link, FIFO, socket or device
+            if _an_output(path, top) and is_regular(path):  # no link, FIFO, socket or device
                 files[path.relative_to(directory).as_posix()] = path
     return files
 
 
-def _an_output(path: Path) -> bool:
-    return not (path.name.startswith(".") or layouts.LIGHTNING_LAST.match(path.name) or layouts.classify(path))
+def _an_output(path: Path, top: bool) -> bool:
+    return not (path.name.startswith(".") or layouts.LIGHTNING_LAST.match(path.name)
+                or layouts.classify(path, in_series=top))

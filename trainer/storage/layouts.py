@@ -14,6 +14,9 @@ each is complete enough to upload. The agent asks this module; nothing else know
     generic    any other name with step/iter/ckpt/checkpoint and a number (`model_step500.pt`,
                                         `iter-500/`): complete once a higher step appears or the
                                         command has exited
+    series     names that differ only in one integer, written one after another (`model_<epoch>.pth`,
+                                        `epoch_<N>/`, `weights.<N>-<loss>.hdf5`; series.py): from
+                                        the second member on, complete as generic ones are
 
 A directory a library wrote (torch.distributed.checkpoint, Accelerate's save_state) is whole when
 that library's own files say so, whatever its name and layout: see library_saves.py.
@@ -37,13 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import library_saves
+from . import library_saves, series
 from .lightning_step import archive_step
 from .names import MARKER_FILE, parse_step, read_marker
 from .regular_files import read_regular_text
 from .whole_files import zip_readable
 
-OURS, HF, LIGHTNING, GENERIC = "ours", "hf", "lightning", "generic"
+OURS, HF, LIGHTNING, GENERIC, SERIES = "ours", "hf", "lightning", "generic", "series"
 HF_STATE_FILE = "trainer_state.json"
 INCOMPLETE_PREFIX = ".incomplete-"  # where prepare_for_resume moves what a dead writer left
 UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing proves complete
@@ -55,7 +58,8 @@ _GENERIC_NAME = re.compile(r"(?:step|iter|iteration|ckpt|checkpoint)[-_=]?(\d+)"
 
 ACCEPTED = ("step-<N> (file or directory)", "checkpoint-<N>/ (HF Trainer, Accelerate's save_state)",
             "*.ckpt (Lightning: the step in its name or its archive)",
-            "a name with a step number such as model_step<N>.pt")
+            "a name with a step number such as model_step<N>.pt",
+            "a series of names that differ in one rising number, such as model_<epoch>.pth")
 
 
 @dataclass(frozen=True)
@@ -65,8 +69,10 @@ class Checkpoint:
     layout: str
 
 
-def classify(path: Path) -> tuple[str, int] | None:
-    """(layout, step) of one entry, or None when it is no checkpoint (temp entries, what no step is known of)."""
+def classify(path: Path, *, in_series: bool = True) -> tuple[str, int] | None:
+    """(layout, step) of one entry, or None when it is no checkpoint (temp entries, what no step is known of).
+    `in_series`: a series of its folder counts (an entry of CHECKPOINT_DIR itself, not of a folder below it,
+    where numbered runs such as Lightning's `version_<N>/` logs are outputs)."""
     name = path.name
     if name.startswith("."):
         return None
@@ -84,6 +90,8 @@ def classify(path: Path) -> tuple[str, int] | None:
         return LIGHTNING, step
     if match := _GENERIC_NAME.search(name):
         return GENERIC, int(match.group(1))
+    if in_series and (number := series.number_in_series(path)) is not None:
+        return SERIES, number
     return None
 
 
@@ -101,7 +109,7 @@ def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = Fa
     return None
 
 
-_PREFERENCE = (OURS, HF, LIGHTNING, GENERIC)
+_PREFERENCE = (OURS, HF, LIGHTNING, GENERIC, SERIES)
 
 
 def _entries(directory: str | os.PathLike[str]) -> list[tuple[int, str, Path]]:
@@ -138,7 +146,7 @@ def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: b
             return by_library
         if layout == OURS:  # write, then rename: whole on appearance, but nothing proves it
             return not strict and (path.stat().st_size > 0 if path.is_file() else any(path.iterdir()))
-        return layout == GENERIC and superseded and not strict
+        return layout in (GENERIC, SERIES) and superseded and not strict
     except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
         return False
 
