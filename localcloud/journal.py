@@ -145,7 +145,10 @@ class TrainingLog:
         elif match := ROUND_RESUMED.search(line):
             self._restarted(stamp, int(match.group(1)))
         elif (match := AGENT_UPLOADED.search(line)) and not self.reports_steps:
-            self._saw_step(int(match.group(1)), stamp)
+            step = int(match.group(1))
+            # The hand-over of the step a round resumes from can be logged after the round's start: not trained.
+            if not self.stretches or step > self.stretches[-1].first_step:
+                self._saw_step(step, stamp)
 
     def _restarted(self, stamp: float, step: int) -> None:
         """Training starts again. The agent's restore, then the built-in trainer's own event, are one

@@ -330,6 +330,9 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     if version == "v1" and sections["capacity"].distributed:
         raise field_error("capacity.distributed", "user data v1 and spot-trainer 0.1 have no multi-node training: "
                     f"use {CURRENT_USERDATA_VERSION}")
+    if sections["notify"].restart_on_stall and (version == "v1" or sections["capacity"].distributed):
+        raise field_error("notify.restart_on_stall", "the agent restarts a hung command on single-node jobs with "
+                          f"user data {CURRENT_USERDATA_VERSION}; several nodes keep the stall alarm alone")
     description = _check_type("description", data.get("description", ""), str)
     # The template's Description is "Spot Trainer job NAME: " + this; the limit applies to the whole.
     whole = len(f"Spot Trainer job {name}: {description}".encode())

@@ -108,6 +108,7 @@ class StorageSpec:
 class NotifySpec:
     email: str = ""  # subscribed to the job's topic (SNS asks the address to confirm); "" = none
     stall_minutes: int = DEFAULT_STALL_MINUTES  # no step for this long while instances run: alarm; 0 = none
+    restart_on_stall: bool = False  # the agent also restarts a hung command once per step (agent/hang_watch.py)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def test_a_command_that_hangs_is_started_again_once_then_the_job_fails_naming_th
     hang at the same step ends the job FAILED with the reason, and the group at zero."""
     autoscaling = create_group(aws_env, "hangs")
     running = agent(aws_env, bucket, "hangs", tmp_path, f"{sys.executable} {HANGS_AT} 20 100",
-                    stall_minutes="0.05", asg_name="hangs", grace_seconds="3")
+                    stall_minutes="0.05", restart_on_stall="true", asg_name="hangs", grace_seconds="3")
     try:
         assert running.wait(timeout=90) == EXIT_FAILED, running.text()
     finally:

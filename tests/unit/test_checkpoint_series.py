@@ -76,3 +76,12 @@ def test_numbered_runs_in_a_folder_below_the_checkpoint_folder_stay_outputs(tmp_
     saved(tmp_path / "lightning_logs", ["version_0/", "version_1/"], apart=EPOCH_SECONDS)
     assert sorted(final_output_files(tmp_path)) == ["lightning_logs/version_0/weights.bin",
                                                     "lightning_logs/version_1/weights.bin"]
+
+
+def test_a_sharded_model_and_numbered_metrics_beside_checkpoints_are_outputs(tmp_path: Path) -> None:
+    """HF's sharded weights of one save are written one after another; metrics files are no weights."""
+    shards = [f"model-{index:05d}-of-00003.safetensors" for index in range(1, 4)]
+    saved(tmp_path, [*shards, "eval_750.json", "eval_1000.json", "eval_1250.json"], apart=EPOCH_SECONDS)
+    assert layouts.newest_complete(tmp_path, writer_done=True) is None
+    assert sorted(final_output_files(tmp_path)) == sorted([*shards, "eval_1000.json", "eval_1250.json",
+                                                           "eval_750.json"])

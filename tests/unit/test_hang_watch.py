@@ -58,3 +58,14 @@ def test_a_second_hang_at_the_same_step_ends_the_job_but_one_after_progress_is_a
     for second in range(42, 62):
         later.saw(second - 22, float(second))  # resumed at 20, went on to 39
     assert later.hung(80.0) and not later.again_at_the_same_step()
+
+
+def test_a_command_started_again_that_redoes_steps_below_the_last_one_shown_is_making_progress() -> None:
+    watch = HangWatch(stall_seconds=10)
+    for second in range(1, 51):
+        watch.saw(second, float(second))  # step lines up to 50; its last checkpoint was 40
+    watch.restart(60.0)
+    watch.saw(50, 61.0)  # the step the status still shows
+    for second in range(62, 80):
+        watch.saw(second - 21, float(second))  # 41, 42, … redone from checkpoint 40
+    assert not watch.hung(80.0)

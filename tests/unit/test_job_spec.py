@@ -195,7 +195,8 @@ BAD_CASES = [
      'or "parameter"'),
     (with_change("notify", "email", "ml-team"), "notify.email: expected an e-mail address like ml-team@example.com"),
     (with_change("notify", "email", "a b@example.com"), "notify.email: expected an e-mail address"),
-    (with_change("notify", "emails", "x@example.com"), "notify.emails: unknown key (known: email, stall_minutes)"),
+    (with_change("notify", "emails", "x@example.com"),
+     "notify.emails: unknown key (known: email, stall_minutes, restart_on_stall)"),
     (with_change("notify", "stall_minutes", -1), "notify.stall_minutes: expected 0 (no stall alarm) to 1440"),
     (with_change("notify", "stall_minutes", 1441), "notify.stall_minutes: expected 0 (no stall alarm) to 1440"),
     (with_change("notify", "stall_minutes", "30"), "notify.stall_minutes: expected an integer"),
@@ -414,3 +415,13 @@ def test_a_folder_of_the_jobs_own_is_taken_for_checkpoint_dir(folder: str) -> No
     spec = parse_job(with_changes("run", command="python train.py", train_args="", checkpoint_dir=folder),
                      JOBS_DIR / "example.toml")
     assert spec.run.checkpoint_dir == folder
+
+
+def test_restarting_a_hung_command_is_asked_for_and_refused_where_the_agent_cannot_judge_a_hang() -> None:
+    assert parse_job(with_change("notify", "restart_on_stall", True), JOBS_DIR / "example.toml").notify.restart_on_stall
+    assert not parse_job(with_changes("run"), JOBS_DIR / "example.toml").notify.restart_on_stall
+    several = {**distributed(), "notify": {"restart_on_stall": True}}
+    with pytest.raises(JobSpecError, match="notify.restart_on_stall: .*several nodes keep the stall alarm alone"):
+        parse_job(several, JOBS_DIR / "example.toml")
+    with pytest.raises(JobSpecError, match="notify.restart_on_stall"):
+        parse_job(with_change("notify", "restart_on_stall", "yes"), JOBS_DIR / "example.toml")

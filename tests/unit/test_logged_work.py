@@ -62,6 +62,7 @@ def test_a_silent_command_on_three_nodes_trains_again_when_its_round_resumes(tmp
         (9.0, "spot-trainer: checkpoint step 40 uploaded in 0.05s (31969 bytes)"),
         (12.0, "spot-trainer: round 1: 3 node(s), this one group rank 0 (publishes)"),  # a peer lost at 11 s
         (12.5, "spot-trainer: this round resumes from step 40, published in S3 (on this disk)"),
+        (13.0, "spot-trainer: checkpoint step 40 uploaded in 0.05s (31969 bytes)"),  # the hand-over, logged late
         (16.0, "spot-trainer: checkpoint step 60 uploaded in 0.05s (31969 bytes)"),
     ])
     peer = journal_with(tmp_path / "peer", [(1.0, "spot-trainer: round 0: 3 node(s), this one group rank 1")])

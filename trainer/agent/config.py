@@ -68,9 +68,11 @@ class AgentConfig:
     deadline: str = ""
     total_steps: int = 0  # the job's size for the deadline; 0: the built-in trainer's --steps
     deadline_margin: str = "30m"  # boot, restore and safety kept in hand before the deadline
-    # No progress (step line, new checkpoint) for this long: stop the command, start it again once per
-    # step (agent/hang_watch.py). The job file's notify.stall_minutes, which also sets the alarm; 0: off.
+    # With restart_on_stall, no progress (step line, new checkpoint) for stall_minutes stops the command
+    # and starts it again once per step (agent/hang_watch.py): the job file's notify.stall_minutes (which
+    # also sets the alarm) and notify.restart_on_stall. Single-node jobs only.
     stall_minutes: float = 0.0
+    restart_on_stall: bool = False
     heartbeat_seconds: float = 60.0  # how often this instance's record (for its cost) is refreshed
     deadline_check_seconds: float = 30.0  # a deadline is hours away: a decision every half minute will do
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -112,6 +114,7 @@ ENV_NAMES: dict[str, str] = {
     "SPOT_DEADLINE_MARGIN": "deadline_margin",
     "SPOT_HEARTBEAT_SECONDS": "heartbeat_seconds",
     "SPOT_STALL_MINUTES": "stall_minutes",
+    "SPOT_RESTART_ON_STALL": "restart_on_stall",
     "SPOT_DEADLINE_CHECK_SECONDS": "deadline_check_seconds",
 }
 REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")

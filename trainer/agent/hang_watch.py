@@ -31,8 +31,9 @@ class HangWatch:
         self.last_progress_at = now if self.signals else None
 
     def saw(self, step: int | None, now: float) -> None:
-        """The newest step the command has shown by `now` (a step line or a checkpoint); None: nothing yet."""
-        if step is None or (self.step is not None and step <= self.step):
+        """The newest step the command has shown by `now` (a step line or a checkpoint); None: nothing yet.
+        Any change is progress: a command started again redoes steps below the last one it showed."""
+        if step is None or step == self.step:
             return
         if self.last_progress_at is not None:
             self.longest_silence = max(self.longest_silence, now - self.last_progress_at)

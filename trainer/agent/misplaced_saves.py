@@ -67,7 +67,8 @@ def _holding_checkpoints(roots: list[Path]) -> list[Path]:
                     listed += 1
                     path = Path(entry.path)
                     # Named like one: only such folders are read again, by the layouts, for a complete one.
-                    holds = holds or layouts.classify(path) is not None
+                    # Series count in CHECKPOINT_DIR only: here runs such as Lightning's version_<N>/ are not saves.
+                    holds = holds or layouts.classify(path, in_series=False) is not None
                     if depth < MAX_DEPTH and entry.is_dir(follow_symlinks=False) and _worth_a_look(path):
                         subfolders.append(path)
                     if listed >= MAX_ENTRIES:
@@ -84,7 +85,7 @@ def _worth_a_look(path: Path) -> bool:
     if path.name.startswith(".") or path.name in _SKIPPED or (path / "pyvenv.cfg").exists():
         return False
     # A checkpoint is a leaf: its own folder (checkpoint-500/) is no place to look for more.
-    return layouts.classify(path) is None
+    return layouts.classify(path, in_series=False) is None
 
 
 def _modified_since(path: Path, since: float) -> bool:

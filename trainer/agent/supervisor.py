@@ -100,7 +100,10 @@ class Agent:
 
     def __post_init__(self) -> None:
         self.telemetry = RunTelemetry(store=self.clients.store, cloud=self.clients.cloud)
-        self._hang = HangWatch(self.config.stall_minutes * 60)
+        # Several nodes: a node that does not publish sees no progress of its own, and a world waiting
+        # for min_nodes is no hang; the stall alarm still watches the job.
+        watched = self.config.restart_on_stall and not self.config.distributed
+        self._hang = HangWatch(self.config.stall_minutes * 60 if watched else 0)
         self._round_failures = RoundFailures(self.config.restart_budget)
         self._notices = NoticeWatch(self.clients.imds, self.config.react_to_rebalance, self.log)
         if self.config.notify_topic and self.clients.sns is not None:
@@ -183,18 +186,21 @@ class Agent:
                      "from the step published in S3, never from what one node's disk holds")
         if local is not None and (remote_step is None or local[0] >= remote_step):
             restored: Path | None = local[1]  # this disk survived (agent restart): it is at least as new
+            restored_step = local[0]
         else:
             started = time.monotonic()
             restored = self.clients.store.restore_at_or_below(directory, remote_step)
             if restored is not None:
                 self.log(f"restored {restored.name} from S3 in {time.monotonic() - started:.2f}s")
             remote_step = self._settle_fallback(remote_step, self.clients.store.restored_step)
+            # From S3's record, not the name: a series member alone on this disk is no series yet.
+            restored_step = self.clients.store.restored_step or 0
         self._prepare_directory(restored)
-        self._set_aside_unverified(directory, restored)
+        self._set_aside_unverified(directory, restored_step if restored else None)
         if restored is None:
             self.log("no checkpoint yet: starting fresh")
             return None, remote_step
-        step = layouts.step_of(restored) or 0
+        step = restored_step
         self.log(f"resuming from checkpoint step {step} ({restored.name})")
         self.telemetry.event("resume", step=step)
         self.telemetry.update(checkpoint_step=max(step, remote_step or 0))
@@ -376,10 +382,10 @@ class Agent:
         if hidden:
             self.log(f"moved aside unfinished checkpoints {', '.join(hidden)} (as {layouts.INCOMPLETE_PREFIX}<name>)")
 
-    def _set_aside_unverified(self, directory: Path, restored: Path | None) -> None:
+    def _set_aside_unverified(self, directory: Path, restored_step: int | None) -> None:
         """Whatever sits above the restore point was not proven whole: it must neither be resumed
         from nor published (a stray `step-00000099` would otherwise outrank every real step)."""
-        above = layouts.set_aside_above(directory, layouts.step_of(restored) if restored else None)
+        above = layouts.set_aside_above(directory, restored_step)
         if above:
             hint = " (a checkpoint of the built-in trainer carries a COMMITTED marker)" if self._builtin else ""
             self.log(f"set aside {', '.join(above)} in CHECKPOINT_DIR (as "
@@ -447,7 +453,8 @@ class Agent:
             if code is not None:
                 return "exited", code
             now = time.monotonic()
-            self._hang.saw(max((self._require_reporter().status.step or 0, newest[0] if newest else 0)), now)
+            shown = [step for step in (self._require_reporter().status.step, newest[0] if newest else None) if step]
+            self._hang.saw(max(shown) if shown else None, now)
             if self._hang.hung(now):
                 self.log(f"{self._hang.line(now)}: stopping the command with {self.config.stop_signal}")
                 return HUNG, self._stop_command(command)

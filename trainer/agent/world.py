@@ -71,7 +71,7 @@ class World:
         local = newest_local()
         if remote is not None and (local is None or remote > local[0]):
             if (restored := store.restore_at_or_below(directory, remote)) is not None:
-                uploader.already_in_s3(layouts.step_of(restored) or 0)
+                uploader.already_in_s3(store.restored_step or 0)
                 self.log(f"fetched {restored.name} from S3 for the next round")
                 prepare(restored)
                 return restored

@@ -9,6 +9,7 @@ process that runs torchrun in-process (our launcher), installed or not.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -27,7 +28,7 @@ from ..storage.remote import RemoteStore
 from ..storage.s3client import s3_client
 from .round_start import start_round
 from .s3_backend import S3RendezvousBackend
-from .s3_objects import ConditionalObjects
+from .s3_objects import ConditionalObjects, S3ObjectError
 from .s3_store import S3Store
 
 BACKEND = "s3"
@@ -61,7 +62,10 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
 
     def _close(self) -> None:
         if self.objects is not None:  # before leaving, so a peer that sees it gone finds the mark
-            self.objects.put(_left_mark(self._this_node), b"")
+            try:
+                self.objects.put(_left_mark(self._this_node), b"")
+            except S3ObjectError:  # unmarked, the peers take this node for dead: 3 s for their ranks, not the grace
+                pass
         self._op_executor.run(_RendezvousExitOp(), self._get_deadline(self._settings.timeout.close))
 
     def _left(self, node: Any) -> bool:
@@ -98,6 +102,19 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
         return info
 
 
+_CREATED: list[LeavingRendezvousHandler] = []  # this process's handlers (torchrun makes one)
+
+
+def leave_after_a_signal() -> None:
+    """torchrun leaves its handler be when a signal stops it (torch's own would close the rendezvous for
+    every node); ours only leaves, so it leaves, marked: the peers see a leave, not a death."""
+    for handler in _CREATED:
+        try:
+            handler.shutdown()  # False when the rendezvous refused the leave; the peers then find it dead
+        except Exception as error:  # noqa: BLE001 - leaving is the last act before exit: the exit must stand
+            print(f"spot-trainer: could not leave the rendezvous: {error}", file=sys.stderr, flush=True)
+
+
 def _left_mark(node: Any) -> str:
     return f"left/{node!r}"  # torch names a node <addr>_<pid>_<local id>
 
@@ -110,6 +127,7 @@ def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
     handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; it differs in its shutdown and round start
     assert isinstance(handler, LeavingRendezvousHandler)
     handler.remote, handler.objects = RemoteStore(s3_client(), bucket, prefix), objects
+    _CREATED.append(handler)
     return handler
 
 

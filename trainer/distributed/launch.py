@@ -13,7 +13,7 @@ from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElas
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-from .handler import LeavingRendezvousHandler, register
+from .handler import LeavingRendezvousHandler, leave_after_a_signal, register
 
 PEER_DEAD_SHUTDOWN_SECONDS = 3  # ranks blocked on a dead peer cannot save: no use waiting for them
 
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         rank, failure = error.get_first_failure()
         sys.exit(f"torchrun: rank {rank} exited with code {failure.exitcode}; this round is over")
     except SignalException as error:  # the agent's stop signal: the workers have saved and exited
+        leave_after_a_signal()
         sys.exit(f"torchrun: stopped by {error.sigval.name}")
 
 

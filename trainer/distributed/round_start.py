@@ -25,6 +25,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from torch.distributed import DistStoreError
+
 from ..storage import layouts
 from ..storage.regular_files import is_regular
 from ..storage.remote import MANIFEST, RemoteStore, entry_name
@@ -55,7 +57,7 @@ def handed_over(store: Any, nodes: int) -> int | None:
     keys = [HANDOVER_KEY.format(rank=rank) for rank in range(nodes)]
     try:
         store.wait(keys, timedelta(seconds=HANDOVER_KEY_SECONDS))
-    except RuntimeError:  # c10d's store timeout (DistStoreError): a late node hands nothing over
+    except DistStoreError:  # the store's timeout: a late node hands nothing over
         _say(f"not every node named its hand-over within {HANDOVER_KEY_SECONDS:.0f}s: going by those that did")
     steps = [int(value) for key in keys if store.check([key]) and (value := store.get(key)) != NONE]
     return max(steps, default=None)
@@ -97,7 +99,8 @@ def bring_to_step(directory: Path, step: int | None, remote: RemoteStore) -> Pat
         _say(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): every node of this round "
              f"resumes from step {step}, published in S3")
     restored = here or remote.restore_at_or_below(directory, step)
-    if restored is None or layouts.step_of(restored) != step:  # never a step the other nodes do not resume
+    # S3's record, not the name, says which step came back (a series member alone is no series yet).
+    if restored is None or (not here and remote.restored_step != step):  # never a step the others do not resume
         raise RuntimeError(f"could not fetch step {step}, the round's step, from S3: this node leaves the round")
     layouts.prepare_for_resume(directory, restored)
     _say(f"this round resumes from step {step}, published in S3 ({'on this disk' if here else 'fetched'})")
@@ -126,6 +129,11 @@ def resume_env(path: Path | None) -> dict[str, str]:
 def start_round(store: Any, group_rank: int, nodes: int, remote: RemoteStore, published_last_round: bool) -> None:
     """All of the above for this node, then RESUME_FROM in the environment its workers inherit."""
     directory = Path(os.environ["CHECKPOINT_DIR"])
-    offer_handover(store, group_rank, published_last_round, directory)
+    try:
+        offer_handover(store, group_rank, published_last_round, directory)
+    except Exception:
+        if group_rank == 0:  # the others would wait for its step until the store's timeout
+            store.set(STEP_KEY, FAILED)
+        raise
     step = agree_on_step(store, group_rank, nodes, remote)
     os.environ.update(resume_env(bring_to_step(directory, step, remote)))

@@ -6,7 +6,10 @@ metric) masked. Entries of one folder with the same shape form a series when the
 each written after the one numbered below it, and at least SERIES_GAP_SECONDS after it: a training
 loop saves between epochs, while numbered files written all at once (`shard_0003.bin`,
 `part-00001.parquet` from one export) come out within a moment of each other and are not taken for
-checkpoints. A folder is scanned once per change of its own modification time.
+checkpoints. Only what holds weights takes part: folders and files with the suffixes checkpoints are saved under
+(`.json` metrics or `.parquet` exports never do), and no `-00001-of-00003` shard of one save (HF's
+sharded `model-00001-of-00003.safetensors` are one model, written one after another). A folder is
+scanned once per change of its own modification time.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ SERIES_GAP_SECONDS = 1.0  # the least time between two saves of a training loop;
 _DECIMAL = re.compile(r"\d+\.\d+(?:[eE][-+]?\d+)?")
 _INTEGER = re.compile(r"\d+")
 _MASKED = "\0"  # stands for a decimal number in a shape; never in a file name
+WEIGHT_SUFFIXES = frozenset({".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".h5", ".hdf5", ".keras", ".pkl",
+                             ".pickle", ".npz", ".joblib", ".msgpack", ".tar"})
+_SHARD_OF = re.compile(r"\d+-of-\d+")
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ def _a_series(members: list[Member]) -> bool:
 
 
 _CACHE: dict[str, tuple[int, dict[str, int]]] = {}
+CACHED_FOLDERS = 64
 
 
 def number_in_series(path: Path) -> int | None:
@@ -68,9 +75,17 @@ def number_in_series(path: Path) -> int | None:
         return None
     cached = _CACHE.get(folder)
     if cached is None or cached[0] != version:
+        if len(_CACHE) >= CACHED_FOLDERS:  # final outputs walk every folder below CHECKPOINT_DIR
+            _CACHE.clear()
         cached = (version, series_numbers(_listing(path.parent)))
         _CACHE[folder] = cached
     return cached[1].get(path.name)
+
+
+def _may_hold_weights(entry: os.DirEntry[str]) -> bool:
+    if entry.name.startswith(".") or _SHARD_OF.search(entry.name):
+        return False
+    return entry.is_dir(follow_symlinks=False) or Path(entry.name).suffix.lower() in WEIGHT_SUFFIXES
 
 
 def _listing(folder: Path) -> list[tuple[str, float]]:
@@ -78,7 +93,7 @@ def _listing(folder: Path) -> list[tuple[str, float]]:
     try:
         with os.scandir(folder) as found:
             for entry in found:
-                if not entry.name.startswith("."):
+                if _may_hold_weights(entry):
                     try:
                         entries.append((entry.name, entry.stat(follow_symlinks=False).st_mtime))
                     except OSError:  # removed while we looked
