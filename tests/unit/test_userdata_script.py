@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -117,3 +118,14 @@ def test_bad_header_fails_first_step_with_one_clear_line(tmp_path: Path, overrid
     assert status["reason"] == f"bootstrap step check-header: {message}"
     assert not sandbox.unit_file.exists()
 
+
+
+# A stack deployed with `userdata_version = "v1"` renders this script into every instance it launches,
+# and the runtime it starts (spot-trainer 0.1) reads exactly the settings it writes: v1 never changes,
+# a change goes into a new version. sha256 of userdata/v1/bootstrap.sh as frozen.
+V1_SHA256 = "d9707f75523d773ddb20e148d572f1f56e671b57d771161f507deb09bde24744"
+
+
+def test_v1_is_frozen_byte_for_byte() -> None:
+    assert hashlib.sha256(script_path("v1").read_bytes()).hexdigest() == V1_SHA256, \
+        "userdata/v1 is frozen: put the change into a new version (userdata/v3) instead"
