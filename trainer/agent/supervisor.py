@@ -257,9 +257,7 @@ class Agent:
                                         failures)
                 self.log(f"starting the command again from the newest checkpoint (a second hang at step "
                          f"{self._hang.step} ends the job)")
-                local = self._newest_local(writer_done=True)
-                resume_from = local[1] if local else resume_from
-                self._prepare_directory(resume_from)
+                resume_from = self._restart_point(resume_from)
                 continue
             if outcome != "exited":
                 if self.config.distributed and (ending := self._world().ended_by_a_peer(self.started_at)):
@@ -291,9 +289,7 @@ class Agent:
             reporter.update(failures=failures)
             # Back off a little (a device or a mount that is not ready yet); a stop request cuts it short.
             self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures - 1)))
-            local = self._newest_local(writer_done=True)
-            resume_from = local[1] if local else resume_from
-            self._prepare_directory(resume_from)
+            resume_from = self._restart_point(resume_from)
 
     def _round_ended(self, reason: str, code: int) -> str | None:
         """Several nodes: a round failed. Whether it counts is decided when the next round forms
@@ -362,6 +358,13 @@ class Agent:
     def _catch_up(self, uploader: CheckpointUploader) -> Path | None:
         return self._world().catch_up(uploader, self.telemetry.group_stop_step, self._publishes(),
                                       lambda: self._newest_local(writer_done=True), self._prepare_directory)
+
+    def _restart_point(self, resume_from: Path | None) -> Path | None:
+        """The newest whole checkpoint on this disk (else what the last run was given), made ready."""
+        local = self._newest_local(writer_done=True)
+        resume_from = local[1] if local else resume_from
+        self._prepare_directory(resume_from)
+        return resume_from
 
     def _round(self) -> Round | None:
         """Several nodes: the round this node is in, as the launcher last recorded it."""

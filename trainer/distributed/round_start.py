@@ -55,11 +55,13 @@ def offer_handover(store: Any, group_rank: int, published_last_round: bool, dire
 def handed_over(store: Any, nodes: int) -> int | None:
     """The newest step any node of the round hands over (a node that names none in time hands none)."""
     keys = [HANDOVER_KEY.format(rank=rank) for rank in range(nodes)]
+    present = keys
     try:
         store.wait(keys, timedelta(seconds=HANDOVER_KEY_SECONDS))
     except DistStoreError:  # the store's timeout: a late node hands nothing over
         _say(f"not every node named its hand-over within {HANDOVER_KEY_SECONDS:.0f}s: going by those that did")
-    steps = [int(value) for key in keys if store.check([key]) and (value := store.get(key)) != NONE]
+        present = [key for key in keys if store.check([key])]
+    steps = [int(value) for key in present if (value := store.get(key)) != NONE]
     return max(steps, default=None)
 
 
