@@ -21,6 +21,7 @@ from stacks.job_spec import (
     JobSpecError,
     data_location,
 )
+from stacks.schedule_fields import budget_text
 from stacks.user_data import HEREDOC_VERSIONS
 from trainer.storage.names import RESERVED_BUCKET_PREFIXES, RESERVED_BUCKET_SUFFIXES
 
@@ -78,6 +79,7 @@ class JobParameters:
     total_steps: CfnParameter
     max_spot_wait: CfnParameter
     deadline_margin: CfnParameter
+    budget: CfnParameter
     checkpoint_dir: CfnParameter | None = None  # own commands only: the built-in trainer saves where it is told
 
 
@@ -104,6 +106,7 @@ DURATION_RULE = "a duration like 36h, 90m or 1d12h (units d h m s)"
 EMAIL_PATTERN = r"^$|^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$"
 STALL_PATTERN = r"^([0-9]|[1-9][0-9]|[1-9][0-9]{2}|1[0-3][0-9]{2}|14[0-3][0-9]|1440)$"  # 0..MAX_STALL_MINUTES
 TOTAL_STEPS_PATTERN = r"^$|^[1-9][0-9]{0,14}$"
+BUDGET_PATTERN = r"^$|^(?=[0-9.]*[1-9])[0-9]{1,9}(\.[0-9]{1,6})?$"  # schedule_fields.budget_text's form
 
 
 # An element of the list whose family has a "g" after its generation: Graviton (instance_types.architecture).
@@ -218,6 +221,10 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         _param(stack, "DeadlineMargin", "Deadline margin", type="String", default=schedule.margin,
                allowed_pattern=rf"^{DURATION_PATTERN}$", constraint_description=DURATION_RULE,
                description="Kept in hand before the deadline for boot and restore"),
+        _param(stack, "BudgetUSD", "Budget (USD)", type="String",
+               default=budget_text(schedule.budget_usd) if schedule.budget_usd else "",
+               allowed_pattern=BUDGET_PATTERN, constraint_description="empty, or USD above 0 like 50 or 0.25",
+               description="Empty = none; else at this spend the job saves and stops (raise it to go on)"),
     ])
     if not net.create:
         # No default when the job leaves the choice to deploy time (console pick or --parameters).
@@ -285,8 +292,8 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         ssh_cidr=found["SshCidr"], key_pair=found["KeyPair"],
         data_bucket=found["DataBucket"], data_prefix=found["DataPrefix"],
         notify_email=found["NotifyEmail"], stall_minutes=found["StallAlarmMinutes"], deadline=found["Deadline"],
-        total_steps=found["TotalSteps"], max_spot_wait=found["MaxSpotWait"],
-        deadline_margin=found["DeadlineMargin"], checkpoint_dir=found.get("CheckpointFolder"),
+        total_steps=found["TotalSteps"], max_spot_wait=found["MaxSpotWait"], deadline_margin=found["DeadlineMargin"],
+        budget=found["BudgetUSD"], checkpoint_dir=found.get("CheckpointFolder"),
     )
 
 
@@ -309,6 +316,7 @@ JOB_FIELDS = {
     "ImageId": "capacity.ami", "VpcId": "network.vpc_id", "Subnets": "network.subnets",
     "NotifyEmail": "notify.email", "StallAlarmMinutes": "notify.stall_minutes", "Deadline": "schedule.deadline",
     "TotalSteps": "schedule.total_steps", "MaxSpotWait": "schedule.max_spot_wait", "DeadlineMargin": "schedule.margin",
+    "BudgetUSD": "schedule.budget_usd",
     "ExistingBucket": "storage.bucket", "VolumeSize": "capacity.volume_size",
     "KeepCheckpoints": "storage.keep_checkpoints", "CheckpointVersionRetentionDays": "storage.noncurrent_days",
     "LogRetentionDays": "storage.log_retention_days", "SshCidr": "access.ssh_cidr", "KeyPair": "access.key_pair",

@@ -51,7 +51,8 @@ SECTIONS: dict[str, type] = {
     "schedule": ScheduleSpec,
 }
 TOP_LEVEL = {"name", "description", "userdata_version", *SECTIONS}
-TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false", tuple: "a list of strings"}
+TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+              tuple: "a list of strings"}
 
 
 def _check_type(field: str, value: Any, expected: type) -> Any:
@@ -75,6 +76,8 @@ def _read_section(name: str, raw: Any, cls: type) -> Any:
             raise field_error(f"{name}.{key}", f"unknown key (known: {', '.join(defaults)})")
         if key == "max_price" and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = _fixed_point(value)
+        if key == "budget_usd" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)  # `budget_usd = 50`
         if key == "deadline" and isinstance(value, datetime):
             value = utc_text(value)
         if key == "subnets" and value in ("create", "parameter"):
@@ -330,6 +333,9 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     if version == "v1" and sections["capacity"].distributed:
         raise field_error("capacity.distributed", "user data v1 and spot-trainer 0.1 have no multi-node training: "
                     f"use {CURRENT_USERDATA_VERSION}")
+    if sections["schedule"].budget_usd and version == "v1":
+        raise field_error("schedule.budget_usd", "user data v1's agent keeps no budget: use "
+                          f"{CURRENT_USERDATA_VERSION}")
     if sections["notify"].restart_on_stall and (version == "v1" or sections["capacity"].distributed):
         raise field_error("notify.restart_on_stall", "the agent restarts a hung command on single-node jobs with "
                           f"user data {CURRENT_USERDATA_VERSION}; several nodes keep the stall alarm alone")

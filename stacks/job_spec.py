@@ -117,6 +117,7 @@ class ScheduleSpec:
     total_steps: int = 0  # own commands: the steps the job takes; 0 = not given (builtin: its --steps)
     max_spot_wait: str = ""  # no working spot instance this long: on-demand; "" = wait for spot
     margin: str = DEFAULT_DEADLINE_MARGIN  # kept in hand before the deadline for boot, restore and safety
+    budget_usd: float = 0.0  # the spending cap: at it the job checkpoints and stops; 0 = none
 
 
 @dataclass(frozen=True)

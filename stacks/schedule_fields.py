@@ -47,12 +47,26 @@ def check_schedule(schedule: ScheduleSpec, run: RunSpec, given: Collection[str])
             raise field_error(f"schedule.{field}", str(error)) from None
         if field == "deadline" and not DURATION.match(text) and at <= time.time():
             raise field_error("schedule.deadline", f"{text} has already passed")
+    if "budget_usd" in given:
+        budget_text(schedule.budget_usd)
     if "total_steps" in given and schedule.total_steps < 1:
         raise field_error("schedule.total_steps", f"expected a positive number of steps, got {schedule.total_steps}")
     steps = _builtin_steps(run)
     if "total_steps" in given and run.command == "builtin" and steps != schedule.total_steps:
         raise field_error("schedule.total_steps", f"{schedule.total_steps} differs from the built-in trainer's --steps "
                     f"{steps}: leave it out (the built-in trainer's own count is used)")
+
+
+MAX_BUDGET_USD = 1e9
+
+
+def budget_text(budget: float) -> str:
+    """The cap as the BudgetUSD parameter and the agent take it: a plain decimal, at most 6 places."""
+    text = f"{budget:.6f}".rstrip("0").rstrip(".") if 0 < budget < MAX_BUDGET_USD else ""
+    if not text or float(text) != budget:
+        raise field_error("schedule.budget_usd", f"expected USD above 0 and below {MAX_BUDGET_USD:g}, at most 6 "
+                          f"decimal places (like 50 or 0.25), got {budget!r}")
+    return text
 
 
 def _builtin_steps(run: RunSpec) -> int | None:

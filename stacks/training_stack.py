@@ -164,6 +164,7 @@ def user_data_header(
             "SPOT_MAX_SPOT_WAIT": params.max_spot_wait.value_as_string,
             "SPOT_DEADLINE_MARGIN": params.deadline_margin.value_as_string,
             "SPOT_STALL_MINUTES": params.stall_minutes.value_as_string,
+            "SPOT_BUDGET_USD": params.budget.value_as_string,
             # Only when asked for: every byte of a built-in job's template counts against the CLI's 50 KiB.
             **({"SPOT_RESTART_ON_STALL": "true"} if job.notify.restart_on_stall else {}),
         }),

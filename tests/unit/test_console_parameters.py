@@ -195,6 +195,16 @@ CASES = [
     ("DeadlineMargin", "1h30m", True),
     ("DeadlineMargin", "", False),
     ("DeadlineMargin", "0s", False),
+    ("BudgetUSD", "", True),
+    ("BudgetUSD", "50", True),
+    ("BudgetUSD", "0.25", True),
+    ("BudgetUSD", "0.000001", True),
+    ("BudgetUSD", "0", False),  # a cap of nothing would stop every start: empty is "none"
+    ("BudgetUSD", "0.00", False),
+    ("BudgetUSD", "0.0000001", False),
+    ("BudgetUSD", "-5", False),
+    ("BudgetUSD", "1e3", False),
+    ("BudgetUSD", "$50", False),
 ]
 
 
@@ -223,7 +233,7 @@ def test_the_cases_cover_every_constrained_text_parameter(parameters: dict[str, 
     for name in ("TrainingCommand", "TrainArguments", "WorkingDirectory", "TrainerPackage", "SshCidr", "Nodes",
                  "MinNodes", "KeepCheckpoints", "InstanceTypes", "ExistingBucket", "VolumeSize", "NotifyEmail",
                  "StallAlarmMinutes", "Deadline", "TotalSteps", "MaxSpotWait", "DeadlineMargin", "SpotMaxPrice",
-                 "DataBucket", "SetupCommand"):
+                 "DataBucket", "SetupCommand", "BudgetUSD"):
         assert name in named and ("AllowedPattern" in parameters[name] or "MaxLength" in parameters[name]), name
     assert "Distributed" in named and parameters["Distributed"]["AllowedValues"], "Distributed"
 

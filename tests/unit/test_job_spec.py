@@ -218,6 +218,15 @@ BAD_CASES = [
     (with_change("schedule", "margin", ""), "schedule.margin: duration '' is not whole numbers"),
     (with_change("schedule", "margin", 30), "schedule.margin: expected a string, got 30"),
     (with_change("schedule", "total_steps", 0), "schedule.total_steps: expected a positive number of steps, got 0"),
+    (with_change("schedule", "budget_usd", 0), "schedule.budget_usd: expected USD above 0 and below 1e+09, at most 6 "
+     "decimal places (like 50 or 0.25), got 0.0"),
+    (with_change("schedule", "budget_usd", -5.0), "schedule.budget_usd: expected USD above 0"),
+    (with_change("schedule", "budget_usd", 0.1234567), "schedule.budget_usd: expected USD above 0 and below 1e+09, at "
+     "most 6 decimal places"),
+    (with_change("schedule", "budget_usd", float("inf")), "schedule.budget_usd: expected USD above 0"),
+    (with_change("schedule", "budget_usd", "50"), "schedule.budget_usd: expected a number, got '50'"),
+    ({**with_changes("run", trainer_package="spot-trainer==0.1.0"), "schedule": {"budget_usd": 5},
+      "userdata_version": "v1"}, "schedule.budget_usd: user data v1's agent keeps no budget"),
     (with_change("schedule", "total_steps", 39), "schedule.total_steps: 39 differs from the built-in trainer's "
      "--steps 40: leave it out"),
     (with_change("run", "checkpoint_dir", "my outputs"), "run.checkpoint_dir: 'my outputs': use letters, digits"),
@@ -261,6 +270,12 @@ def test_notifications_and_a_schedule_are_optional_with_defaults() -> None:
 def test_a_deadline_is_a_future_utc_time_or_a_duration_from_the_first_start(deadline: str) -> None:
     spec = parse_job(with_change("schedule", "deadline", deadline), JOBS_DIR / "example.toml")
     assert spec.schedule.deadline == deadline
+
+
+@pytest.mark.parametrize(("written", "budget"), [("50", 50.0), ("0.25", 0.25), ("1_000", 1000.0)])
+def test_a_budget_is_usd_whole_or_with_cents(written: str, budget: float) -> None:
+    spec = parse_job({**EXAMPLE, **tomllib.loads(f"[schedule]\nbudget_usd = {written}\n")}, JOBS_DIR / "example.toml")
+    assert spec.schedule.budget_usd == budget
 
 
 def test_an_unquoted_toml_date_time_in_utc_is_a_deadline() -> None:

@@ -287,18 +287,20 @@ def test_the_console_settings_reach_the_agent(synthesized: dict[str, Synthesized
 
 
 SCHEDULE_HEADER = ("SPOT_NOTIFY_TOPIC", "SPOT_DEADLINE", "SPOT_TOTAL_STEPS", "SPOT_MAX_SPOT_WAIT",
-                   "SPOT_DEADLINE_MARGIN")
+                   "SPOT_DEADLINE_MARGIN", "SPOT_BUDGET_USD")
 
 
 def test_the_schedule_and_the_topic_reach_the_agent(synthesized: dict[str, Synthesized]) -> None:
     cifar = synthesized["cifar"]
     assert _header_at_boot(cifar, SCHEDULE_HEADER) == {
         "SPOT_NOTIFY_TOPIC": "x",  # the topic's ARN, a deploy-time value (Ref of the topic)
-        "SPOT_DEADLINE": "", "SPOT_TOTAL_STEPS": "", "SPOT_MAX_SPOT_WAIT": "", "SPOT_DEADLINE_MARGIN": "30m"}
-    typed = {"Deadline": "2026-12-01T18:00:00Z", "TotalSteps": "5000", "MaxSpotWait": "2h", "DeadlineMargin": "45m"}
+        "SPOT_DEADLINE": "", "SPOT_TOTAL_STEPS": "", "SPOT_MAX_SPOT_WAIT": "", "SPOT_DEADLINE_MARGIN": "30m",
+        "SPOT_BUDGET_USD": ""}
+    typed = {"Deadline": "2026-12-01T18:00:00Z", "TotalSteps": "5000", "MaxSpotWait": "2h", "DeadlineMargin": "45m",
+             "BudgetUSD": "120.5"}
     assert _header_at_boot(cifar, SCHEDULE_HEADER[1:], **typed) == {
         "SPOT_DEADLINE": "2026-12-01T18:00:00Z", "SPOT_TOTAL_STEPS": "5000", "SPOT_MAX_SPOT_WAIT": "2h",
-        "SPOT_DEADLINE_MARGIN": "45m"}
+        "SPOT_DEADLINE_MARGIN": "45m", "SPOT_BUDGET_USD": "120.5"}
     (topic,) = cifar.resources("AWS::SNS::Topic")
     assert {"Fn::Base64": {"Ref": topic}} in _user_data_parts(cifar)
 

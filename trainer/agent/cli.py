@@ -20,10 +20,11 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..costs.cost_text import describe_cost
+from ..costs.budget import outlook
+from ..costs.cost_text import describe_cost, describe_outlook
 from ..costs.job_cost import stored_job_cost
 from ..costs.spend_meter import SpendMeter
-from ..costs.spot_prices import Ec2SpotPrices, NoPrices, SpotPriceSource
+from ..costs.spot_prices import Ec2SpotPrices, NoPrices, PriceError, SpotPriceSource
 from ..storage.lease import Lease
 from ..storage.names import bucket_name_problem
 from ..storage.remote import RemoteStore, RemoteStoreError
@@ -72,7 +73,7 @@ def run_agent(options: argparse.Namespace) -> int:
     except OSError as error:
         return give_up(env, None, f"cannot read {options.env_file}: {error.strerror or error}", EXIT_BAD_CONFIG)
     try:
-        agent = build_agent(config)
+        agent = build_agent(config, env)
         route_runtime_warnings(agent.log)
         for warning in unread_setting_warnings(from_file, ENV_NAMES):
             agent.log(f"WARNING: {warning}")
@@ -99,7 +100,7 @@ def run_agent(options: argparse.Namespace) -> int:
         return give_up(env, None, f"agent stopped by {type(error).__name__}: {first}", EXIT_FAILED)
 
 
-def build_agent(config: AgentConfig) -> Agent:
+def build_agent(config: AgentConfig, env: Mapping[str, str]) -> Agent:
     """Wire the agent to real clients (endpoints from AWS_ENDPOINT_URL and the IMDS override)."""
     imds = ImdsClient()
     instance_id = config.instance_id or _instance_id_from(imds)
@@ -124,8 +125,17 @@ def build_agent(config: AgentConfig) -> Agent:
         autoscaling=session.client("autoscaling", **aws),
         cloud=cloud,
         sns=session.client("sns", **quick) if config.notify_topic else None,
+        prices=budget_prices(session.client("ec2", **aws), env) if config.budget_usd else None,
     )
     return Agent(config=config, clients=clients, instance_id=instance_id)
+
+
+def budget_prices(ec2: object, env: Mapping[str, str]) -> SpotPriceSource:
+    """The price source the spending cap reads (a bad trace file: every question gets why)."""
+    try:
+        return price_source(ec2, env.get("SPOT_PRICE_TRACE", ""))
+    except PriceError as error:
+        return NoPrices(str(error))
 
 
 def start_instance_record(agent: Agent, env: Mapping[str, str]) -> InstanceRecord | None:
@@ -168,13 +178,14 @@ def run_status(options: argparse.Namespace) -> int:
     try:
         status = store.get_json(STATUS_NAME)
         events = store.events()
-        cost = stored_job_cost(store, events, (status or {}).get("state"), spot_prices(options.region),
-                               now=time.time())
+        prices, now = spot_prices(options.region), time.time()
+        cost = stored_job_cost(store, events, (status or {}).get("state"), prices, now=now)
+        ahead = outlook(status or {}, cost, prices, now=now)
         if options.json:
-            print(json.dumps({**(status or {}), "cost": cost.to_dict()}, indent=1))
+            print(json.dumps({**(status or {}), "cost": cost.to_dict(), "outlook": ahead.to_dict()}, indent=1))
             return 0 if status else 1
         print(describe_job(status, store.get_json("latest.json"), events))
-        print("\n".join(describe_cost(cost)))
+        print("\n".join([*describe_cost(cost), *describe_outlook(ahead)]))
     except (RemoteStoreError, ClientError, BotoCoreError) as error:
         return fail(f"cannot read job {options.job!r} in bucket {options.bucket!r}: {error}", 1)
     return 0

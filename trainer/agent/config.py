@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..builtin.arguments import arguments_problem
+from ..builtin.arguments import arguments_problem, total_steps
 from ..capacity.policy import parse_deadline, parse_duration
 from ..signals import parse_signal
 from ..storage.names import bucket_name_problem
@@ -75,6 +75,10 @@ class AgentConfig:
     restart_on_stall: bool = False
     heartbeat_seconds: float = 60.0  # how often this instance's record (for its cost) is refreshed
     deadline_check_seconds: float = 30.0  # a deadline is hours away: a decision every half minute will do
+    # The spending cap (USD; 0: none): at it the job checkpoints, is recorded STOPPED_BY_BUDGET and
+    # scales to zero (agent/budget_watch.py). The spend is read from S3 at most every check.
+    budget_usd: float = 0.0
+    budget_check_seconds: float = 60.0
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -116,6 +120,8 @@ ENV_NAMES: dict[str, str] = {
     "SPOT_STALL_MINUTES": "stall_minutes",
     "SPOT_RESTART_ON_STALL": "restart_on_stall",
     "SPOT_DEADLINE_CHECK_SECONDS": "deadline_check_seconds",
+    "SPOT_BUDGET_USD": "budget_usd",
+    "SPOT_BUDGET_CHECK_SECONDS": "budget_check_seconds",
 }
 REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")
 
@@ -138,6 +144,11 @@ def _convert(env_name: str, raw: str, kind: type | str) -> object:
         expected = "finite number" if kind_name == "float" else kind_name
         raise ConfigError(f"{env_name}={raw!r} is not a valid {expected}") from None
     return raw
+
+
+def known_total_steps(config: AgentConfig) -> int:
+    """The job's size in steps: the job file's total_steps, else the built-in trainer's --steps; 0: unknown."""
+    return config.total_steps or (total_steps(config.train_args) or 0 if config.command == "builtin" else 0)
 
 
 def config_from_env(env: Mapping[str, str] | None = None) -> AgentConfig:
@@ -220,6 +231,8 @@ def check_config(config: AgentConfig) -> None:
         ("SPOT_TOTAL_STEPS", config.total_steps, config.total_steps >= 0),
         ("SPOT_HEARTBEAT_SECONDS", config.heartbeat_seconds, config.heartbeat_seconds > 0),
         ("SPOT_DEADLINE_CHECK_SECONDS", config.deadline_check_seconds, config.deadline_check_seconds > 0),
+        ("SPOT_BUDGET_USD", config.budget_usd, config.budget_usd >= 0),
+        ("SPOT_BUDGET_CHECK_SECONDS", config.budget_check_seconds, config.budget_check_seconds > 0),
     ]
     for name, value, ok in checks:
         if not ok:

@@ -10,33 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..builtin.arguments import total_steps
 from ..capacity.market import GroupClient, group_market, set_group_market
 from ..capacity.policy import SPOT, DeadlinePlan, Progress, choose_market, parse_deadline, parse_duration
-from .config import AgentConfig
+from .config import AgentConfig, known_total_steps
+from .pace import Pace
 from .telemetry import RunTelemetry
-
-MIN_PACE_STEPS = 10  # a pace from fewer steps is mostly start-up noise, enough to flip a market
-
-
-@dataclass
-class Pace:
-    """Seconds per step on this instance, measured from the first step it trained (the step it
-    restored, start-up and restore excluded) over at least MIN_PACE_STEPS steps."""
-
-    restored: int | None = None
-    first: tuple[float, int] | None = None
-
-    def seconds_per_step(self, now: float, step: int) -> float | None:
-        if self.restored is None:
-            self.restored = step  # carried over from the last run: no step of ours yet
-            return None
-        if self.first is None:
-            if step != self.restored:
-                self.first = (now, step)
-            return None
-        since, from_step = self.first
-        return (now - since) / (step - from_step) if step - from_step >= MIN_PACE_STEPS else None
 
 
 @dataclass
@@ -98,7 +76,7 @@ def deadline_watch_for(config: AgentConfig, autoscaling: GroupClient, telemetry:
     the plan goes into status.json for the capacity watch."""
     if not config.deadline:
         return None
-    total = config.total_steps or (total_steps(config.train_args) or 0 if config.command == "builtin" else 0)
+    total = known_total_steps(config)
     if total < 1:
         _not_kept(telemetry, "the job's size is unknown: set total_steps in the job file's [schedule] "
                              "(console: TotalSteps)")

@@ -33,6 +33,8 @@ def message_for(job: str, kind: str, fields: Mapping[str, Any]) -> tuple[str, st
         "market": (f"now {fields.get('to')}", f"Job {job} switched from {fields.get('from')} to "
                    f"{fields.get('to')}{at_step}: {fields.get('reason')}."),
         "done": ("done", f"Job {job} finished{at_step}; its group is scaled to zero."),
+        "budget": ("stopped at its budget", f"Job {job} stopped{at_step}: {fields.get('reason')}. Its group is "
+                   "scaled to zero; raise its budget (BudgetUSD) and its capacity to go on from its last checkpoint."),
         "failed": ("FAILED", f"Job {job} failed: {fields.get('reason')}. Its group is scaled to zero."),
     }
     if kind not in texts:

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .pace import Pace
+
 STATUS_NAME = "status.json"
 # The built-in trainer's event (and the job's recorded one) for a resume that cannot end bit-identical.
 NOT_BIT_IDENTICAL = "not_bit_identical"
@@ -27,6 +29,8 @@ STOPPING = "STOPPING"
 INTERRUPTED = "INTERRUPTED"
 DONE = "DONE"
 FAILED = "FAILED"
+# Stopped at its spending cap: neither done nor failed; a higher cap and capacity resume it.
+STOPPED_BY_BUDGET = "STOPPED_BY_BUDGET"
 
 
 def utc_now() -> str:
@@ -60,6 +64,8 @@ class JobStatus:
     deadline_at: float | None = None
     total_steps: int | None = None
     margin_seconds: float | None = None
+    budget_usd: float | None = None  # the spending cap (None: none)
+    seconds_per_step: float | None = None  # this instance's pace, for the cost to finish
     updated_at: str = field(default_factory=utc_now)
 
     @classmethod
@@ -85,12 +91,15 @@ class StatusReporter:
     publish: Callable[[dict[str, Any]], None]
     interval_seconds: float = 15.0
     clock: Callable[[], float] = time.monotonic
+    pace: Pace = field(default_factory=Pace)  # the record's seconds_per_step, for the cost to finish
     _last_publish: float = 0.0
     _dirty: bool = False
 
     def update(self, **changes: Any) -> None:
         for name, value in changes.items():
             setattr(self.status, name, value)
+        if type(step := changes.get("step")) is int and (pace := self.pace.seconds_per_step(time.time(), step)):
+            self.status.seconds_per_step = round(pace, 6)
         self._dirty = True
         # A warning is read where the state is (`status`), and the instance may be gone within the interval.
         if "state" in changes or changes.get("warning"):

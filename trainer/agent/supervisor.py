@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..costs.spot_prices import SpotPriceSource
 from ..rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, read_round
 from ..signals import parse_signal
 from ..storage import layouts, staging
@@ -29,9 +30,10 @@ from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .aws_clients import AutoScalingClient
+from .budget_watch import BUDGET_EVENT, BudgetWatch, budget_watch_for
 from .cloudwatch import CloudWatchSink
 from .command import CommandProcess, runtime_argv, with_auto_resume
-from .config import AgentConfig
+from .config import AgentConfig, known_total_steps
 from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .hang_watch import HangWatch
 from .imds import ImdsClient
@@ -51,6 +53,7 @@ from .world import World
 SINGLE_NODE_ENV = {"NODE_RANK": "0", "NNODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 LEFTOVER_SECONDS = 30.0  # how long processes may outlive the command's main process before they are stopped
 HUNG = "hung"  # _supervise's outcome: no progress for the stall limit (hang_watch.py)
+OVER_BUDGET = "over budget"  # _supervise's outcome: the spending cap is reached (budget_watch.py)
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 
 
@@ -80,6 +83,7 @@ class Clients:
     autoscaling: AutoScalingClient
     cloud: CloudWatchSink | None
     sns: SnsClient | None = None
+    prices: SpotPriceSource | None = None  # spot prices for the spending cap
 
 
 @dataclass
@@ -92,6 +96,7 @@ class Agent:
     telemetry: RunTelemetry = field(init=False)
     _notices: NoticeWatch = field(init=False)
     _deadline: DeadlineWatch | None = None
+    _budget: BudgetWatch | None = None
     started_at: float = field(default_factory=time.time)
     round_file: Path = field(default_factory=lambda: default_round_file(os.getpid()))
     _said_round: Round | None = None
@@ -132,10 +137,13 @@ class Agent:
             publish=self.telemetry.publish_status,
             interval_seconds=self.config.status_interval_seconds,
         )
-        reporter.update(state=states.RESTORING)
+        reporter.update(state=states.RESTORING, total_steps=known_total_steps(self.config) or None)
         self.telemetry.event("start", attempt=reporter.status.attempt + 1)
         self._deadline = deadline_watch_for(self.config, self.clients.autoscaling, self.telemetry,
                                             reporter.status.first_started_at or time.time())
+        self._budget = budget_watch_for(self.config, store, self.clients.prices, self.telemetry)
+        if self._budget is not None and (why := self._budget.reason_to_stop(now_or_never=True)):
+            return self._stopped_by_budget(why, store.latest_step())  # a cap not raised: no command to start
         resume_from, remote_step = self._restore()
         uploader = CheckpointUploader(
             lambda path, step: store.upload(path, step, lease=None if self.config.distributed else self.clients.lease),
@@ -251,6 +259,8 @@ class Agent:
                 self._settle_uploads(uploader)
                 return self._failed(self._round_failures.reason, self._round_failures.count)
             newest = self._settle_uploads(uploader)
+            if outcome == OVER_BUDGET:
+                return self._stopped_by_budget(self._budget.said if self._budget else "", newest)
             if outcome == HUNG:
                 if self._hang.again_at_the_same_step():
                     return self._failed(f"the command hung twice at step {self._hang.step}: {self._hang.said}",
@@ -463,6 +473,10 @@ class Agent:
                 return HUNG, self._stop_command(command)
             if self._deadline is not None:
                 self._deadline.check(self._require_reporter().status.step)
+            # Several nodes: the node that publishes keeps the cap; the scale to zero stops the others.
+            if self._budget is not None and self._publishes(round_) and (why := self._budget.reason_to_stop()):
+                self.log(f"{why}: stopping the command with {self.config.stop_signal}")
+                return OVER_BUDGET, self._stop_command(command)
             reason = self._notices.reason() or ("agent asked to stop" if self.stop_requested.is_set() else None)
             if self._keeper is not None and self._keeper.lost.is_set():
                 self._stop_command(command)
@@ -560,9 +574,21 @@ class Agent:
         self._end_job(f"training finished at checkpoint step {step}")
         return 0
 
+    def _stopped_by_budget(self, reason: str, step: int | None) -> int:
+        """At the spending cap: neither done nor failed. A higher cap and capacity resume the job."""
+        self._require_reporter().update(state=states.STOPPED_BY_BUDGET, reason=reason)
+        self.telemetry.event(BUDGET_EVENT, reason=reason, step=step, budget_usd=self.config.budget_usd)
+        saved = f"checkpoint step {step} is in S3" if step is not None else "no checkpoint yet"
+        self._end_job(f"stopped at the budget ({reason}); {saved}")
+        return 0
+
     def _ended_elsewhere(self, ending: dict[str, Any]) -> int:
-        """A peer finished the job or gave up on it: the record says what it said, not "interrupted"."""
-        if ending.get("kind") == "failed":
+        """A peer finished the job, gave up on it or stopped it at its budget: the record says what it
+        said, not "interrupted"."""
+        if ending.get("kind") == BUDGET_EVENT:
+            self._require_reporter().update(state=states.STOPPED_BY_BUDGET, reason=str(ending.get("reason") or ""))
+            self.log("another node stopped the job at its budget; this one leaves too")
+        elif ending.get("kind") == "failed":
             reason = str(ending.get("reason") or "")
             self._require_reporter().update(state=states.FAILED, reason=reason)
             self.log(f"another node gave up on the job ({reason}); this one leaves too")

@@ -16,6 +16,7 @@ from ..storage import layouts
 from ..storage.remote import RemoteStore
 from ..storage.uploader import CheckpointUploader
 from . import status as states
+from .budget_watch import BUDGET_EVENT
 from .config import AgentConfig
 from .imds import ImdsClient
 
@@ -36,13 +37,14 @@ class World:
         return self.config.local_addr or self.imds.local_ipv4()
 
     def ended_by_a_peer(self, since: float) -> dict[str, Any] | None:
-        """The `done` or `failed` event of a peer that ended the job, if one did since this agent started.
+        """The `done`, `failed` or `budget` event of a peer that ended the job, if one did since this agent
+        started.
 
         Several nodes finish together, and the first to finish (or to give up) scales the group to zero:
         the others then get a scale-in notice, which is not an interruption. The peer's event says so for
         sure: every node writes the one status record, and a node's progress published a moment after
         the peer's DONE or FAILED hides it."""
-        if endings := self.store.events("done", "failed", since=since):
+        if endings := self.store.events("done", "failed", BUDGET_EVENT, since=since):
             return endings[-1]
         status = self.store.read_record(states.STATUS_NAME) or {}
         if status.get("state") in (states.DONE, states.FAILED):

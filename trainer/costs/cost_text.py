@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .budget import Outlook
 from .job_cost import JobCost
 
 
@@ -21,6 +22,32 @@ def describe_cost(cost: JobCost) -> list[str]:
         f"prices         spot: {cost.price_source}; {cost.on_demand_source}",
     ]
     return lines + _notes(cost)
+
+
+def describe_outlook(outlook: Outlook) -> list[str]:
+    """The cap beside the spend, and what finishing would cost at the current pace and prices."""
+    if outlook.budget_usd is None:
+        budget = "none set ([schedule] budget_usd; console: BudgetUSD)"
+    else:
+        share = outlook.spent_usd / outlook.budget_usd
+        budget = f"{usd(outlook.spent_usd)} spent of {usd(outlook.budget_usd)} ({share:.0%})"
+    return [f"budget         {budget}", f"to finish      {to_finish(outlook)}"]
+
+
+def to_finish(outlook: Outlook) -> str:
+    if outlook.remaining_steps is None:
+        return "not known: the job's size is unknown ([schedule] total_steps; console: TotalSteps)"
+    if outlook.seconds_per_step is None:
+        return "not known yet: no pace measured (steps or checkpoints seen since the last start)"
+    if outlook.to_finish_usd is None:
+        return "not known: no instance to price"
+    whole = f", {usd(outlook.spent_usd + outlook.to_finish_usd)} in all"
+    over = ("; over the budget by " + usd(outlook.spent_usd + outlook.to_finish_usd - outlook.budget_usd)
+            if outlook.budget_usd is not None and outlook.spent_usd + outlook.to_finish_usd > outlook.budget_usd
+            else "")
+    return (f"{usd(outlook.to_finish_usd)} more for {outlook.remaining_steps} steps at "
+            f"{outlook.seconds_per_step:.3g} s/step and {usd(outlook.usd_per_hour)}/h now{whole}{over} "
+            "(boots and interruptions not counted)")
 
 
 def saved(cost: JobCost) -> str:

@@ -106,7 +106,7 @@ def job_cost(lives: Sequence[InstanceLife], events: Iterable[Mapping[str, Any]],
     )
 
 
-FINISHED = ("DONE", "FAILED")
+FINISHED = ("DONE", "FAILED", "STOPPED_BY_BUDGET")  # status.json states of a job that runs no more
 
 
 def stored_job_cost(store: RemoteStore, events: Iterable[Mapping[str, Any]], state: str | None,
