@@ -30,7 +30,10 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 demo: $(STAMP)
 	$(PY) -m localcloud demo --job example
 
+# Every process the suite starts (agents, commands, servers) imports this checkout's modules: compiled once
+# here, none compiles them again where the environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE).
 test: $(STAMP) $(CHECKOV_STAMP)
+	$(PY) -m compileall -q trainer stacks localcloud tests jobs benchmarks app.py
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=10 $(PYTEST_ARGS)
 
 # ruff (lint + import order), mypy strict on the product (trainer/, stacks/, app.py), shellcheck on every

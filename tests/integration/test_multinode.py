@@ -6,6 +6,7 @@ costs only that node: the survivors' agents keep running, fetch the newest check
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,8 +15,11 @@ from pathlib import Path
 import boto3
 
 from localcloud.fake_imds import FakeImds
+from spot_trainer.costs.budget import job_spend
+from spot_trainer.costs.instance_records import read_records
+from spot_trainer.costs.spot_prices import TracePrices
 from spot_trainer.storage.remote import RemoteStore
-from tests.integration.agent_runner import AgentProcess, agent_env
+from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 
 STEPS = 60
 TRAIN_ARGS = (f"--model lm --synthetic --steps {STEPS} --width 16 --context 16 --batch-size 12 "
@@ -205,3 +209,26 @@ def test_a_hard_kill_during_the_replacements_join_leaves_the_others_training(
     (stopped_at,) = {e["step"] for e in first.events("group_stop")}
     assert stopped_at in [e["step"] for e in second.events("resumed")], "no completed step lost"
 
+
+
+def test_several_nodes_stop_at_the_budget_and_record_it_once(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    job = f"multi-budget-{bucket[-8:]}"
+    trace = tmp_path / "prices.json"  # g5.xlarge at a cent a second; each node booted a minute ago
+    trace.write_text(json.dumps([{"type": "g5.xlarge", "az": "*", "time": 0, "price": 36.0}]))
+    budget = 1.7  # $1.20 at the start; each node stops once $1.49 plus 10.5 s of both would reach it
+    with cluster(aws_env, bucket, job, tmp_path, nodes=2, command=STEPPER, min_nodes="2", max_nodes="2",
+                 budget_usd=str(budget), budget_check_seconds="0.5", grace_seconds="10", price_trace=str(trace),
+                 launched_at=f"{time.time() - 60}") as group:
+        for agent in group.agents:
+            assert agent.wait(timeout=120) == 0, agent.text()
+    store = job_store(aws_env, bucket, job)
+    status = store.get_json("status.json")
+    assert status["state"] == "STOPPED_BY_BUDGET" and "reaches its budget $1.70" in status["reason"], status
+    assert len(store.events("budget")) == 1, "one record, one notification"
+    for agent in group.agents:  # one node stopped the job; the other stopped on its own check or left on its record
+        assert any(("stopped at the budget (" in line or "another node stopped the job at its budget" in line)
+                   for line in agent.lines), agent.text()
+    spent = job_spend(read_records(store)[0], TracePrices.from_file(trace), now=time.time()).usd
+    assert spent <= budget, f"${spent:.4f} spent"

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.integration.lost_nodes import every_node_finishes, lose_each_kind_of_node, no_lost_node_was_a_failure
 from tests.integration.test_multinode import cluster, job_store
 
-STEPS = 150
+STEPS = 90
 SILENT_DDP = Path(__file__).resolve().parents[1] / "fixtures" / "plain_scripts" / "ddp_silent.py"
 
 

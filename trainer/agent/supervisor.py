@@ -473,8 +473,9 @@ class Agent:
                 return HUNG, self._stop_command(command)
             if self._deadline is not None:
                 self._deadline.check(self._require_reporter().status.step)
-            # Several nodes: the node that publishes keeps the cap; the scale to zero stops the others.
-            if self._budget is not None and self._publishes(round_) and (why := self._budget.reason_to_stop()):
+            # Several nodes: each keeps the cap (no node waits on another to be told); the first to stop
+            # records it and scales the group to zero, the others record what it said.
+            if self._budget is not None and (why := self._budget.reason_to_stop()):
                 self.log(f"{why}: stopping the command with {self.config.stop_signal}")
                 return OVER_BUDGET, self._stop_command(command)
             reason = self._notices.reason() or ("agent asked to stop" if self.stop_requested.is_set() else None)
@@ -576,6 +577,8 @@ class Agent:
 
     def _stopped_by_budget(self, reason: str, step: int | None) -> int:
         """At the spending cap: neither done nor failed. A higher cap and capacity resume the job."""
+        if self.config.distributed and (ending := self._world().ended_by_a_peer(self.started_at)):
+            return self._ended_elsewhere(ending)  # a peer said so already: one record, one notification
         self._require_reporter().update(state=states.STOPPED_BY_BUDGET, reason=reason)
         self.telemetry.event(BUDGET_EVENT, reason=reason, step=step, budget_usd=self.config.budget_usd)
         saved = f"checkpoint step {step} is in S3" if step is not None else "no checkpoint yet"
