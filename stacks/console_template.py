@@ -18,8 +18,8 @@ import boto3
 from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 
-from stacks.job_spec import BUCKET_NAME
 from stacks.runtime_wheel import REPO_ROOT, runtime_wheel
+from trainer.storage.names import bucket_name_problem
 
 KEY_PREFIX = "spot-trainer/"
 
@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bucket", required=True, help="an S3 bucket of yours for the runtime's wheel")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "cdk.out", help="where the template goes")
     options = parser.parse_args(argv)
-    if not BUCKET_NAME.match(options.bucket):
-        parser.error(f"--bucket {options.bucket!r} is not an S3 bucket name")
+    if problem := bucket_name_problem(options.bucket):
+        parser.error(f"--bucket {problem}")
     package = publish_runtime(options.bucket)
     template = synth_for_console(options.job, package, options.out)
     print(f"runtime: {package}\ntemplate: {template} (upload it in the CloudFormation console)", file=sys.stderr)

@@ -15,7 +15,6 @@ from stacks.checkpoint_dir_field import check_checkpoint_dir
 from stacks.instance_types import check_image_architecture, check_instance_types
 from stacks.job_spec import (
     AMI_ID,
-    BUCKET_NAME,
     CURRENT_USERDATA_VERSION,
     JOB_NAME,
     LOG_RETENTION_DAYS,
@@ -128,9 +127,9 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise field_error("run.restart_budget", f"expected 0 or more, got {run.restart_budget}")
     if problem := trainer_package_problem(run.trainer_package):
         raise field_error("run.trainer_package", problem)
-    if run.data and not (run.data.startswith("s3://") and BUCKET_NAME.match(run.data[5:].partition("/")[0])):
+    if run.data and not run.data.startswith("s3://"):
         raise field_error("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
-    _check_dataset(run)
+    _check_dataset(run)  # its bucket: S3's own rule (storage/names.py), as for every bucket name
     check_checkpoint_dir(run)
     if run.workdir and not (source.parent / run.workdir).is_dir():
         raise field_error("run.workdir", f"{run.workdir!r} is not a directory next to the job file")

@@ -11,7 +11,6 @@ JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 SSM_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
-BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 PLACEMENTS = ("", "cluster")
 DEFAULT_AMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"

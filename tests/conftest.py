@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,10 @@ import pytest
 from localcloud.moto_server import MotoServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# One torch thread in every process the tests start (the local instances' commands take it too):
+# three test workers share two cores, and a second OpenMP thread of a tiny model only spins on a busy
+# core, for the same numbers at several times the CPU. Set before any test imports torch.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The longest modules, longest first (seconds each took under `make test` on two cores, 2026-11-26).
 # `make test` keeps collection order (--no-loadscope-reorder), so the workers take these first and the
 # run ends on short modules instead of one worker on a long one while the others idle.

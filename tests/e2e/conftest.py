@@ -5,6 +5,7 @@ the agent scales the group to 0, and destroys the stack again."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,8 +76,10 @@ def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[
     deployment = cloud.deploy(app, parameters)
     scenario = None
     try:
-        options = RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=420, command_env=command_env or {},
-                             outages=outages or [])
+        # The commands take the tests' torch threads (tests/conftest.py), as a reference run in a test does.
+        threads = {"OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"]}
+        options = RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=420,
+                             command_env={**threads, **(command_env or {})}, outages=outages or [])
         player = Player(cloud, deployment, options)
         scenario = Scenario(cloud, deployment, player.run())
         print("\n".join(summary_lines(cloud.iam_decisions, cloud.client("iam"), deployment.stack)))

@@ -3,15 +3,20 @@ when a check must stop the job to stay within the cap, and what finishing would 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
+from spot_trainer.agent.budget_watch import BudgetWatch
 from spot_trainer.costs.budget import cost_to_finish, job_spend, outlook, reached
 from spot_trainer.costs.cost_text import describe_outlook
 from spot_trainer.costs.instance_records import parse_record
 from spot_trainer.costs.job_cost import job_cost
 from spot_trainer.costs.spot_prices import TracePrices
+from spot_trainer.storage.remote import RemoteStore
 
 T0 = 1_800_000_000.0
 HOUR = 3600.0
@@ -88,3 +93,34 @@ def test_a_job_stopped_at_its_cap_is_priced_to_finish_by_the_fleet_that_ran_last
     ahead = outlook({"total_steps": 100, "step": 40, "seconds_per_step": 60.0}, cost, TRACE, now=NOW + HOUR)
     assert ahead.usd_per_hour == pytest.approx(0.50)  # i-b's type at today's price; i-a ended an hour before it
     assert ahead.to_finish_usd == pytest.approx(0.50)  # 60 steps × 60 s = 1 h
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteStore]:
+    for name in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="capped")
+        yield RemoteStore(s3, "capped", "job")
+
+
+def test_the_watch_counts_the_spend_since_its_last_read_and_says_a_failed_read_once(store: RemoteStore) -> None:
+    store.put_json("instances/i-b.json", {"instance": "i-b", "type": "g5.xlarge", "az": "us-east-1a",
+                                           "market": "spot", "launched_at": NOW - HOUR, "last_seen": NOW - 30,
+                                           "stopped_at": None})
+    clock, said = [NOW], []
+    watch = BudgetWatch(0.60, store, TRACE, stop_seconds=60, warn=said.append, check_seconds=60,
+                        clock=lambda: clock[0])
+    assert watch.reason_to_stop() is None  # nothing read yet: no stop on a guess
+    watch.read()  # $0.50 after an hour at $0.50/h; two minutes ahead: $0.5167
+    assert watch.reason_to_stop() is None
+    clock[0] += 11 * 60  # not read again, but eleven minutes more at $0.50/h: $0.6083 two minutes ahead
+    assert "reaches its budget $0.6000" in (watch.reason_to_stop() or ""), watch.said
+    store.s3.delete_object(Bucket="capped", Key="job/instances/i-b.json")
+    store.s3.delete_bucket(Bucket="capped")
+    watch.read()
+    watch.read()
+    watch.reason_to_stop()
+    watch.reason_to_stop()
+    assert len(said) == 1 and said[0].startswith("the budget could not be checked: "), said

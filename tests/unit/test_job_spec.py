@@ -131,6 +131,9 @@ BAD_CASES = [
     (with_change("run", "train_args", "--model lm --steps 9 --synthetic --checkpoint-dir /tmp/ck"),
      "run.train_args: leave out --checkpoint-dir: the agent restores into $CHECKPOINT_DIR"),
     (with_change("run", "data", "my-datasets/cifar10"), "run.data: expected s3://bucket/prefix"),
+    (with_change("run", "data", "s3://data--ol-s3/cifar10"), "run.data: dataset 'data--ol-s3' is not an S3 bucket "
+     "name (S3 reserves its prefix or suffix)"),
+    (with_change("run", "data", "s3://my..data/cifar10"), "run.data: dataset 'my..data' is not an S3 bucket name"),
     (with_change("run", "trainer_package", "spot-trainer"), "run.trainer_package: 'spot-trainer' is not pinned to one "
      "version: an instance would run as root whatever the index serves under that name"),
     (with_change("run", "trainer_package", "spot-trainer[hf]>=0.2,<0.3"), "run.trainer_package: "

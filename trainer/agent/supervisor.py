@@ -142,7 +142,7 @@ class Agent:
         self._deadline = deadline_watch_for(self.config, self.clients.autoscaling, self.telemetry,
                                             reporter.status.first_started_at or time.time())
         self._budget = budget_watch_for(self.config, store, self.clients.prices, self.telemetry)
-        if self._budget is not None and (why := self._budget.reason_to_stop(now_or_never=True)):
+        if self._budget is not None and (why := self._budget.reason_to_stop()):
             return self._stopped_by_budget(why, store.latest_step())  # a cap not raised: no command to start
         resume_from, remote_step = self._restore()
         uploader = CheckpointUploader(
@@ -151,10 +151,14 @@ class Agent:
             uploaded_step=remote_step,
             log=self.log,
         )
+        if self._budget is not None:
+            self._budget.start()
         try:
             return self._train(uploader, resume_from)
         finally:
             uploader.close()
+            if self._budget is not None:
+                self._budget.stop()
 
     def _forward_bootstrap_log(self) -> None:
         """User data logs to a file before any agent exists; its lines join this instance's stream."""
