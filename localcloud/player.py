@@ -33,7 +33,7 @@ from spot_trainer.capacity.policy import ON_DEMAND, SPOT
 
 TICK_SECONDS = 0.25
 # Time runs faster here: instance records and deadline checks every second or two, not every minute.
-LOCAL_PACE = {"SPOT_HEARTBEAT_SECONDS": "2", "SPOT_DEADLINE_CHECK_SECONDS": "1"}
+LOCAL_PACE = {"SPOT_HEARTBEAT_SECONDS": "2", "SPOT_DEADLINE_CHECK_SECONDS": "1", "SPOT_BUDGET_CHECK_SECONDS": "1"}
 # Passed by localcloud/bin/systemctl to the agent: credentials (only an instance without a role has any;
 # others get theirs from IMDS), and this instance's boot time and spot prices (on EC2 the agent reads
 # those from /proc/uptime and the price history).

@@ -71,7 +71,7 @@ def example_app(local_cloud: LocalCloud) -> Path:
 
 def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[str, str],
          total_steps: int | None = TOTAL_STEPS, command_env: dict[str, str] | None = None,
-         outages: list[SpotOutage] | None = None) -> Iterator[Scenario]:
+         outages: list[SpotOutage] | None = None, price_trace: Path | None = None) -> Iterator[Scenario]:
     """Deploy, run to the end, hand the scenario to the tests, destroy the stack if a test did not."""
     deployment = cloud.deploy(app, parameters)
     scenario = None
@@ -79,7 +79,8 @@ def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[
         # The commands take the tests' torch threads (tests/conftest.py), as a reference run in a test does.
         threads = {"OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"]}
         options = RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=420,
-                             command_env={**threads, **(command_env or {})}, outages=outages or [])
+                             command_env={**threads, **(command_env or {})}, outages=outages or [],
+                             price_trace=price_trace)
         player = Player(cloud, deployment, options)
         scenario = Scenario(cloud, deployment, player.run())
         print("\n".join(summary_lines(cloud.iam_decisions, cloud.client("iam"), deployment.stack)))
