@@ -38,8 +38,10 @@ test: $(STAMP) $(CHECKOV_STAMP)
 
 # ruff (lint + import order), mypy strict on the product (trainer/, stacks/, app.py), shellcheck on every
 # bash script that runs on an instance or stands in for one there.
+TYPECHECK_PATH := build/typecheck
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	mkdir -p $(TYPECHECK_PATH) && ln -sfn $(CURDIR)/trainer $(TYPECHECK_PATH)/spot_trainer
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck --severity=info userdata/*/*.sh localcloud/bin/*
 

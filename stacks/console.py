@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from aws_cdk import CfnParameter, Stack
 
+from spot_trainer.storage.names import RESERVED_BUCKET_PREFIXES, RESERVED_BUCKET_SUFFIXES
 from stacks.checkpoint_dir_field import CHECKPOINT_FOLDER_PATTERN, CHECKPOINT_FOLDER_RULE
 from stacks.instance_types import architecture
 from stacks.job_spec import (
@@ -23,7 +24,6 @@ from stacks.job_spec import (
 )
 from stacks.schedule_fields import budget_text
 from stacks.user_data import HEREDOC_VERSIONS
-from trainer.storage.names import RESERVED_BUCKET_PREFIXES, RESERVED_BUCKET_SUFFIXES
 
 # Empty (the on-demand price caps it) or a plain decimal above 0 and below 1000 USD (job_fields.MAX_PRICE_USD).
 PRICE_PATTERN = r"^$|^(?=[^1-9]*[1-9])[0-9]{0,3}(\.[0-9]+)?$"

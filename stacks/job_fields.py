@@ -11,6 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from spot_trainer.builtin.arguments import arguments_problem
+from spot_trainer.storage.names import bucket_name_problem
 from stacks.checkpoint_dir_field import check_checkpoint_dir
 from stacks.instance_types import check_image_architecture, check_instance_types
 from stacks.job_spec import (
@@ -37,8 +39,6 @@ from stacks.job_spec import (
 )
 from stacks.schedule_fields import check_notify, check_schedule, utc_text
 from stacks.user_data import HEREDOC_VERSIONS, available_versions
-from trainer.builtin.arguments import arguments_problem
-from trainer.storage.names import bucket_name_problem
 
 SECTIONS: dict[str, type] = {
     "run": RunSpec,

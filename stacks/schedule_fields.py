@@ -9,9 +9,9 @@ import time
 from collections.abc import Collection
 from datetime import UTC, datetime
 
+from spot_trainer.builtin.arguments import check_arguments
+from spot_trainer.capacity.policy import parse_deadline, parse_duration
 from stacks.job_spec import MAX_STALL_MINUTES, NotifySpec, RunSpec, ScheduleSpec, field_error
-from trainer.builtin.arguments import check_arguments
-from trainer.capacity.policy import parse_deadline, parse_duration
 
 EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")  # NotifyEmail's own
 DURATION = re.compile(r"^([0-9]+[dhms])+$")

@@ -182,3 +182,13 @@ def test_starting_the_agent_does_not_load_torch(entry: str) -> None:
     result = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", f"importing the agent loaded {result.stdout.strip()}"
+
+
+def test_everything_outside_the_runtime_imports_it_as_the_package_it_installs_as() -> None:
+    # One module, one name in a process: `trainer.x` beside `spot_trainer.x` would be two copies of it
+    # (two different exception classes, two registries), and the wheel has no `trainer` at all.
+    outside = [ROOT / "app.py", *(p for folder in ("stacks", "localcloud", "benchmarks", "tests", "jobs")
+                                  for p in (ROOT / folder).rglob("*.py"))]
+    wrong = [f"{path.relative_to(ROOT)} imports {name}" for path in outside for name in imports_of(path)
+             if name == "trainer" or name.startswith("trainer.")]
+    assert wrong == []
