@@ -85,6 +85,8 @@ def test_without_a_pace_a_size_or_a_cap_status_says_what_is_missing() -> None:
     assert "no pace measured" in no_cap[1]
     unsized = describe_outlook(outlook({"seconds_per_step": 1.0, "step": "bad"}, cost, TRACE, now=NOW))
     assert "the job's size is unknown" in unsized[1]
+    done = describe_outlook(outlook({"seconds_per_step": 1.0, "step": 10, "total_steps": 10}, cost, TRACE, now=NOW))
+    assert done[1] == "to finish      nothing: every step is done"
 
 
 def test_a_job_stopped_at_its_cap_is_priced_to_finish_by_the_fleet_that_ran_last() -> None:

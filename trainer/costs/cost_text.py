@@ -37,6 +37,8 @@ def describe_outlook(outlook: Outlook) -> list[str]:
 def to_finish(outlook: Outlook) -> str:
     if outlook.remaining_steps is None:
         return "not known: the job's size is unknown ([schedule] total_steps; console: TotalSteps)"
+    if outlook.remaining_steps <= 0:
+        return "nothing: every step is done"
     if outlook.seconds_per_step is None:
         return "not known yet: no pace measured (steps or checkpoints seen since the last start)"
     if outlook.to_finish_usd is None:
