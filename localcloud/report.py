@@ -164,7 +164,9 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
     stall = sum(log.stall_seconds for log in logs)
     stall_measured = any(log.stall_measured for log in logs)
     work = logged_work(logs)
-    total = player.options.total_steps or status.get("step") or player.current_step() or 0
+    # The work the run did, priced as one uninterrupted run: every step for a job that finished, the steps
+    # it reached for one that stopped before its end (at its budget, or failed).
+    total = status.get("step") or player.options.total_steps or player.current_step() or 0
     first = instances[0] if instances else None
     # Boot time of an uninterrupted run: launch to first step of the first instance that trained.
     trained = [(i, player.logs[i.instance_id].first_step_at) for i in instances]

@@ -13,6 +13,7 @@ import pytest
 
 from localcloud.cloud import LocalCloud
 from localcloud.interruptions import InterruptionPlan
+from localcloud.report import build_report
 from spot_trainer.costs.budget import job_spend, outlook
 from spot_trainer.costs.cost_text import describe_outlook
 from spot_trainer.costs.instance_records import read_records
@@ -63,3 +64,6 @@ def test_the_job_stops_at_its_cap_with_no_step_lost(capped: Scenario, trace: Pat
     budget, finish = describe_outlook(outlook(status, cost, TracePrices.from_file(trace), now=time.time()))
     assert budget.startswith("budget         $0.1") and "spent of $0.1600" in budget, budget
     assert f"more for {STEPS - status['step']} steps at" in finish, finish
+    # The local report prices the work done, not the whole job, as one uninterrupted on-demand run.
+    report = build_report(capped.player, status, prices=TracePrices.from_file(trace))
+    assert report.state == "STOPPED_BY_BUDGET" and 0 < report.useful_work_fraction <= 1, report
