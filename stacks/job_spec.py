@@ -7,6 +7,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from spot_trainer.builtin.arguments import ArgumentsError, check_arguments
+
 JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 SSM_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
@@ -34,16 +36,20 @@ def data_location(run: RunSpec) -> tuple[str, str] | None:
     """(bucket, prefix) of the S3 data the job reads: run.data, else the built-in trainer's --data."""
     uri = run.data
     if not uri and run.command == "builtin":
-        words = shlex.split(run.train_args)
-        for index, word in enumerate(words):
-            if word == "--data" and index + 1 < len(words):
-                uri = words[index + 1]
-            elif word.startswith("--data="):
-                uri = word.split("=", 1)[1]
+        uri = builtin_data(run.train_args)
     if not uri.startswith("s3://"):
         return None
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
     return bucket, prefix.strip("/")
+
+
+def builtin_data(train_args: str) -> str:
+    """`--data` as the built-in trainer's own parser reads it ('' when not given, or when the parser refuses
+    the arguments: run.train_args' own check names that)."""
+    try:
+        return str(check_arguments(shlex.split(train_args)).data or "")
+    except (ArgumentsError, ValueError):
+        return ""
 
 
 class JobSpecError(ValueError):
