@@ -82,6 +82,7 @@ class InstanceRecord:
         self._thread: threading.Thread | None = None
         self._spent_until = facts.launched_at
         self._failed = False
+        self._wrote = False  # a record of this agent is in S3: what the store holds is no predecessor's
 
     @property
     def name(self) -> str:
@@ -132,22 +133,29 @@ class InstanceRecord:
             self.beat()
 
     def _carry_over(self) -> None:
-        """An agent restarted on this instance measures spend from where its predecessor's record ends."""
-        try:
-            previous = self.store.get_json(self.name)
-        except Exception:
-            return
-        launched = previous.get("launched_at") if previous else None
-        # The same boot (now − uptime moves by milliseconds between readings), not an earlier life.
-        if previous and isinstance(launched, int | float) and abs(launched - self.facts.launched_at) < 5:
-            ends = [v for v in (previous.get("last_seen"), previous.get("stopped_at")) if isinstance(v, int | float)]
-            with self._spend_lock:
-                self._spent_until = max([self._spent_until, *ends])
+        """An agent restarted on this instance measures spend from where its predecessor's record ends.
+        Under the write lock, before this agent's first write or not at all: a stop right after the start
+        must not read this agent's own record as a predecessor's (and meter nothing)."""
+        with self._lock:
+            if self._wrote:
+                return
+            try:
+                previous = self.store.get_json(self.name)
+            except Exception:
+                return
+            launched = previous.get("launched_at") if previous else None
+            # The same boot (now − uptime moves by milliseconds between readings), not an earlier life.
+            if previous and isinstance(launched, int | float) and abs(launched - self.facts.launched_at) < 5:
+                ends = [v for v in (previous.get("last_seen"), previous.get("stopped_at"))
+                        if isinstance(v, int | float)]
+                with self._spend_lock:
+                    self._spent_until = max([self._spent_until, *ends])
 
     def _write(self, *, stopping: bool) -> float:
         now = self.clock()
         try:
             self.store.put_json(self.name, self.record(now, now if stopping else None))
+            self._wrote = True
             if self._failed:
                 self.log(f"instance record {self.name} written again")
             self._failed = False
