@@ -36,6 +36,7 @@ from stacks.job_spec import (
     StorageSpec,
     data_location,
     field_error,
+    plain_decimal,
 )
 from stacks.schedule_fields import check_notify, check_schedule, utc_text
 from stacks.user_data import HEREDOC_VERSIONS, available_versions
@@ -197,7 +198,7 @@ def _fixed_point(price: float) -> str:
     """1e-05 → '0.00001': the SpotMaxPrice parameter (and EC2) take plain decimals only."""
     if not 0 < price <= MAX_PRICE_USD:  # out of range (or nan): refused below, in the user's own spelling
         return str(price)
-    return f"{price:.6f}".rstrip("0").rstrip(".")
+    return plain_decimal(price)
 
 
 def _check_capacity(cap: CapacitySpec) -> None:

@@ -43,6 +43,11 @@ def data_location(run: RunSpec) -> tuple[str, str] | None:
     return bucket, prefix.strip("/")
 
 
+def plain_decimal(value: float) -> str:
+    """1e-05 → '0.00001', 50.0 → '50': the form CloudFormation parameters and EC2 take (6 places at most)."""
+    return f"{value:.6f}".rstrip("0").rstrip(".")
+
+
 def builtin_data(train_args: str) -> str:
     """`--data` as the built-in trainer's own parser reads it ('' when not given, or when the parser refuses
     the arguments: run.train_args' own check names that)."""

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from spot_trainer.builtin.arguments import check_arguments
 from spot_trainer.capacity.policy import parse_deadline, parse_duration
-from stacks.job_spec import MAX_STALL_MINUTES, NotifySpec, RunSpec, ScheduleSpec, field_error
+from stacks.job_spec import MAX_STALL_MINUTES, NotifySpec, RunSpec, ScheduleSpec, field_error, plain_decimal
 
 EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")  # NotifyEmail's own
 DURATION = re.compile(r"^([0-9]+[dhms])+$")
@@ -62,7 +62,7 @@ MAX_BUDGET_USD = 1e9
 
 def budget_text(budget: float) -> str:
     """The cap as the BudgetUSD parameter and the agent take it: a plain decimal, at most 6 places."""
-    text = f"{budget:.6f}".rstrip("0").rstrip(".") if 0 < budget < MAX_BUDGET_USD else ""
+    text = plain_decimal(budget) if 0 < budget < MAX_BUDGET_USD else ""
     if not text or float(text) != budget:
         raise field_error("schedule.budget_usd", f"expected USD above 0 and below {MAX_BUDGET_USD:g}, at most 6 "
                           f"decimal places (like 50 or 0.25), got {budget!r}")

@@ -89,16 +89,10 @@ def budget_watch_for(config: AgentConfig, store: RemoteStore, prices: SpotPriceS
     if not config.budget_usd:
         return None
     telemetry.update(budget_usd=config.budget_usd)
-
-    def warn(message: str) -> None:
-        telemetry.log(f"WARNING: {message}")
-        telemetry.event("warning", message=message)
-        telemetry.update(warning=message)
-
     if prices is None:
-        warn("the budget is not kept: this agent has no spot price source")
+        telemetry.warn("the budget is not kept: this agent has no spot price source")
         return None
-    watch = BudgetWatch(config.budget_usd, store, prices, stop_seconds=config.grace_seconds, warn=warn,
+    watch = BudgetWatch(config.budget_usd, store, prices, stop_seconds=config.grace_seconds, warn=telemetry.warn,
                         check_seconds=config.budget_check_seconds)
     watch.read()
     return watch

@@ -93,7 +93,4 @@ def deadline_watch_for(config: AgentConfig, autoscaling: GroupClient, telemetry:
 
 def _not_kept(telemetry: RunTelemetry, why: str) -> None:
     """Said where the user looks (the log, status.json's warning, the events), never silently."""
-    message = f"the deadline is not kept: {why}"
-    telemetry.log(f"WARNING: {message}")
-    telemetry.event("warning", message=message)
-    telemetry.update(warning=message)
+    telemetry.warn(f"the deadline is not kept: {why}")

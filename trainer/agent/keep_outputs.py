@@ -23,9 +23,7 @@ def keep_final_outputs(telemetry: RunTelemetry, directory: Path) -> None:
     except Exception as error:
         message = (f"the command's final outputs in {directory} did not reach {location} ({error}): they go "
                    "with the instance")
-        telemetry.log(f"WARNING: {message}")
-        telemetry.event("warning", message=message)
-        telemetry.update(warning=message)
+        telemetry.warn(message)
         return
     telemetry.log(f"final outputs: {len(files)} files ({size / 1e6:.1f} MB) from {directory} kept in {location}")
     telemetry.event(FINAL_OUTPUTS, location=location, files=len(files), bytes=size)

@@ -631,9 +631,7 @@ class Agent:
         def warn(message: str) -> None:
             if self.config.distributed and self.clients.store.latest_step() is not None:
                 return  # rank 0 writes on another node, and S3 shows it has saved
-            self.log(f"WARNING: {message}")
-            self.telemetry.event("warning", message=message)
-            self.telemetry.update(warning=message)
+            self.telemetry.warn(message)
 
         # A look through the working directory every dozen polls: once a minute at the default 5 s.
         return SaveWatch(Path(self.config.checkpoint_dir), self.config.checkpoint_warn_seconds, warn,

@@ -46,6 +46,13 @@ class RunTelemetry:
         if self.reporter is not None:
             self.reporter.update(**changes)
 
+    def warn(self, message: str) -> None:
+        """Something the user must know or fix: said where they look (the log, the events and so a
+        notification's record, status.json's warning), never silently."""
+        self.log(f"WARNING: {message}")
+        self.event("warning", message=message)
+        self.update(warning=message)
+
     def event(self, kind: str, **fields: Any) -> None:
         try:
             self.store.append_event(kind, **fields)
