@@ -137,3 +137,12 @@ def test_a_lease_nobody_renews_is_taken_after_one_ttl_whatever_expiry_it_names(s
     assert not lease.acquire()
     clock.advance(2)
     assert lease.acquire() and lease.token == 8
+
+
+def test_nodes_racing_to_record_the_same_thing_create_it_exactly_once(s3: Any, bucket: str) -> None:
+    for round_ in range(5):
+        stores = [RemoteStore(s3, bucket, f"once-{round_}", instance=f"i-{n}") for n in range(3)]
+        created = race(*(lambda store=store: store.create_once("stop.json", {"by": store.instance})
+                         for store in stores))
+        assert created.count(True) == 1, created
+        assert stores[0].get_json("stop.json") == {"by": stores[created.index(True)].instance}

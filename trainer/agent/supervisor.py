@@ -30,7 +30,7 @@ from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .aws_clients import AutoScalingClient
-from .budget_watch import BUDGET_EVENT, BudgetWatch, budget_watch_for
+from .budget_watch import BUDGET_EVENT, BudgetWatch, budget_watch_for, stop_record_name
 from .cloudwatch import CloudWatchSink
 from .command import CommandProcess, runtime_argv, with_auto_resume
 from .config import AgentConfig, known_total_steps
@@ -581,8 +581,12 @@ class Agent:
 
     def _stopped_by_budget(self, reason: str, step: int | None) -> int:
         """At the spending cap: neither done nor failed. A higher cap and capacity resume the job."""
-        if self.config.distributed and (ending := self._world().ended_by_a_peer(self.started_at)):
-            return self._ended_elsewhere(ending)  # a peer said so already: one record, one notification
+        if self.config.distributed:  # the first node to stop records it: one record, one notification
+            if ending := self._world().ended_by_a_peer(self.started_at):
+                return self._ended_elsewhere(ending)
+            if not self.clients.store.create_once(stop_record_name(self.config.budget_usd),
+                                                  {"reason": reason, "step": step, "instance": self.instance_id}):
+                return self._ended_elsewhere({"kind": BUDGET_EVENT, "reason": reason})
         self._require_reporter().update(state=states.STOPPED_BY_BUDGET, reason=reason)
         self.telemetry.event(BUDGET_EVENT, reason=reason, step=step, budget_usd=self.config.budget_usd)
         saved = f"checkpoint step {step} is in S3" if step is not None else "no checkpoint yet"

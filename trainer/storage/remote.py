@@ -428,6 +428,17 @@ class RemoteStore:
     def put_json(self, name: str, obj: dict[str, Any]) -> None:
         self._put(name, obj, absolute=False)
 
+    def create_once(self, name: str, obj: dict[str, Any]) -> bool:
+        """Write `name` only where it does not exist yet (`IfNoneMatch="*"`): of several nodes racing to
+        record the same thing, exactly one gets True."""
+        try:
+            self._put(name, obj, absolute=False, IfNoneMatch="*")
+        except RemoteStoreError as error:
+            if isinstance(error.__cause__, ClientError) and is_conflict(error.__cause__):
+                return False
+            raise
+        return True
+
     def get_json(self, name: str, *, absolute: bool = False) -> dict[str, Any] | None:
         return self._get_with_etag(name, absolute=absolute)[0]
 
