@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from spot_trainer.builtin.arguments import arguments_problem
+from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
 from spot_trainer.storage.names import bucket_name_problem
 from stacks.checkpoint_dir_field import check_checkpoint_dir
 from stacks.instance_types import check_image_architecture, check_instance_types
@@ -19,9 +20,6 @@ from stacks.job_spec import (
     AMI_ID,
     CURRENT_USERDATA_VERSION,
     JOB_NAME,
-    LOG_RETENTION_DAYS,
-    MAX_KEEP_CHECKPOINTS,
-    MAX_NODES,
     PLACEMENTS,
     SHIPPED_TRAINER_PACKAGE,
     SIGNALS,
@@ -50,7 +48,7 @@ SECTIONS: dict[str, type] = {
     "notify": NotifySpec,
     "schedule": ScheduleSpec,
 }
-TOP_LEVEL = {"name", "description", "userdata_version", *SECTIONS}
+TOP_LEVEL = {*(s.field for s in SETTINGS if s.field and not s.section), *SECTIONS}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
               tuple: "a list of strings"}
 
@@ -339,7 +337,7 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     if sections["notify"].restart_on_stall and (version == "v1" or sections["capacity"].distributed):
         raise field_error("notify.restart_on_stall", "the agent restarts a hung command on single-node jobs with "
                           f"user data {CURRENT_USERDATA_VERSION}; several nodes keep the stall alarm alone")
-    description = _check_type("description", data.get("description", ""), str)
+    description = _check_type("description", data.get("description", setting("description").default), str)
     # The template's Description is "Spot Trainer job NAME: " + this; the limit applies to the whole.
     whole = len(f"Spot Trainer job {name}: {description}".encode())
     if whole > MAX_DESCRIPTION_BYTES:

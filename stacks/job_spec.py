@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spot_trainer.builtin.arguments import ArgumentsError, check_arguments
+from spot_trainer.settings import setting
 
 JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
@@ -15,21 +16,12 @@ SSM_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 PLACEMENTS = ("", "cluster")
-DEFAULT_AMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+DEFAULT_AMI = setting("capacity.ami").default
 # Empty: the wheel of this checkout, built at synth and shipped with the stack (stacks/runtime_wheel.py).
-SHIPPED_TRAINER_PACKAGE = ""
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
-                      2557, 2922, 3288, 3653)
-
-
-MAX_NODES = 64  # instances of one job; the console's Nodes pattern says the same
-MAX_KEEP_CHECKPOINTS = 999
-MAX_STALL_MINUTES = 1440  # an alarm looks back at most one day at one-minute periods
-DEFAULT_STALL_MINUTES = 30
-DEFAULT_DEADLINE_MARGIN = "30m"
+SHIPPED_TRAINER_PACKAGE = setting("run.trainer_package").default
 
 # v2 starts the runtime as spot_trainer (spot-trainer >= 0.2); v1 starts it as trainer (0.1 only).
-CURRENT_USERDATA_VERSION = "v2"
+CURRENT_USERDATA_VERSION: str = setting("userdata_version").default
 
 
 def data_location(run: RunSpec) -> tuple[str, str] | None:
@@ -67,67 +59,67 @@ def field_error(field: str, message: str) -> JobSpecError:
 
 @dataclass(frozen=True)
 class RunSpec:
-    command: str = "builtin"
-    train_args: str = ""
-    setup: str = ""
-    workdir: str = ""  # local directory shipped with the job (a CDK asset); "" ships nothing
-    checkpoint_dir: str = ""  # where the command saves, from its working directory; "" = the agent's own
-    data: str = ""  # s3://bucket/prefix the job reads (read access is granted); "" = train_args' --data
-    trainer_package: str = SHIPPED_TRAINER_PACKAGE
-    stop_signal: str = "SIGTERM"
-    grace_seconds: int = 110
-    restart_budget: int = 3
-    react_to_rebalance: bool = False
+    command: str = setting("run.command").default
+    train_args: str = setting("run.train_args").default
+    setup: str = setting("run.setup").default
+    workdir: str = setting("run.workdir").default
+    checkpoint_dir: str = setting("run.checkpoint_dir").default
+    data: str = setting("run.data").default
+    trainer_package: str = setting("run.trainer_package").default
+    stop_signal: str = setting("run.stop_signal").default
+    grace_seconds: int = setting("run.grace_seconds").default
+    restart_budget: int = setting("run.restart_budget").default
+    react_to_rebalance: bool = setting("run.react_to_rebalance").default
 
 
 @dataclass(frozen=True)
 class CapacitySpec:
-    instance_types: tuple[str, ...] = ("g5.xlarge", "g6.xlarge", "g4dn.xlarge")
-    nodes: int = 1
-    distributed: bool = False  # True: the nodes train together (torchrun elastic); False: one trains, others stand by
-    min_nodes: int = 0  # distributed: fewest nodes that keep training; 0 = not given, read as `nodes`
-    placement: str = ""  # "cluster": every node in one cluster placement group (one AZ); "" = none
-    max_price: str = ""  # USD/hour per instance; "" = the on-demand price caps it (AWS default)
-    ami: str = DEFAULT_AMI  # SSM parameter path (or AMI id) of the image
-    volume_size: int = 100
-    root_device: str = "/dev/sda1"
+    instance_types: tuple[str, ...] = setting("capacity.instance_types").default
+    nodes: int = setting("capacity.nodes").default
+    distributed: bool = setting("capacity.distributed").default
+    min_nodes: int = setting("capacity.min_nodes").default
+    placement: str = setting("capacity.placement").default
+    max_price: str = setting("capacity.max_price").default
+    ami: str = setting("capacity.ami").default
+    volume_size: int = setting("capacity.volume_size").default
+    root_device: str = setting("capacity.root_device").default
 
 
 @dataclass(frozen=True)
 class NetworkSpec:
-    subnets: tuple[str, ...] = ()  # empty + create=False → chosen at deploy time (parameter)
-    vpc_id: str = ""
+    subnets: tuple[str, ...] = setting("network.subnets").default
+    vpc_id: str = setting("network.vpc_id").default
     create: bool = True
 
 
 @dataclass(frozen=True)
 class AccessSpec:
-    ssh_cidr: str = ""
-    key_pair: str = ""
+    ssh_cidr: str = setting("access.ssh_cidr").default
+    key_pair: str = setting("access.key_pair").default
 
 
 @dataclass(frozen=True)
 class StorageSpec:
-    bucket: str = ""  # an existing bucket to keep checkpoints in; empty = the stack creates one
-    keep_checkpoints: int = 3
-    noncurrent_days: int = 30
-    log_retention_days: int = 30
+    bucket: str = setting("storage.bucket").default
+    keep_checkpoints: int = setting("storage.keep_checkpoints").default
+    noncurrent_days: int = setting("storage.noncurrent_days").default
+    log_retention_days: int = setting("storage.log_retention_days").default
 
 
 @dataclass(frozen=True)
 class NotifySpec:
-    email: str = ""  # subscribed to the job's topic (SNS asks the address to confirm); "" = none
-    stall_minutes: int = DEFAULT_STALL_MINUTES  # no step for this long while instances run: alarm; 0 = none
-    restart_on_stall: bool = False  # the agent also restarts a hung command once per step (agent/hang_watch.py)
+    email: str = setting("notify.email").default
+    stall_minutes: int = setting("notify.stall_minutes").default
+    restart_on_stall: bool = setting("notify.restart_on_stall").default
 
 
 @dataclass(frozen=True)
 class ScheduleSpec:
-    deadline: str = ""  # "" | UTC timestamp "2026-12-01T18:00:00Z" | duration from the first start "36h"
-    total_steps: int = 0  # own commands: the steps the job takes; 0 = not given (builtin: its --steps)
-    max_spot_wait: str = ""  # no working spot instance this long: on-demand; "" = wait for spot
-    margin: str = DEFAULT_DEADLINE_MARGIN  # kept in hand before the deadline for boot, restore and safety
-    budget_usd: float = 0.0  # the spending cap: at it the job checkpoints and stops; 0 = none
+    deadline: str = setting("schedule.deadline").default
+    total_steps: int = setting("schedule.total_steps").default
+    max_spot_wait: str = setting("schedule.max_spot_wait").default
+    margin: str = setting("schedule.margin").default
+    budget_usd: float = setting("schedule.budget_usd").default
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 from spot_trainer.builtin.arguments import check_arguments
 from spot_trainer.capacity.policy import parse_deadline, parse_duration
-from stacks.job_spec import MAX_STALL_MINUTES, NotifySpec, RunSpec, ScheduleSpec, field_error, plain_decimal
+from spot_trainer.settings import MAX_STALL_MINUTES
+from stacks.job_spec import NotifySpec, RunSpec, ScheduleSpec, field_error, plain_decimal
 
 EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")  # NotifyEmail's own
 DURATION = re.compile(r"^([0-9]+[dhms])+$")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..builtin.arguments import arguments_problem, total_steps
 from ..capacity.policy import parse_deadline, parse_duration
+from ..settings import NO_DEFAULT, agent_default, agent_env_names
 from ..signals import parse_signal
 from ..storage.names import bucket_name_problem
 from .env_file import read_env_text
@@ -28,102 +29,56 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class AgentConfig:
+    """What the agent acts on: each setting's SPOT_* name, default and meaning are in the settings table
+    (settings.py); checkpoint_warn_seconds and extra_env are not settings."""
+
     job: str
     bucket: str
-    command: str  # "builtin" or a shell command line
-    region: str = "us-east-1"
-    workdir: str = ""
-    checkpoint_dir: str = "/opt/spot-trainer/checkpoints"
-    asg_name: str = ""
-    log_group: str = ""
-    grace_seconds: float = 110.0
-    restart_budget: int = 3
-    react_to_rebalance: bool = False
-    keep_checkpoints: int = 3
-    poll_seconds: float = 5.0
-    lease_ttl_seconds: float = 60.0
-    stop_signal: str = "SIGTERM"
-    instance_id: str = ""
-    metrics_namespace: str = "SpotTrainer"
-    train_args: str = ""  # extra arguments for the built-in trainer
-    lifecycle_hook: str = ""  # termination hook to complete once the emergency checkpoint is safe
-    bootstrap_log: str = ""  # user data's log file, forwarded to the log stream when the agent starts
-    status_interval_seconds: float = 15.0  # how often status.json is refreshed while training
+    command: str
+    region: str = agent_default("region")
+    workdir: str = agent_default("workdir")
+    checkpoint_dir: str = agent_default("checkpoint_dir")
+    asg_name: str = agent_default("asg_name")
+    log_group: str = agent_default("log_group")
+    grace_seconds: float = agent_default("grace_seconds")
+    restart_budget: int = agent_default("restart_budget")
+    react_to_rebalance: bool = agent_default("react_to_rebalance")
+    keep_checkpoints: int = agent_default("keep_checkpoints")
+    poll_seconds: float = agent_default("poll_seconds")
+    lease_ttl_seconds: float = agent_default("lease_ttl_seconds")
+    stop_signal: str = agent_default("stop_signal")
+    instance_id: str = agent_default("instance_id")
+    metrics_namespace: str = agent_default("metrics_namespace")
+    train_args: str = agent_default("train_args")
+    lifecycle_hook: str = agent_default("lifecycle_hook")
+    bootstrap_log: str = agent_default("bootstrap_log")
+    status_interval_seconds: float = agent_default("status_interval_seconds")
     # Warn when the command has saved nothing recognisable by then. Not an SPOT_* setting yet: every
     # setting is written by the user data, and v1 stays as it is.
     checkpoint_warn_seconds: float = 1800.0
-    # Several nodes as one (torchrun elastic): training goes on while at least min_nodes are alive.
-    distributed: bool = False
-    min_nodes: int = 1
-    max_nodes: int = 1
-    procs_per_node: int = 1  # one worker per GPU; single-GPU spot nodes by default
-    local_addr: str = ""  # this node's address for its peers; default: IMDS local-ipv4
-    rdzv_last_call_seconds: float = 15.0  # after min_nodes joined, how long a round waits for more
-    # A node that stops heartbeating is dropped from the rendezvous after 3 intervals; each beat is a
-    # conditional PUT of the state object (3 nodes at 5 s: about 52,000 PUTs a day, $0.26).
-    rdzv_keep_alive_seconds: float = 5.0
-    notify_topic: str = ""  # the job's SNS topic ARN; empty: no notifications
-    # A deadline the job keeps by switching its group to on-demand when it falls behind (uniform
-    # progress): a UTC timestamp or a duration from the job's first start; empty: none.
-    deadline: str = ""
-    total_steps: int = 0  # the job's size for the deadline; 0: the built-in trainer's --steps
-    deadline_margin: str = "30m"  # boot, restore and safety kept in hand before the deadline
-    # With restart_on_stall, no progress (step line, new checkpoint) for stall_minutes stops the command
-    # and starts it again once per step (agent/hang_watch.py): the job file's notify.stall_minutes (which
-    # also sets the alarm) and notify.restart_on_stall. Single-node jobs only.
-    stall_minutes: float = 0.0
-    restart_on_stall: bool = False
-    heartbeat_seconds: float = 60.0  # how often this instance's record (for its cost) is refreshed
-    deadline_check_seconds: float = 30.0  # a deadline is hours away: a decision every half minute will do
-    # The spending cap (USD; 0: none): at it the job checkpoints, is recorded STOPPED_BY_BUDGET and
-    # scales to zero (agent/budget_watch.py). The spend is read from S3 at most every check.
-    budget_usd: float = 0.0
-    budget_check_seconds: float = 60.0
+    distributed: bool = agent_default("distributed")
+    min_nodes: int = agent_default("min_nodes")
+    max_nodes: int = agent_default("max_nodes")
+    procs_per_node: int = agent_default("procs_per_node")
+    local_addr: str = agent_default("local_addr")
+    rdzv_last_call_seconds: float = agent_default("rdzv_last_call_seconds")
+    rdzv_keep_alive_seconds: float = agent_default("rdzv_keep_alive_seconds")
+    notify_topic: str = agent_default("notify_topic")
+    deadline: str = agent_default("deadline")
+    total_steps: int = agent_default("total_steps")
+    deadline_margin: str = agent_default("deadline_margin")
+    stall_minutes: float = agent_default("stall_minutes")
+    restart_on_stall: bool = agent_default("restart_on_stall")
+    heartbeat_seconds: float = agent_default("heartbeat_seconds")
+    deadline_check_seconds: float = agent_default("deadline_check_seconds")
+    budget_usd: float = agent_default("budget_usd")
+    budget_check_seconds: float = agent_default("budget_check_seconds")
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
 # Environment variable → field name. Only these names are read; anything else is ignored.
-ENV_NAMES: dict[str, str] = {
-    "SPOT_JOB": "job",
-    "SPOT_BUCKET": "bucket",
-    "SPOT_COMMAND": "command",
-    "SPOT_REGION": "region",
-    "SPOT_WORKDIR": "workdir",
-    "SPOT_CHECKPOINT_DIR": "checkpoint_dir",
-    "SPOT_ASG_NAME": "asg_name",
-    "SPOT_LOG_GROUP": "log_group",
-    "SPOT_GRACE_SECONDS": "grace_seconds",
-    "SPOT_RESTART_BUDGET": "restart_budget",
-    "SPOT_REACT_TO_REBALANCE": "react_to_rebalance",
-    "SPOT_KEEP_CHECKPOINTS": "keep_checkpoints",
-    "SPOT_POLL_SECONDS": "poll_seconds",
-    "SPOT_LEASE_TTL_SECONDS": "lease_ttl_seconds",
-    "SPOT_STOP_SIGNAL": "stop_signal",
-    "SPOT_INSTANCE_ID": "instance_id",
-    "SPOT_METRICS_NAMESPACE": "metrics_namespace",
-    "SPOT_TRAIN_ARGS": "train_args",
-    "SPOT_LIFECYCLE_HOOK": "lifecycle_hook",
-    "SPOT_STATUS_INTERVAL": "status_interval_seconds",
-    "SPOT_BOOTSTRAP_LOG": "bootstrap_log",
-    "SPOT_DISTRIBUTED": "distributed",
-    "SPOT_MIN_NODES": "min_nodes",
-    "SPOT_MAX_NODES": "max_nodes",
-    "SPOT_PROCS_PER_NODE": "procs_per_node",
-    "SPOT_LOCAL_ADDR": "local_addr",
-    "SPOT_RDZV_LAST_CALL_SECONDS": "rdzv_last_call_seconds",
-    "SPOT_RDZV_KEEP_ALIVE_SECONDS": "rdzv_keep_alive_seconds",
-    "SPOT_NOTIFY_TOPIC": "notify_topic",
-    "SPOT_DEADLINE": "deadline",
-    "SPOT_TOTAL_STEPS": "total_steps",
-    "SPOT_DEADLINE_MARGIN": "deadline_margin",
-    "SPOT_HEARTBEAT_SECONDS": "heartbeat_seconds",
-    "SPOT_STALL_MINUTES": "stall_minutes",
-    "SPOT_RESTART_ON_STALL": "restart_on_stall",
-    "SPOT_DEADLINE_CHECK_SECONDS": "deadline_check_seconds",
-    "SPOT_BUDGET_USD": "budget_usd",
-    "SPOT_BUDGET_CHECK_SECONDS": "budget_check_seconds",
-}
-REQUIRED = ("SPOT_JOB", "SPOT_BUCKET", "SPOT_COMMAND")
+ENV_NAMES: dict[str, str] = agent_env_names()
+REQUIRED = tuple(name for name, attr in ENV_NAMES.items() if agent_default(attr) is NO_DEFAULT)
 
 
 def _convert(env_name: str, raw: str, kind: type | str) -> object:

@@ -10,17 +10,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection, Iterable
 
+from ..settings import SETTINGS
+
 # Read by user data, the runtime beside the agent, or the local spot cloud's stand-ins (not by config.py).
-OTHER_SETTINGS = frozenset({
-    "SPOT_ROOT", "SPOT_CODE_URI", "SPOT_SETUP_COMMAND", "SPOT_TRAINER_PACKAGE", "SPOT_BASE_PYTHON",
-    "SPOT_USERDATA_VERSION", "SPOT_TORCH_SPEC", "SPOT_WAIT", "SPOT_STACK", "SPOT_LAUNCHED_AT",
-    "SPOT_RETRY_MAX_MS", "SPOT_RETRY_BASE_MS", "SPOT_RETRY_ATTEMPTS", "SPOT_RESTART_SEC",
-    "SPOT_PYTHON_CANDIDATES", "SPOT_PRICE_TRACE", "SPOT_PIP_ARGS", "SPOT_CURL_MAX_TIME",
-    "SPOT_CURL_CONNECT_TIMEOUT", "SPOT_COLLECTIVE_TIMEOUT", "SPOT_AWS_CLI", "SPOT_DATA_CACHE",
-    "SPOT_MAX_SPOT_WAIT",  # the capacity watch's setting, in the header for the record
-    "SPOT_FAKE_GPU_COUNT", "SPOT_FAKE_GPU_NAME", "SPOT_FAKE_GPU_MEMORY_MIB",  # the local nvidia-smi stand-in
-    "SPOT_AUTO_RESUME",  # read in the command's own processes (integrations/auto_resume.py)
-})
+OTHER_SETTINGS = frozenset(s.env for s in SETTINGS if s.env and not s.attr)
 
 
 def unread_setting_warnings(names: Iterable[str], agent_settings: Collection[str]) -> list[str]:

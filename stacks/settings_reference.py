@@ -1,0 +1,79 @@
+"""The job-file reference's tables (docs/job-file.md), made from the settings table.
+
+Each table stands between `<!-- settings: SECTION -->` and `<!-- /settings -->`; the prose around
+them is written by hand. `python -m stacks.settings_reference` rewrites the tables in place;
+tests/unit/test_settings_table.py fails while the file differs from what this makes.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from spot_trainer.settings import NO_DEFAULT, SETTINGS, Setting
+
+REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "job-file.md"
+_TABLE = re.compile(r"(<!-- settings: (?P<section>[a-z]*) -->\n).*?(<!-- /settings -->)", re.DOTALL)
+INSTANCE = "instance"  # the table of SPOT_* names no job-file field sets
+TOP_LEVEL = "top"  # the fields outside any [section]
+
+
+def literal(value: Any) -> str:
+    """A default as the job file spells it."""
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    if isinstance(value, tuple):
+        return "`[" + ", ".join(f'"{item}"' for item in value) + "]`"
+    return f"`{value}`"
+
+
+def _default(setting: Setting) -> str:
+    return setting.default_text or literal(setting.default)
+
+
+def _cell(text: str) -> str:
+    return f"`{text}`" if text else "–"
+
+
+def _field_row(setting: Setting) -> str:
+    parameters = ", ".join(f"`{p.name}`" for p in setting.console) or "–"
+    return f"| `{setting.key}` | {_default(setting)} | {parameters} | {_cell(setting.env)} | {setting.help} |"
+
+
+def _instance_row(setting: Setting) -> str:
+    value = setting.agent_value
+    default = "required" if value is NO_DEFAULT else literal(value) if setting.attr and value != "" else "–"
+    parameters = ", ".join(f"`{p.name}`" for p in setting.console) or "–"
+    return f"| `{setting.env}` | {default} | {parameters} | {setting.help} |"
+
+
+def table(section: str) -> str:
+    """The markdown table of one job-file section, of TOP_LEVEL or of INSTANCE."""
+    if section == INSTANCE:
+        rows = [_instance_row(s) for s in SETTINGS if not s.field and s.env]
+        header = ["| name | the agent's default | parameter | what it sets |", "| --- | --- | --- | --- |"]
+        return "\n".join([*header, *rows])
+    wanted = "" if section == TOP_LEVEL else section
+    rows = [_field_row(s) for s in SETTINGS if s.field and s.section == wanted]
+    return "\n".join(["| field | default | parameter | `SPOT_*` | what it sets |",
+                      "| --- | --- | --- | --- | --- |", *rows])
+
+
+def render(text: str) -> str:
+    """`text` with every marked table made again."""
+    return _TABLE.sub(lambda m: f"{m.group(1)}{table(m.group('section'))}\n{m.group(3)}", text)
+
+
+def main() -> int:
+    text = REFERENCE.read_text()
+    REFERENCE.write_text(render(text))
+    print(f"{REFERENCE}: {len(_TABLE.findall(text))} tables made from the settings table")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""Every setting of a job, once: its job-file field, console parameter, `SPOT_*` name, default and help.
+
+A setting travels from the job file (`[run] grace_seconds = 110`) or a console parameter to the
+instance's environment file (`SPOT_GRACE_SECONDS=110`), which the agent reads. The job file's
+sections, the console's parameters, the agent's configuration and the job-file reference
+(docs/job-file.md) are all read from this table, so a setting is named, defaulted and explained here
+and nowhere else; the code that acts on a setting checks its meaning.
+
+Torch-free and import-light: stacks/ imports it as `spot_trainer.settings`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import setting_patterns as pattern
+
+MAX_NODES = 64  # instances of one job
+MAX_KEEP_CHECKPOINTS = 999
+MAX_STALL_MINUTES = 1440  # an alarm looks back at most one day at one-minute periods
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
+                      2557, 2922, 3288, 3653)  # CloudWatch's values
+NO_DEFAULT: Any = object()  # the agent cannot start without it (SPOT_JOB, SPOT_BUCKET, SPOT_COMMAND)
+SAME: Any = object()  # the agent's default is the job file's
+
+
+@dataclass(frozen=True)
+class ConsoleParameter:
+    """A CloudFormation parameter: how the console shows it and what it accepts. An empty pattern with
+    `pattern_at_synth` is made when the template is (it depends on the job: types' count, version)."""
+
+    name: str
+    label: str
+    description: str
+    pattern: str = ""
+    rule: str = ""  # the ConstraintDescription: the pattern in words
+    type: str = "String"
+    values: tuple[str, ...] = ()
+    pattern_at_synth: bool = False
+
+
+@dataclass(frozen=True)
+class Setting:
+    field: str  # "section.key" in the job file ("" for one set by the stack or the instance)
+    help: str  # one line for the job-file reference
+    default: Any = ""  # the job file's default (for a field)
+    env: str = ""  # the SPOT_* name in the instance's environment file ("" when none)
+    attr: str = ""  # the agent's configuration attribute that reads `env` ("" when the agent does not)
+    agent_default: Any = SAME  # when the agent's own differs (a folder of its own, seconds as float)
+    console: tuple[ConsoleParameter, ...] = ()
+    default_text: str = ""  # the reference's words for a default that is not a literal
+
+    @property
+    def section(self) -> str:
+        return self.field.rpartition(".")[0]
+
+    @property
+    def key(self) -> str:
+        return self.field.rpartition(".")[2]
+
+    @property
+    def agent_value(self) -> Any:
+        return self.default if self.agent_default is SAME else self.agent_default
+
+
+def _param(name: str, label: str, description: str, **rest: Any) -> tuple[ConsoleParameter, ...]:
+    return (ConsoleParameter(name, label, description, **rest),)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # ---- top level ----
+    Setting("name", "the job's name: 2-32 lowercase letters, digits or `-`, starting with a letter; its S3 prefix, "
+            "log group and stack suffix", default_text="the job file's name, less `.toml`", env="SPOT_JOB",
+            attr="job", agent_default=NO_DEFAULT),
+    Setting("description", 'the stack\'s description, after "Spot Trainer job NAME: "'),
+    Setting("userdata_version", "the bootstrap script in `userdata/<version>/` (see [User data versions]"
+            "(architecture.md#user-data-versions-and-what-each-supports))", "v2", env="SPOT_USERDATA_VERSION"),
+    # ---- [run] ----
+    Setting("run.command", 'the built-in trainer, or your own command, e.g. `"python train.py"`', "builtin",
+            env="SPOT_COMMAND", attr="command", agent_default=NO_DEFAULT, console=_param(
+                "TrainingCommand", "Training command",
+                '"builtin" for the built-in PyTorch trainer, or the shell command that trains',
+                pattern=pattern.COMMAND, rule='one line, not empty: exactly "builtin", or your own command')),
+    Setting("run.train_args", "the built-in trainer's arguments (ignored for your own command)",
+            env="SPOT_TRAIN_ARGS", attr="train_args", console=_param(
+                "TrainArguments", "Built-in trainer arguments", "Arguments of the built-in trainer (ignored for "
+                "your own command)", pattern=pattern.ONE_LINE, rule=pattern.ONE_LINE_RULE)),
+    Setting("run.workdir", "a local directory shipped with the job (a CDK asset) and unpacked on each instance; "
+            "the console's `WorkingDirectory` is where it lives there", default_text='`""` (ships nothing)'),
+    Setting("run.checkpoint_dir", "the folder your own script already saves into (see [Your own code]"
+            "(own-code.md#a-script-that-saves-into-a-folder-of-its-own)); the console offers it for your own "
+            "command only",
+            default_text='`""` (the agent\'s, as `$CHECKPOINT_DIR`)', env="SPOT_CHECKPOINT_DIR",
+            attr="checkpoint_dir", agent_default="/opt/spot-trainer/checkpoints", console=_param(
+                "CheckpointFolder", "Checkpoint folder", "Empty = the agent's own ($CHECKPOINT_DIR); else the "
+                "folder your command saves its checkpoints in, e.g. outputs (from the working directory)",
+                pattern_at_synth=True)),
+    Setting("run.setup", "a command run once in the working directory before training", env="SPOT_SETUP_COMMAND",
+            console=_param("SetupCommand", "Setup command",
+                           "Optional command run once in the working directory before training",
+                           pattern_at_synth=True)),
+    Setting("run.data", "the `s3://bucket/prefix` the job reads; read-only access is granted",
+            default_text="`\"\"` (the built-in trainer's `--data s3://…`)", console=(
+                ConsoleParameter("DataBucket", "Dataset bucket", "Empty = no S3 data; else the bucket of the dataset "
+                                 "the job reads (read-only access)", pattern=pattern.BUCKET, rule=pattern.BUCKET_RULE),
+                ConsoleParameter("DataPrefix", "Dataset key prefix", "Key prefix of the dataset in that bucket, "
+                                 "ending in '/'; empty = the whole bucket", pattern=pattern.DATA_PREFIX,
+                                 rule="empty (the whole bucket), or a key prefix ending in '/', e.g. datasets/cifar/"),
+            )),
+    Setting("run.trainer_package", "what pip installs on each instance: `s3://bucket/key.whl`, a URL, or "
+            "`name==X.Y.Z`", default_text='`""` (this checkout\'s runtime, shipped with the stack)',
+            env="SPOT_TRAINER_PACKAGE", console=_param(
+                "TrainerPackage", "Trainer package",
+                "Empty: the runtime shipped with this stack; else an s3:// wheel, URL or name==version",
+                pattern=pattern.PACKAGE, rule="empty, s3://bucket/key.whl, a URL, or a pip requirement pinned "
+                "with ==; no spaces, no local path")),
+    Setting("run.stop_signal", "the signal the command gets to save and stop: `SIGTERM`, `SIGINT`, `SIGUSR1` or "
+            "`SIGUSR2`", "SIGTERM", env="SPOT_STOP_SIGNAL", attr="stop_signal"),
+    Setting("run.grace_seconds", "how long the command may take for its emergency checkpoint (up to 7200)", 110,
+            env="SPOT_GRACE_SECONDS", attr="grace_seconds", agent_default=110.0),
+    Setting("run.restart_budget", "failures before the job is marked FAILED and scaled to zero", 3,
+            env="SPOT_RESTART_BUDGET", attr="restart_budget"),
+    Setting("run.react_to_rebalance", "also checkpoint and leave on rebalance recommendations", False,
+            env="SPOT_REACT_TO_REBALANCE", attr="react_to_rebalance"),
+    # ---- [capacity] ----
+    Setting("capacity.instance_types", "the types the spot group may launch", ("g5.xlarge", "g6.xlarge", "g4dn.xlarge"),
+            console=_param("InstanceTypes", "Instance types", "", pattern_at_synth=True)),
+    Setting("capacity.nodes", "instances; with more than one, one trains and the others stand by and take over "
+            "on interruption", 1, env="SPOT_MAX_NODES", attr="max_nodes", console=_param(
+                "Nodes", "Number of instances", "Instances kept running; 0 pauses the job", pattern=pattern.NODES,
+                rule=f"a whole number from 0 to {MAX_NODES}")),
+    Setting("capacity.distributed", "`true`: the nodes train one model together (torchrun elastic, at least 2)",
+            False, env="SPOT_DISTRIBUTED", attr="distributed", console=_param(
+                "Distributed", "Distributed training", "true: the instances train one model together (torchrun "
+                "elastic); false: one trains, the others stand by", values=("true", "false"), rule="true or false")),
+    Setting("capacity.min_nodes", "distributed only: training goes on while this many are up", 0,
+            default_text="the value of `nodes`", env="SPOT_MIN_NODES", attr="min_nodes", agent_default=1,
+            console=_param("MinNodes", "Fewest nodes to train",
+                           "Distributed: training goes on while this many are up (at most Nodes)",
+                           pattern=pattern.MIN_NODES, rule=f"a whole number from 1 to {MAX_NODES}, at most Nodes")),
+    Setting("capacity.placement", '`"cluster"`: one cluster placement group, so one AZ and one subnet'),
+    Setting("capacity.max_price", "USD/hour per instance", default_text="none: the on-demand price caps it",
+            console=_param("SpotMaxPrice", "Spot max price (USD/hour)",
+                           "Highest hourly price per instance; empty = the on-demand price", pattern=pattern.PRICE,
+                           rule="empty, or USD per hour above 0 and below 1000, like 0.45")),
+    Setting("capacity.ami", "an SSM parameter path or an AMI id",
+            "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
+            default_text="the base GPU DLAMI's parameter (below)",
+            console=_param("ImageId", "Machine image (AMI)", "", pattern_at_synth=True)),
+    Setting("capacity.volume_size", "the root volume in GiB", 100, console=_param(
+        "VolumeSize", "Root volume size (GiB)", "Encrypted gp3 root volume", pattern=pattern.VOLUME,
+        rule="a whole number of GiB from 8 to 16384")),
+    Setting("capacity.root_device", "the root volume's device name (`jobs/example.toml` uses `/dev/xvda`)",
+            "/dev/sda1"),
+    # ---- [network] ----
+    Setting("network.subnets", '`"create"`: the stack makes its own VPC; `"parameter"`: VPC and subnets chosen at '
+            'deploy time; or a list `["subnet-…"]`', (), default_text='`"create"`',
+            console=_param("Subnets", "Subnets", "", pattern_at_synth=True)),
+    Setting("network.vpc_id", 'with a list of subnets, the VPC they lie in (`"vpc-…"`)',
+            console=_param("VpcId", "VPC", "VPC of the subnets", type="AWS::EC2::VPC::Id")),
+    # ---- [schedule] ----
+    Setting("schedule.deadline", '`"2026-12-01T18:00:00Z"` (UTC), or from the job\'s first start: `"36h"`, '
+            '`"1d12h"`', default_text='`""` (none)', env="SPOT_DEADLINE", attr="deadline", console=_param(
+                "Deadline", "Deadline", "Empty = none; else on-demand while behind the pace that finishes by then",
+                pattern=pattern.DEADLINE,
+                rule="empty, a UTC time like 2026-12-01T18:00:00Z, or a duration like 36h")),
+    Setting("schedule.total_steps", "own commands: the job's size (the built-in trainer uses its `--steps`)", 0,
+            env="SPOT_TOTAL_STEPS", attr="total_steps", console=_param(
+                "TotalSteps", "Total steps", "Steps your own command takes; empty = the built-in trainer's --steps",
+                pattern=pattern.TOTAL_STEPS, rule="empty, or a whole number above 0")),
+    Setting("schedule.max_spot_wait", 'e.g. `"2h"`: no spot instance running this long → on-demand',
+            default_text='`""` (wait for spot)', env="SPOT_MAX_SPOT_WAIT", console=_param(
+                "MaxSpotWait", "Longest wait for spot",
+                "Empty = wait for spot; else on-demand after this long without an instance",
+                pattern=pattern.OPTIONAL_DURATION, rule="empty, or " + pattern.DURATION_RULE)),
+    Setting("schedule.margin", "kept in hand before the deadline for boot and restore", "30m",
+            env="SPOT_DEADLINE_MARGIN", attr="deadline_margin", console=_param(
+                "DeadlineMargin", "Deadline margin", "Kept in hand before the deadline for boot and restore",
+                pattern=pattern.DURATION, rule=pattern.DURATION_RULE)),
+    Setting("schedule.budget_usd", "spending cap: at it the job saves and stops", 0.0, default_text="none",
+            env="SPOT_BUDGET_USD", attr="budget_usd", console=_param(
+                "BudgetUSD", "Budget (USD)",
+                "Empty = none; else at this spend the job saves and stops (raise it to go on)",
+                pattern=pattern.BUDGET, rule="empty, or USD above 0 like 50 or 0.25")),
+    # ---- [notify] ----
+    Setting("notify.email", "this address gets every notification (confirm SNS's first mail)",
+            default_text='`""` (nobody)', console=_param(
+                "NotifyEmail", "Notification e-mail", "Empty = none; else it gets the job's notifications",
+                pattern=pattern.EMAIL, rule="empty, or an e-mail address")),
+    Setting("notify.stall_minutes", "alarm after this long without a step while an instance runs; `0` = none", 30,
+            env="SPOT_STALL_MINUTES", attr="stall_minutes", agent_default=0.0, console=_param(
+                "StallAlarmMinutes", "Stall alarm (minutes)",
+                "Alarm after this long without a step while an instance runs; 0 = none", pattern=pattern.STALL,
+                rule=f"0 to {MAX_STALL_MINUTES}")),
+    Setting("notify.restart_on_stall", "also stop and restart a hung command (single node)", False,
+            env="SPOT_RESTART_ON_STALL", attr="restart_on_stall"),
+    # ---- [access] ----
+    Setting("access.ssh_cidr", "the source range allowed to SSH in; needs a key pair",
+            default_text='`""` (no SSH ingress)', console=_param(
+                "SshCidr", "SSH source CIDR", "Empty = no SSH (use Session Manager); else the range allowed to port 22",
+                pattern=pattern.CIDR, rule="empty, or an IPv4 range like 203.0.113.0/24, not /0")),
+    Setting("access.key_pair", "the EC2 key pair",
+            console=_param("KeyPair", "Key pair", "Optional EC2 key pair name for SSH")),
+    # ---- [storage] ----
+    Setting("storage.bucket", "a bucket you already have", default_text='`""` (the stack creates the bucket)',
+            console=_param("ExistingBucket", "Existing checkpoint bucket", "Empty = create one; else a bucket you own "
+                           "(e.g. kept by a destroyed stack): training resumes from it", pattern=pattern.BUCKET,
+                           rule=pattern.BUCKET_RULE)),
+    Setting("storage.keep_checkpoints", "checkpoints kept", 3, env="SPOT_KEEP_CHECKPOINTS", attr="keep_checkpoints",
+            console=_param("KeepCheckpoints", "Checkpoints kept", "How many of the newest checkpoints are kept in S3",
+                           pattern=pattern.KEEP, rule=f"a whole number from 1 to {MAX_KEEP_CHECKPOINTS}")),
+    Setting("storage.noncurrent_days", "how long replaced checkpoints stay recoverable", 30, console=_param(
+        "CheckpointVersionRetentionDays", "Replaced checkpoint retention (days)",
+        "Days a deleted or overwritten checkpoint object stays recoverable", pattern=pattern.DAYS,
+        rule="a whole number of days, 1 or more")),
+    # AllowedValues: the console offers a list to pick from, and CloudFormation's refusal of any other value
+    # names that list, so no ConstraintDescription (the template has no bytes to spare).
+    Setting("storage.log_retention_days", "log retention", 30, console=_param(
+        "LogRetentionDays", "Log retention (days)", "Days CloudWatch keeps the job's logs", type="Number",
+        values=tuple(map(str, LOG_RETENTION_DAYS)))),
+    # ---- set by the stack at deploy time ----
+    Setting("", "the job's checkpoint bucket: the stack's own, or `storage.bucket`", env="SPOT_BUCKET",
+            attr="bucket", agent_default=NO_DEFAULT),
+    Setting("", "the stack's name", env="SPOT_STACK"),
+    Setting("", "the stack's region", "us-east-1", env="SPOT_REGION", attr="region"),
+    Setting("", "the job's Auto Scaling group", env="SPOT_ASG_NAME", attr="asg_name"),
+    Setting("", "the group's termination hook, completed once the emergency checkpoint is safe",
+            env="SPOT_LIFECYCLE_HOOK", attr="lifecycle_hook"),
+    Setting("", "the job's CloudWatch log group", env="SPOT_LOG_GROUP", attr="log_group"),
+    Setting("", "the job's SNS topic ARN; empty: no notifications", env="SPOT_NOTIFY_TOPIC", attr="notify_topic"),
+    Setting("", "where the job's code (`run.workdir`) is unpacked and the command runs", "/opt/spot-trainer/work",
+            env="SPOT_WORKDIR", attr="workdir", agent_default="", console=_param(
+                "WorkingDirectory", "Working directory",
+                "Directory on the instance where the job's code lives and the command runs",
+                pattern=pattern.ABSOLUTE_PATH, rule="an absolute path without spaces")),
+    Setting("", "the job's code in S3 (`run.workdir` shipped as an asset)", env="SPOT_CODE_URI"),
+    # ---- the agent's own, for tuning and tests ----
+    Setting("", "how often the agent polls for notices and progress (seconds)", 5.0, env="SPOT_POLL_SECONDS",
+            attr="poll_seconds"),
+    Setting("", "how long the job lease lasts unrenewed (seconds; above twice the poll)", 60.0,
+            env="SPOT_LEASE_TTL_SECONDS", attr="lease_ttl_seconds"),
+    Setting("", "this instance's id (default: from the metadata service)", env="SPOT_INSTANCE_ID", attr="instance_id"),
+    Setting("", "the CloudWatch namespace of the job's metrics", "SpotTrainer", env="SPOT_METRICS_NAMESPACE",
+            attr="metrics_namespace"),
+    Setting("", "how often status.json is refreshed while training (seconds)", 15.0, env="SPOT_STATUS_INTERVAL",
+            attr="status_interval_seconds"),
+    Setting("", "user data's log file, forwarded to the log stream when the agent starts", env="SPOT_BOOTSTRAP_LOG",
+            attr="bootstrap_log"),
+    Setting("", "workers per node (one per GPU)", 1, env="SPOT_PROCS_PER_NODE", attr="procs_per_node"),
+    Setting("", "this node's address for its peers (default: the metadata service's local-ipv4)",
+            env="SPOT_LOCAL_ADDR", attr="local_addr"),
+    Setting("", "after min_nodes joined, how long a round waits for more (seconds)", 15.0,
+            env="SPOT_RDZV_LAST_CALL_SECONDS", attr="rdzv_last_call_seconds"),
+    # A node that stops heartbeating is dropped from the rendezvous after 3 intervals; each beat is a
+    # conditional PUT of the state object (3 nodes at 5 s: about 52,000 PUTs a day, $0.26).
+    Setting("", "the rendezvous heartbeat (seconds)", 5.0, env="SPOT_RDZV_KEEP_ALIVE_SECONDS",
+            attr="rdzv_keep_alive_seconds"),
+    Setting("", "how often this instance's record (for its cost) is refreshed (seconds)", 60.0,
+            env="SPOT_HEARTBEAT_SECONDS", attr="heartbeat_seconds"),
+    Setting("", "how often the deadline is decided (seconds)", 30.0, env="SPOT_DEADLINE_CHECK_SECONDS",
+            attr="deadline_check_seconds"),
+    Setting("", "how often the spend is read for the budget (seconds)", 60.0, env="SPOT_BUDGET_CHECK_SECONDS",
+            attr="budget_check_seconds"),
+    *(Setting("", help, env=name) for name, help in (
+        # ---- read by user data, the command's processes, or the local spot cloud's stand-ins ----
+        ("SPOT_AUTO_RESUME", "`off`: the agent does not reach into the command's Trainer (resume, stop callback)"),
+        ("SPOT_ROOT", "the runtime's folder on the instance"),
+        ("SPOT_BASE_PYTHON", "the Python user data builds the runtime's environment with"),
+        ("SPOT_PYTHON_CANDIDATES", "the Python interpreters user data tries, in order"),
+        ("SPOT_TORCH_SPEC", "the torch requirement user data installs when the image has none"),
+        ("SPOT_PIP_ARGS", "extra arguments for user data's pip"),
+        ("SPOT_WAIT", "user data's bound on a wait (seconds)"),
+        ("SPOT_LAUNCHED_AT", "when the instance was launched (epoch seconds), for its cost"),
+        ("SPOT_RETRY_ATTEMPTS", "how often user data tries a download"),
+        ("SPOT_RETRY_BASE_MS", "user data's first pause between retries (ms)"),
+        ("SPOT_RETRY_MAX_MS", "user data's longest pause between retries (ms)"),
+        ("SPOT_RESTART_SEC", "systemd's pause before restarting the agent (seconds)"),
+        ("SPOT_CURL_MAX_TIME", "user data's bound on one download (seconds)"),
+        ("SPOT_CURL_CONNECT_TIMEOUT", "user data's bound on connecting for a download (seconds)"),
+        ("SPOT_AWS_CLI", "the aws CLI user data calls"),
+        ("SPOT_COLLECTIVE_TIMEOUT", "the torch collective timeout of the built-in trainer on several nodes (seconds)"),
+        ("SPOT_DATA_CACHE", "the built-in trainer's local copy of its S3 data"),
+        ("SPOT_PRICE_TRACE", "a local spot price trace instead of the price history (local spot cloud)"),
+        ("SPOT_FAKE_GPU_COUNT", "the local nvidia-smi stand-in's GPU count"),
+        ("SPOT_FAKE_GPU_NAME", "the local nvidia-smi stand-in's GPU name"),
+        ("SPOT_FAKE_GPU_MEMORY_MIB", "the local nvidia-smi stand-in's GPU memory (MiB)"),
+    )),
+)
+
+
+def setting(field: str) -> Setting:
+    """The setting of a job-file field ("run.grace_seconds")."""
+    return _BY_FIELD[field]
+
+
+def env_setting(name: str) -> Setting:
+    """The setting of a SPOT_* name."""
+    return _BY_ENV[name]
+
+
+def console_parameter(name: str) -> ConsoleParameter:
+    return _BY_PARAMETER[name][1]
+
+
+def field_of_parameter(name: str) -> str:
+    """The job-file field a console parameter's default comes from ("" for one with a fixed default)."""
+    return _BY_PARAMETER[name][0].field
+
+
+def env_of(field: str) -> str:
+    return setting(field).env
+
+
+def section_fields(section: str) -> list[Setting]:
+    return [s for s in SETTINGS if s.field and s.section == section]
+
+
+def agent_env_names() -> dict[str, str]:
+    """SPOT_* name → the agent configuration's attribute, for every setting the agent reads."""
+    return {s.env: s.attr for s in SETTINGS if s.attr}
+
+
+def agent_default(attr: str) -> Any:
+    return _BY_ATTR[attr].agent_value
+
+
+_BY_FIELD = {s.field: s for s in SETTINGS if s.field}
+_BY_ENV = {s.env: s for s in SETTINGS if s.env}
+_BY_ATTR = {s.attr: s for s in SETTINGS if s.attr}
+_BY_PARAMETER = {p.name: (s, p) for s in SETTINGS for p in s.console}
