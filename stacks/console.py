@@ -5,7 +5,7 @@ schedule and alerts → storage → access)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aws_cdk import CfnParameter, Stack
 
@@ -60,6 +60,7 @@ class JobParameters:
     deadline_margin: CfnParameter
     budget: CfnParameter
     checkpoint_dir: CfnParameter | None = None  # own commands only: the built-in trainer saves where it is told
+    by_name: dict[str, CfnParameter] = field(default_factory=dict)  # every one, by its name in the template
 
 
 # An element of the list whose family has a "g" after its generation: Graviton (instance_types.architecture).
@@ -189,6 +190,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
         notify_email=found["NotifyEmail"], stall_minutes=found["StallAlarmMinutes"], deadline=found["Deadline"],
         total_steps=found["TotalSteps"], max_spot_wait=found["MaxSpotWait"], deadline_margin=found["DeadlineMargin"],
         budget=found["BudgetUSD"], checkpoint_dir=found.get("CheckpointFolder"),
+        by_name={**found, **({"VpcId": vpc_id[2], "Subnets": subnets[2]} if vpc_id and subnets else {})},
     )
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnCondition, CfnOutput, Fn, IgnoreMode, LegacyStackSynthesizer, Stack, Token
+from aws_cdk import CfnCondition, CfnOutput, Fn, IgnoreMode, LegacyStackSynthesizer, Stack, Token
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
+from spot_trainer.settings import env_setting
 from stacks.capacity_watch import CapacityWatch
 from stacks.checkpoint_bucket import CheckpointBucket
 from stacks.checkpoint_dir_field import shipped_path
@@ -15,6 +16,7 @@ from stacks.console import JobParameters, add_job_parameters
 from stacks.console_rules import add_console_rules
 from stacks.dashboard import JobDashboard
 from stacks.dataset_access import DatasetReadAccess
+from stacks.instance_header import user_data_header
 from stacks.job_spec import SHIPPED_TRAINER_PACKAGE, JobSpec
 from stacks.log_group import JobLogGroup
 from stacks.nag_suppressions import acknowledge_findings
@@ -27,9 +29,7 @@ from stacks.trainer_role import TrainerRole, s3_object_arn
 from stacks.user_data import render_user_data
 from stacks.user_data_budget import bound_user_data
 
-METRICS_NAMESPACE = "SpotTrainer"
-# A deployed v1 stack keeps its exact user data on update; its runtime reads none of the later variables.
-FROZEN_HEADERS = frozenset({"v1"})
+METRICS_NAMESPACE: str = env_setting("SPOT_METRICS_NAMESPACE").default
 
 
 class SpotTrainingStack(Stack):
@@ -57,8 +57,10 @@ class SpotTrainingStack(Stack):
         DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.data_bucket.value_as_string,
                           prefix=params.data_prefix.value_as_string)
         network = JobNetwork(self, "Network", params=params, one_az=job.capacity.placement == "cluster")
-        header = user_data_header(job, params, bucket_name=bucket.name, log_group=logs.name, code_uri=code_uri,
-                                  topic_arn=topic.arn, trainer_package=trainer_package)
+        header = user_data_header(job, params, made_by_stack={
+            "SPOT_STACK": job.stack_name, "SPOT_BUCKET": bucket.name, "SPOT_ASG_NAME": group_name(job.name),
+            "SPOT_LIFECYCLE_HOOK": DRAIN_HOOK, "SPOT_LOG_GROUP": logs.name, "SPOT_NOTIFY_TOPIC": topic.arn,
+            "SPOT_CODE_URI": code_uri, "SPOT_TRAINER_PACKAGE": trainer_package})
         bound_user_data(job, params, header)
         fleet = SpotFleet(
             self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),
@@ -127,54 +129,3 @@ class SpotTrainingStack(Stack):
             if asset is not None:
                 arns.append(asset.bucket.arn_for_objects(asset.s3_object_key))
         return arns
-
-
-def user_data_header(
-    job: JobSpec, params: JobParameters, *, bucket_name: str, log_group: str, code_uri: str, topic_arn: str,
-    trainer_package: str,
-) -> dict[str, str]:
-    """The exported variables every user data version receives (the stack ↔ bootstrap contract)."""
-    return {
-        "SPOT_USERDATA_VERSION": job.userdata_version,
-        "SPOT_JOB": job.name,
-        "SPOT_STACK": job.stack_name,
-        "SPOT_BUCKET": bucket_name,
-        "SPOT_REGION": Aws.REGION,
-        "SPOT_ASG_NAME": group_name(job.name),
-        "SPOT_LIFECYCLE_HOOK": DRAIN_HOOK,
-        "SPOT_LOG_GROUP": log_group,
-        "SPOT_COMMAND": params.command.value_as_string,
-        "SPOT_TRAIN_ARGS": params.train_args.value_as_string,
-        "SPOT_WORKDIR": params.workdir.value_as_string,
-        "SPOT_SETUP_COMMAND": params.setup.value_as_string,
-        "SPOT_CODE_URI": code_uri,
-        "SPOT_TRAINER_PACKAGE": trainer_package,
-        "SPOT_STOP_SIGNAL": job.run.stop_signal,
-        "SPOT_GRACE_SECONDS": str(job.run.grace_seconds),
-        "SPOT_RESTART_BUDGET": str(job.run.restart_budget),
-        "SPOT_REACT_TO_REBALANCE": str(job.run.react_to_rebalance).lower(),
-        "SPOT_KEEP_CHECKPOINTS": params.keep_checkpoints.value_as_string,
-        **({} if job.userdata_version in FROZEN_HEADERS else {
-            "SPOT_DISTRIBUTED": params.distributed.value_as_string,
-            "SPOT_MIN_NODES": params.min_nodes.value_as_string,
-            "SPOT_MAX_NODES": params.nodes.value_as_string,
-            "SPOT_NOTIFY_TOPIC": topic_arn,
-            "SPOT_DEADLINE": params.deadline.value_as_string,
-            "SPOT_TOTAL_STEPS": params.total_steps.value_as_string,
-            "SPOT_MAX_SPOT_WAIT": params.max_spot_wait.value_as_string,
-            "SPOT_DEADLINE_MARGIN": params.deadline_margin.value_as_string,
-            "SPOT_STALL_MINUTES": params.stall_minutes.value_as_string,
-            "SPOT_BUDGET_USD": params.budget.value_as_string,
-            # Only when asked for: every byte of a built-in job's template counts against the CLI's 50 KiB.
-            **({"SPOT_RESTART_ON_STALL": "true"} if job.notify.restart_on_stall else {}),
-        }),
-        **checkpoint_folder_header(job, params),
-    }
-
-
-def checkpoint_folder_header(job: JobSpec, params: JobParameters) -> dict[str, str]:
-    """The console's folder where it offers one; else the job file's, only when given: every byte of a
-    built-in job's template counts against the CLI's 50 KiB."""
-    if params.checkpoint_dir is not None:
-        return {"SPOT_CHECKPOINT_DIR": params.checkpoint_dir.value_as_string}
-    return {"SPOT_CHECKPOINT_DIR": job.run.checkpoint_dir} if job.run.checkpoint_dir else {}

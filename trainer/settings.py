@@ -50,6 +50,7 @@ class Setting:
     agent_default: Any = SAME  # when the agent's own differs (a folder of its own, seconds as float)
     console: tuple[ConsoleParameter, ...] = ()
     default_text: str = ""  # the reference's words for a default that is not a literal
+    header_when_set: bool = False  # in the instance's header only when the job sets it (bytes are scarce)
 
     @property
     def section(self) -> str:
@@ -92,7 +93,7 @@ SETTINGS: tuple[Setting, ...] = (
             "(own-code.md#a-script-that-saves-into-a-folder-of-its-own)); the console offers it for your own "
             "command only",
             default_text='`""` (the agent\'s, as `$CHECKPOINT_DIR`)', env="SPOT_CHECKPOINT_DIR",
-            attr="checkpoint_dir", agent_default="/opt/spot-trainer/checkpoints", console=_param(
+            attr="checkpoint_dir", agent_default="/opt/spot-trainer/checkpoints", header_when_set=True, console=_param(
                 "CheckpointFolder", "Checkpoint folder", "Empty = the agent's own ($CHECKPOINT_DIR); else the "
                 "folder your command saves its checkpoints in, e.g. outputs (from the working directory)",
                 pattern_at_synth=True)),
@@ -194,7 +195,7 @@ SETTINGS: tuple[Setting, ...] = (
                 "Alarm after this long without a step while an instance runs; 0 = none", pattern=pattern.STALL,
                 rule=f"0 to {MAX_STALL_MINUTES}")),
     Setting("notify.restart_on_stall", "also stop and restart a hung command (single node)", False,
-            env="SPOT_RESTART_ON_STALL", attr="restart_on_stall"),
+            env="SPOT_RESTART_ON_STALL", attr="restart_on_stall", header_when_set=True),
     # ---- [access] ----
     Setting("access.ssh_cidr", "the source range allowed to SSH in; needs a key pair",
             default_text='`""` (no SSH ingress)', console=_param(

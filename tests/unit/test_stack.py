@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -316,6 +317,18 @@ def test_a_v1_job_keeps_the_header_its_bootstrap_was_written_for(tmp_path: Path)
     text = user_data_text(synth(str(job), tmp_path / "out"))
     assert "SPOT_KEEP_CHECKPOINTS=" in text
     assert not [name for name in MULTI_NODE_HEADER + SCHEDULE_HEADER if name in text]
+
+
+def test_a_v1_stack_renders_the_same_user_data_byte_for_byte(tmp_path: Path) -> None:
+    """Its instances were launched with it: an update must not hand them another script."""
+    job = tmp_path / "old.toml"
+    job.write_text('userdata_version = "v1"\n[run]\ntrainer_package = "spot-trainer==0.1.0"\ngrace_seconds = 300\n'
+                   'train_args = "--model lm --steps 100 --synthetic"\n[capacity]\ninstance_types = ["g5.xlarge"]\n')
+    text = user_data_text(synth(str(job), tmp_path / "out"))
+    assert hashlib.sha256(text.encode()).hexdigest() == V1_USER_DATA_SHA256
+
+
+V1_USER_DATA_SHA256 = "4c2ce9a9854f60f52ca8ddf70f6e493e93103c3dd4ccb73eb8779ed84bc57e14"  # as launched
 
 
 def test_parameters_are_grouped_in_the_order_a_person_thinks(example: Synthesized) -> None:

@@ -1,0 +1,59 @@
+"""The header of exported SPOT_* variables every user data version receives: the stack ↔ bootstrap contract.
+
+What the stack made (its bucket, group, log group, topic, the job's code) is given by the stack; every
+setting of the job comes from the settings table: the value of its console parameter where the template
+has one, else the job file's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Aws
+
+from spot_trainer.settings import SETTINGS, Setting
+from stacks.console import JobParameters
+from stacks.job_spec import JobSpec
+
+# A deployed v1 stack keeps its exact user data on update: its header is these names in this order, and
+# its runtime reads none of the later settings.
+V1_HEADER = ("SPOT_USERDATA_VERSION", "SPOT_JOB", "SPOT_STACK", "SPOT_BUCKET", "SPOT_REGION", "SPOT_ASG_NAME",
+             "SPOT_LIFECYCLE_HOOK", "SPOT_LOG_GROUP", "SPOT_COMMAND", "SPOT_TRAIN_ARGS", "SPOT_WORKDIR",
+             "SPOT_SETUP_COMMAND", "SPOT_CODE_URI", "SPOT_TRAINER_PACKAGE", "SPOT_STOP_SIGNAL", "SPOT_GRACE_SECONDS",
+             "SPOT_RESTART_BUDGET", "SPOT_REACT_TO_REBALANCE", "SPOT_KEEP_CHECKPOINTS")
+FROZEN_HEADERS = {"v1": V1_HEADER}
+
+
+def env_text(value: Any) -> str:
+    """A job-file value as the agent's environment file spells it."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _job_value(setting: Setting, job: JobSpec) -> Any:
+    holder = getattr(job, setting.section) if setting.section else job
+    return getattr(holder, setting.key)
+
+
+def job_settings(job: JobSpec, params: JobParameters) -> dict[str, str]:
+    """Each setting the job decides that reaches the instance, in the table's order. One that is
+    `header_when_set` is written only when the job sets it: every byte of a built-in job's template
+    counts against the CLI's 50 KiB, and the agent's default is the table's."""
+    values: dict[str, str] = {}
+    for setting in SETTINGS:
+        parameter = next((params.by_name[p.name] for p in setting.console if p.name in params.by_name), None)
+        if not setting.env or not (setting.field or parameter):
+            continue
+        if parameter is not None and len(setting.console) == 1:
+            values[setting.env] = parameter.value_as_string
+        elif setting.field and not (setting.header_when_set and _job_value(setting, job) == setting.default):
+            values[setting.env] = env_text(_job_value(setting, job))
+    return values
+
+
+def user_data_header(job: JobSpec, params: JobParameters, *, made_by_stack: dict[str, str]) -> dict[str, str]:
+    """`made_by_stack`: the names of what the stack made, and the package user data installs."""
+    header = {**job_settings(job, params), "SPOT_REGION": Aws.REGION, **made_by_stack}
+    names = FROZEN_HEADERS.get(job.userdata_version)
+    if names is not None:
+        return {name: header[name] for name in names}
+    return {setting.env: header[setting.env] for setting in SETTINGS if setting.env in header}
