@@ -15,6 +15,7 @@ from spot_trainer.builtin.arguments import arguments_problem
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
 from spot_trainer.storage.names import bucket_name_problem
 from stacks.checkpoint_dir_field import check_checkpoint_dir
+from stacks.instance_header import FROZEN_HEADERS
 from stacks.instance_types import check_image_architecture, check_instance_types
 from stacks.job_spec import (
     AMI_ID,
@@ -122,6 +123,8 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise field_error("run.stop_signal", f"expected one of {', '.join(SIGNALS)}, got {run.stop_signal!r}")
     if not 10 <= run.grace_seconds <= 7200:
         raise field_error("run.grace_seconds", f"expected 10..7200 seconds, got {run.grace_seconds}")
+    if not 60 <= run.save_warn_seconds <= 86400:
+        raise field_error("run.save_warn_seconds", f"expected 60..86400 seconds, got {run.save_warn_seconds}")
     if run.restart_budget < 0:
         raise field_error("run.restart_budget", f"expected 0 or more, got {run.restart_budget}")
     if problem := trainer_package_problem(run.trainer_package):
@@ -297,6 +300,16 @@ def _check_storage(storage: StorageSpec) -> None:
                     f"({', '.join(map(str, LOG_RETENTION_DAYS[:8]))}, …), got {storage.log_retention_days}")
 
 
+def _check_frozen_header(version: str, sections: dict[str, Any]) -> None:
+    """A setting a version's frozen header cannot carry would be dropped silently: refuse it instead."""
+    if (carried := FROZEN_HEADERS.get(version)) is None:
+        return
+    for item in SETTINGS:
+        if item.header_when_set and item.env not in carried and \
+                getattr(sections[item.section], item.key) != item.default:
+            raise field_error(item.field, f"user data {version} does not carry it: use {CURRENT_USERDATA_VERSION}")
+
+
 def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     unknown = sorted(set(data) - TOP_LEVEL)
     if unknown:
@@ -337,6 +350,7 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     if sections["notify"].restart_on_stall and (version == "v1" or sections["capacity"].distributed):
         raise field_error("notify.restart_on_stall", "the agent restarts a hung command on single-node jobs with "
                           f"user data {CURRENT_USERDATA_VERSION}; several nodes keep the stall alarm alone")
+    _check_frozen_header(version, sections)
     description = _check_type("description", data.get("description", setting("description").default), str)
     # The template's Description is "Spot Trainer job NAME: " + this; the limit applies to the whole.
     whole = len(f"Spot Trainer job {name}: {description}".encode())

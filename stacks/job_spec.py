@@ -70,6 +70,7 @@ class RunSpec:
     grace_seconds: int = setting("run.grace_seconds").default
     restart_budget: int = setting("run.restart_budget").default
     react_to_rebalance: bool = setting("run.react_to_rebalance").default
+    save_warn_seconds: int = setting("run.save_warn_seconds").default
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,9 @@ SETTINGS: tuple[Setting, ...] = (
             env="SPOT_GRACE_SECONDS", attr="grace_seconds", agent_default=110.0),
     Setting("run.restart_budget", "failures before the job is marked FAILED and scaled to zero", 3,
             env="SPOT_RESTART_BUDGET", attr="restart_budget"),
+    Setting("run.save_warn_seconds", "warn once when the command has saved no checkpoint the agent recognises this "
+            "long after it starts (60 to 86400)", 1800, env="SPOT_SAVE_WARN_SECONDS", attr="save_warn_seconds",
+            agent_default=1800.0, header_when_set=True),
     Setting("run.react_to_rebalance", "also checkpoint and leave on rebalance recommendations", False,
             env="SPOT_REACT_TO_REBALANCE", attr="react_to_rebalance"),
     # ---- [capacity] ----

@@ -90,3 +90,20 @@ def test_with_the_folder_named_in_the_job_file_it_resumes_after_a_power_off_unch
 def keys(store: RemoteStore, prefix: str) -> list[str]:
     listed = store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.key(prefix))
     return [item["Key"] for item in listed.get("Contents", [])]
+
+
+def test_a_command_that_saves_nothing_is_named_once_the_job_s_own_wait_has_passed(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path, store: RemoteStore
+) -> None:
+    """run.save_warn_seconds (SPOT_SAVE_WARN_SECONDS): a job whose first save comes late waits longer."""
+    with FakeImds(instance_id="i-saves-nothing") as imds:
+        env = agent_env(aws_env, bucket=bucket, job=store.job, checkpoint_dir=tmp_path / "checkpoints",
+                        imds_url=imds.url, instance_id=imds.instance_id, command="sleep 120", save_warn_seconds="3")
+        agent = AgentProcess(env).start()
+        try:
+            agent.wait_for(lambda: "no recognised checkpoint after" in
+                           (store.get_json("status.json") or {}).get("warning", ""),
+                           timeout=30, what="the nothing-saved warning, 3 s into training")
+        finally:
+            agent.stop()
+    assert "not a setting this agent reads" not in agent.text()

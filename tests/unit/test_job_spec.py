@@ -175,6 +175,7 @@ BAD_CASES = [
      "template's description would be 1036"),
     (with_change(None, "userdata_version", "v1"), "userdata_version: v1 starts the runtime as `trainer`"),
     (with_change("run", "grace_seconds", 1), "run.grace_seconds: expected 10..7200"),
+    (with_change("run", "save_warn_seconds", 10), "run.save_warn_seconds: expected 60..86400 seconds, got 10"),
     (with_change("storage", "bucket", "My_Bucket"), "storage.bucket: 'My_Bucket' is not an S3 bucket name"),
     (with_change("storage", "bucket", "my..bucket"), "storage.bucket: 'my..bucket' is not an S3 bucket name"),
     (with_change("storage", "bucket", "192.168.5.4"), "storage.bucket: '192.168.5.4' is not an S3 bucket name"),
@@ -247,6 +248,8 @@ BAD_CASES = [
     (with_change("run", "checkpoint_dir", "o" * 201), "run.checkpoint_dir: 201 characters; at most 200"),
     ({**with_changes("run", checkpoint_dir="outputs", trainer_package="spot-trainer==0.1.0"),
       "userdata_version": "v1"}, "run.checkpoint_dir: user data v1 always uses the agent's own folder"),
+    ({**with_changes("run", save_warn_seconds=600, trainer_package="spot-trainer==0.1.0"),
+      "userdata_version": "v1"}, "run.save_warn_seconds: user data v1 does not carry it: use v2"),
 ]
 
 

@@ -19,7 +19,7 @@ from tests.unit.stack_support import synth
 ROOT = Path(__file__).resolve().parents[2]
 NOT_SETTINGS = {"SPOT_TRAINER_VALUE"}  # the delimiter of user data v1's here-documents
 DERIVED_FIELDS = {"network.create"}  # set from network.subnets ("create"/"parameter"), never written
-AGENT_ONLY_FIELDS = {"checkpoint_warn_seconds", "extra_env"}  # not SPOT_* settings
+AGENT_ONLY_FIELDS = {"extra_env"}  # not a SPOT_* setting
 
 
 def product_texts() -> dict[Path, str]:

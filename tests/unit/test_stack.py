@@ -319,6 +319,13 @@ def test_a_v1_job_keeps_the_header_its_bootstrap_was_written_for(tmp_path: Path)
     assert not [name for name in MULTI_NODE_HEADER + SCHEDULE_HEADER if name in text]
 
 
+def test_a_setting_without_a_parameter_reaches_the_instance_only_when_the_job_sets_it(tmp_path: Path) -> None:
+    job = tmp_path / "late.toml"
+    job.write_text((JOBS_DIR / "example.toml").read_text().replace("[run]\n", "[run]\nsave_warn_seconds = 7200\n"))
+    assert "export SPOT_SAVE_WARN_SECONDS=7200\n" in user_data_text(synth(str(job), tmp_path / "late"))
+    assert "SPOT_SAVE_WARN_SECONDS" not in user_data_text(synth("example", tmp_path / "default"))
+
+
 def test_a_v1_stack_renders_the_same_user_data_byte_for_byte(tmp_path: Path) -> None:
     """Its instances were launched with it: an update must not hand them another script."""
     job = tmp_path / "old.toml"

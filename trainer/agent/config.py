@@ -30,7 +30,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class AgentConfig:
     """What the agent acts on: each setting's SPOT_* name, default and meaning are in the settings table
-    (settings.py); checkpoint_warn_seconds and extra_env are not settings."""
+    (settings.py); extra_env is not a setting."""
 
     job: str
     bucket: str
@@ -53,9 +53,7 @@ class AgentConfig:
     lifecycle_hook: str = agent_default("lifecycle_hook")
     bootstrap_log: str = agent_default("bootstrap_log")
     status_interval_seconds: float = agent_default("status_interval_seconds")
-    # Warn when the command has saved nothing recognisable by then. Not an SPOT_* setting yet: every
-    # setting is written by the user data, and v1 stays as it is.
-    checkpoint_warn_seconds: float = 1800.0
+    save_warn_seconds: float = agent_default("save_warn_seconds")
     distributed: bool = agent_default("distributed")
     min_nodes: int = agent_default("min_nodes")
     max_nodes: int = agent_default("max_nodes")
@@ -178,6 +176,7 @@ def check_config(config: AgentConfig) -> None:
          config.lease_ttl_seconds > 2 * config.poll_seconds),
         ("SPOT_KEEP_CHECKPOINTS", config.keep_checkpoints, config.keep_checkpoints >= 1),
         ("SPOT_STATUS_INTERVAL", config.status_interval_seconds, config.status_interval_seconds > 0),
+        ("SPOT_SAVE_WARN_SECONDS", config.save_warn_seconds, config.save_warn_seconds > 0),
         ("SPOT_MIN_NODES", config.min_nodes, not config.distributed or 1 <= config.min_nodes <= config.max_nodes),
         ("SPOT_PROCS_PER_NODE", config.procs_per_node, config.procs_per_node >= 1),
         ("SPOT_RDZV_LAST_CALL_SECONDS", config.rdzv_last_call_seconds, config.rdzv_last_call_seconds >= 0),

@@ -638,7 +638,7 @@ class Agent:
             self.telemetry.warn(message)
 
         # A look through the working directory every dozen polls: once a minute at the default 5 s.
-        return SaveWatch(Path(self.config.checkpoint_dir), self.config.checkpoint_warn_seconds, warn,
+        return SaveWatch(Path(self.config.checkpoint_dir), self.config.save_warn_seconds, warn,
                          workdir=Path(self.config.workdir) if self.config.workdir else None,
                          look_every_seconds=12 * self.config.poll_seconds)
 
