@@ -1,8 +1,6 @@
-"""Small S3 objects changed only by conditional writes: the one primitive the rendezvous needs.
-
-A write names the version it read (`IfMatch=<etag>`), or that there was none (`IfNoneMatch="*"`);
-two nodes racing on the same version see exactly one success, which is what torch's dynamic
-rendezvous asks of its backend (compare-and-set with a fencing token).
+"""Small S3 objects changed only by conditional writes (storage/conditional.py): two nodes racing on
+the same version see exactly one success, which is what torch's dynamic rendezvous asks of its backend
+(compare-and-set with a fencing token).
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..storage.lease import is_conflict, is_missing
+from ..storage.conditional import is_missing, write_if
 
 
 class S3ObjectError(RuntimeError):
@@ -40,14 +38,11 @@ class ConditionalObjects:
     def write(self, name: str, body: bytes, *, expected: str | None) -> str | None:
         """Write if the object is still at `expected` (None: still absent); its new etag, or None
         when another writer got there first."""
-        condition = {"IfMatch": expected} if expected else {"IfNoneMatch": "*"}
         try:
-            response = self.s3.put_object(Bucket=self.bucket, Key=self.key(name), Body=body, **condition)
+            return write_if(self.s3, self.bucket, self.key(name), body, expected=expected,
+                            content_type="application/octet-stream")
         except ClientError as error:
-            if is_conflict(error) or (expected and is_missing(error)):
-                return None
             raise S3ObjectError(f"writing s3://{self.bucket}/{self.key(name)}: {error}") from error
-        return str(response["ETag"])
 
     def put(self, name: str, body: bytes) -> None:
         try:

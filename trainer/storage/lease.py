@@ -3,8 +3,7 @@
 At most one agent per job trains and publishes checkpoints. The lease carries an expiry and a fencing
 token that grows with every new holder, so a stale holder (paused, partitioned, still draining) can be
 recognised and refused by `RemoteStore.upload` even after someone else took over. Every change is a
-conditional PUT: `IfNoneMatch="*"` when the object is absent, `IfMatch=<etag>` otherwise; two agents
-racing for the same version see exactly one success.
+conditional write (conditional.py): two agents racing for the same version see exactly one success.
 A released lease is kept (expired, token intact) rather than deleted, so tokens never restart at 1.
 """
 
@@ -20,22 +19,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .conditional import is_missing, write_if
+
 log = logging.getLogger(__name__)
-
-# S3 answers a lost conditional write with 412; a write racing another on the same key may get 409.
-CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
-
 
 class LeaseError(RuntimeError):
     """lease.json exists but cannot be read as a lease; the message names the object."""
-
-
-def is_conflict(error: ClientError) -> bool:
-    return error.response.get("Error", {}).get("Code", "") in CONFLICT_CODES
-
-
-def is_missing(error: ClientError) -> bool:
-    return error.response.get("Error", {}).get("Code", "") in {"NoSuchKey", "404", "NotFound"}
 
 
 @dataclass(frozen=True)
@@ -95,14 +84,14 @@ class Lease:
         current = read_lease(self.s3, self.bucket, self.key)
         now = self.clock()
         if current is None:
-            return self._write(token=1, expires_at=now + self.ttl, condition={"IfNoneMatch": "*"})
+            return self._write(token=1, expires_at=now + self.ttl, expected=None)
         if current.owner != self.owner and not current.expired(now) and not self._abandoned(current, now):
             log.info("lease held by %s (token %d) for %.0fs more", current.owner, current.token,
                      current.expires_at - now)
             self.held_by = current
             return False
         return self._write(
-            token=current.token + 1, expires_at=now + self.ttl, condition={"IfMatch": current.etag}
+            token=current.token + 1, expires_at=now + self.ttl, expected=current.etag
         )
 
     def _abandoned(self, current: LeaseRecord, now: float) -> bool:
@@ -118,7 +107,7 @@ class Lease:
         if self._etag is None:
             return False
         renewed = self._write(
-            token=self.token, expires_at=self.clock() + self.ttl, condition={"IfMatch": self._etag}
+            token=self.token, expires_at=self.clock() + self.ttl, expected=self._etag
         )
         if not renewed:
             log.warning("lease lost: %s was taken over by another holder", self.key)
@@ -127,7 +116,7 @@ class Lease:
     def release(self) -> None:
         """Hand the lease back (expire it now) if it is still ours; the token stays for the next holder."""
         if self._etag is not None:
-            self._write(token=self.token, expires_at=0.0, condition={"IfMatch": self._etag})
+            self._write(token=self.token, expires_at=0.0, expected=self._etag)
         self._etag, self._expires_at = None, 0.0
 
     def held(self) -> bool:
@@ -142,24 +131,15 @@ class Lease:
             current = read_lease(self.s3, self.bucket, self.key)
             return current is not None and current.etag == self._etag and current.token == self.token
 
-    def _write(self, *, token: int, expires_at: float, condition: dict[str, str]) -> bool:
+    def _write(self, *, token: int, expires_at: float, expected: str | None) -> bool:
         with self._turn:
-            return self._write_now(token=token, expires_at=expires_at, condition=condition)
+            return self._write_now(token=token, expires_at=expires_at, expected=expected)
 
-    def _write_now(self, *, token: int, expires_at: float, condition: dict[str, str]) -> bool:
+    def _write_now(self, *, token: int, expires_at: float, expected: str | None) -> bool:
         body = {"owner": self.owner, "token": token, "expires_at": expires_at, "written_at": self.clock()}
-        try:
-            response = self.s3.put_object(
-                Bucket=self.bucket,
-                Key=self.key,
-                Body=json.dumps(body).encode(),
-                ContentType="application/json",
-                **condition,
-            )
-        except ClientError as error:
-            if is_conflict(error):
-                self._etag, self._expires_at = None, 0.0
-                return False
-            raise
-        self.token, self._etag, self._expires_at = token, response["ETag"], expires_at
+        etag = write_if(self.s3, self.bucket, self.key, json.dumps(body).encode(), expected=expected)
+        if etag is None:
+            self._etag, self._expires_at = None, 0.0
+            return False
+        self.token, self._etag, self._expires_at = token, etag, expires_at
         return True

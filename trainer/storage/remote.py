@@ -29,7 +29,8 @@ from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .checksums import BLOCK_BYTES, digest_files
-from .lease import Lease, is_conflict, is_missing
+from .conditional import is_missing, write_if
+from .lease import Lease
 from .regular_files import is_regular
 from .s3client import transfer_config_for, upload_config_for
 
@@ -210,13 +211,8 @@ class RemoteStore:
                 return False
             record = {"step": step, "key": self.step_prefix(step), "lease_token": lease.token if lease else 0,
                       "written_at": time.time()}
-            condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
-            try:
-                self._put("latest.json", record, absolute=False, **condition)
+            if self._put_if("latest.json", record, expected=etag):
                 return True
-            except RemoteStoreError as error:
-                if not (isinstance(error.__cause__, ClientError) and is_conflict(error.__cause__)):
-                    raise
         log.warning("not publishing step %d: latest.json kept changing under us", step)
         return False
 
@@ -290,13 +286,7 @@ class RemoteStore:
             return False
         record = {"step": step, "key": self.step_prefix(step), "lease_token": current.get("lease_token", 0),
                   "written_at": time.time()}
-        try:
-            self._put("latest.json", record, absolute=False, IfMatch=etag)
-        except RemoteStoreError as error:
-            if isinstance(error.__cause__, ClientError) and is_conflict(error.__cause__):
-                return False
-            raise
-        return True
+        return self._put_if("latest.json", record, expected=etag)
 
     def remote_steps(self) -> list[int]:
         """Every step with objects under checkpoints/, complete or not, ascending."""
@@ -431,13 +421,7 @@ class RemoteStore:
     def create_once(self, name: str, obj: dict[str, Any]) -> bool:
         """Write `name` only where it does not exist yet (`IfNoneMatch="*"`): of several nodes racing to
         record the same thing, exactly one gets True."""
-        try:
-            self._put(name, obj, absolute=False, IfNoneMatch="*")
-        except RemoteStoreError as error:
-            if isinstance(error.__cause__, ClientError) and is_conflict(error.__cause__):
-                return False
-            raise
-        return True
+        return self._put_if(name, obj, expected=None)
 
     def get_json(self, name: str, *, absolute: bool = False) -> dict[str, Any] | None:
         return self._get_with_etag(name, absolute=absolute)[0]
@@ -499,11 +483,19 @@ class RemoteStore:
         if wrong:
             raise RemoteStoreError(f"s3://{self.bucket}/{prefix}{wrong[0]}: not stored with its full size")
 
-    def _put(self, name: str, obj: dict[str, Any], *, absolute: bool = True, **condition: str) -> None:
+    def _put(self, name: str, obj: dict[str, Any], *, absolute: bool = True) -> None:
         key = name if absolute else self.key(name)
         try:
             self.s3.put_object(Bucket=self.bucket, Key=key, Body=json.dumps(obj, indent=1).encode(),
-                               ContentType="application/json", **condition)
+                               ContentType="application/json")
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+
+    def _put_if(self, name: str, obj: dict[str, Any], *, expected: str | None) -> bool:
+        """A conditional write of the job's `name` (conditional.py): False when another writer got there first."""
+        key, body = self.key(name), json.dumps(obj, indent=1).encode()
+        try:
+            return write_if(self.s3, self.bucket, key, body, expected=expected) is not None
         except (ClientError, BotoCoreError) as error:
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
 
