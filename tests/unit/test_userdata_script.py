@@ -52,7 +52,9 @@ def test_v1_agent_settings_are_exactly_the_agents_env_names() -> None:
                 # and the hang watchdog (the stall alarm alone on v1)
                 "SPOT_STALL_MINUTES", "SPOT_RESTART_ON_STALL",
                 # and the spending cap (refused at synth on v1)
-                "SPOT_BUDGET_USD", "SPOT_BUDGET_CHECK_SECONDS"}
+                "SPOT_BUDGET_USD", "SPOT_BUDGET_CHECK_SECONDS",
+                # and the first-save wait (refused at synth on v1 when set)
+                "SPOT_SAVE_WARN_SECONDS"}
     assert set(ENV_NAMES) - after_v1 <= written, f"the env file would miss {set(ENV_NAMES) - after_v1 - written}"
     assert set(match.group(1).split()) <= set(ENV_NAMES), "a name the agent does not read"
 
