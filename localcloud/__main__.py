@@ -30,6 +30,7 @@ from localcloud.progress import ProgressLine
 from localcloud.report import DEFAULT_DISCOUNT, build_report
 from spot_trainer.builtin.arguments import arguments_problem, total_steps
 from spot_trainer.costs.spot_prices import PriceError, TracePrices
+from spot_trainer.storage.job_keys import STATUS, job_key
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,7 +208,7 @@ def demo(options: argparse.Namespace) -> int:
 
 def _status(cloud: LocalCloud, bucket: str, job: str) -> dict | None:
     try:
-        return json.loads(cloud.client("s3").get_object(Bucket=bucket, Key=f"{job}/status.json")["Body"].read())
+        return json.loads(cloud.client("s3").get_object(Bucket=bucket, Key=job_key(job, STATUS))["Body"].read())
     except Exception:
         return None
 

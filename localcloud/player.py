@@ -30,6 +30,7 @@ from localcloud.outages import SpotOutage, outages_begun, spot_available
 from localcloud.roles import assume, instance_profile_role, lambda_environment
 from spot_trainer.capacity import watch
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
+from spot_trainer.storage.job_keys import LATEST, job_key
 
 TICK_SECONDS = 0.25
 # Time runs faster here: instance records and deadline checks every second or two, not every minute.
@@ -203,7 +204,7 @@ class Player:
 
     def latest_step(self) -> int | None:
         try:
-            key = f"{self.deployment.job}/latest.json"
+            key = job_key(self.deployment.job, LATEST)
             body = self.s3.get_object(Bucket=self.deployment.bucket, Key=key)["Body"]
             return int(json.loads(body.read())["step"])
         except Exception:  # not there yet

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -15,6 +17,7 @@ from moto import mock_aws
 
 from localcloud import moto_app
 from spot_trainer.capacity import watch
+from spot_trainer.storage import job_keys
 
 REGION, BUCKET, JOB, GROUP = "us-east-1", "ckpt-bucket", "lm", "lm-group"
 REAL_CLOCK = time.time
@@ -119,3 +122,12 @@ def test_a_finished_job_is_left_alone(aws: dict[str, Any], monkeypatch: pytest.M
 @pytest.mark.parametrize(("text", "seconds"), [("30m", 1800.0), ("1d12h", 129600.0), ("45s", 45.0), ("", None)])
 def test_durations_read_as_the_job_file_writes_them(text: str, seconds: float | None) -> None:
     assert watch.seconds(text) == seconds
+
+
+def test_the_watch_reads_and_writes_the_job_s_records_where_the_agents_keep_them() -> None:
+    """Inline Lambda code imports nothing of ours: its own spelling of the layout must be job_keys'."""
+    source = Path(watch.__file__).read_text()
+    for name in (job_keys.STATUS, job_keys.INSTANCES, job_keys.EVENTS):
+        assert f'f"{{job}}/{name}' in source, name
+    assert job_keys.utc_stamp(0.5) == datetime.fromtimestamp(0.5, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    assert 'strftime("%Y%m%dT%H%M%S.%fZ")' in source

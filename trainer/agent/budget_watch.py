@@ -26,12 +26,6 @@ from .telemetry import RunTelemetry
 BUDGET_EVENT = "budget"  # the event (and notification) of a job stopped at its cap
 
 
-def stop_record_name(budget_usd: float) -> str:
-    """The record that one node, the first, creates when the job stops at this cap: a raised cap is a
-    new name, so its own stop is recorded again."""
-    return f"budget-stops/usd-{budget_usd:.6f}.json"
-
-
 @dataclass
 class BudgetWatch:
     budget_usd: float

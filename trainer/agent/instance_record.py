@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..costs.instance_records import PREFIX
 from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, SpotPriceSource, TracePrices
+from ..storage.job_keys import instance_record
 from ..storage.remote import RemoteStore
 from .imds import ImdsClient
 from .log_lines import agent_line
@@ -86,7 +86,7 @@ class InstanceRecord:
 
     @property
     def name(self) -> str:
-        return f"{PREFIX}{self.facts.instance}.json"
+        return instance_record(self.facts.instance)
 
     def start(self, heartbeat_seconds: float) -> InstanceRecord:
         if not heartbeat_seconds > 0:

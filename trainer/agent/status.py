@@ -13,9 +13,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..storage.job_keys import STATUS
 from .pace import Pace
 
-STATUS_NAME = "status.json"
+STATUS_NAME = STATUS
 # The built-in trainer's event (and the job's recorded one) for a resume that cannot end bit-identical.
 NOT_BIT_IDENTICAL = "not_bit_identical"
 FINAL_OUTPUTS = "final_outputs"  # what a finished command left beside its checkpoints, and where it went

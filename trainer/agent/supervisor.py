@@ -24,13 +24,13 @@ from typing import Any
 from ..costs.spot_prices import SpotPriceSource
 from ..rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, read_round
 from ..signals import parse_signal
-from ..storage import layouts, staging
+from ..storage import job_keys, layouts, staging
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .aws_clients import AutoScalingClient
-from .budget_watch import BUDGET_EVENT, BudgetWatch, budget_watch_for, stop_record_name
+from .budget_watch import BUDGET_EVENT, BudgetWatch, budget_watch_for
 from .cloudwatch import CloudWatchSink
 from .command import CommandProcess, runtime_argv, with_auto_resume
 from .config import AgentConfig, known_total_steps
@@ -584,7 +584,7 @@ class Agent:
         if self.config.distributed:  # the first node to stop records it: one record, one notification
             if ending := self._world().ended_by_a_peer(self.started_at):
                 return self._ended_elsewhere(ending)
-            if not self.clients.store.create_once(stop_record_name(self.config.budget_usd),
+            if not self.clients.store.create_once(job_keys.budget_stop(self.config.budget_usd),
                                                   {"reason": reason, "step": step, "instance": self.instance_id}):
                 return self._ended_elsewhere({"kind": BUDGET_EVENT, "reason": reason})
         self._require_reporter().update(state=states.STOPPED_BY_BUDGET, reason=reason)

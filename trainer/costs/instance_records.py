@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..storage.job_keys import INSTANCES
 from ..storage.remote import RemoteStore, RemoteStoreError
 
-PREFIX = "instances/"
+PREFIX = INSTANCES
 DEFAULT_HEARTBEAT_SECONDS = 60.0
 MARKETS = ("spot", "on-demand")
 

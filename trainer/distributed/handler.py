@@ -24,6 +24,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
 )
 
 from ..rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, write_round
+from ..storage.job_keys import job_key, rendezvous_prefix
 from ..storage.remote import RemoteStore
 from ..storage.s3client import s3_client
 from .round_start import start_round
@@ -121,7 +122,7 @@ def _left_mark(node: Any) -> str:
 
 def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
     bucket, prefix = endpoint_parts(params.endpoint)
-    objects = ConditionalObjects(s3_client(), bucket, f"{prefix}/rendezvous/{params.run_id}")
+    objects = ConditionalObjects(s3_client(), bucket, job_key(prefix, rendezvous_prefix(params.run_id)))
     store_timeout = timedelta(seconds=params.get_as_int("store_timeout", 300) or 300)
     handler = create_handler(S3Store(objects, store_timeout), S3RendezvousBackend(objects), params)
     handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; it differs in its shutdown and round start

@@ -20,6 +20,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .conditional import is_missing, write_if
+from .job_keys import LEASE, job_key
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Lease:
         if ttl_seconds <= 0:
             raise ValueError(f"lease ttl_seconds must be positive, got {ttl_seconds}")
         self.s3, self.bucket, self.owner, self.ttl = s3, bucket, owner, float(ttl_seconds)
-        self.key = f"{job}/lease.json"
+        self.key = job_key(job, LEASE)
         self.clock = clock  # wall-clock seconds: expiry times are compared across instances
         self.token = 0
         self._etag: str | None = None

@@ -1,10 +1,7 @@
 """The S3 checkpoint store of one job: upload, publish, restore with fallback, retention, events.
 
-Layout under `s3://<bucket>/<job>/`:
-  checkpoints/step-<N:08d>/<files>   the data objects of one checkpoint
-  checkpoints/step-<N:08d>/MANIFEST.json   written after every data object is confirmed
-  latest.json   {"step", "key", "lease_token", "written_at"}: moved only after the manifest exists
-  lease.json, status.json, events/
+The layout under `s3://<bucket>/<job>/` is in job_keys.py: a checkpoint's objects, then its manifest,
+then latest.json, which moves only after the manifest exists.
 
 A checkpoint without a manifest is never restored, and `latest.json` is changed with a conditional
 write so two publishers can never interleave; the lower step or the lower fencing token loses.
@@ -21,13 +18,13 @@ import shutil
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from botocore.exceptions import BotoCoreError, ClientError
 
+from . import job_keys as keys
 from .checksums import BLOCK_BYTES, digest_files
 from .conditional import is_missing, write_if
 from .lease import Lease
@@ -36,7 +33,7 @@ from .s3client import transfer_config_for, upload_config_for
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "MANIFEST.json"
+MANIFEST = keys.MANIFEST
 # Writing the restore failed for the instance's disk: a full disk, a quota, read-only, no permission.
 LOCAL_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
 STEP_PREFIX = re.compile(r"step-(\d+)/$")
@@ -109,10 +106,6 @@ def _version(path: Path) -> tuple[int, int]:
     return found.st_size, found.st_mtime_ns
 
 
-def utc_stamp(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-
-
 class RemoteStore:
     def __init__(
         self,
@@ -135,10 +128,10 @@ class RemoteStore:
 
     # ---- keys ---------------------------------------------------------------------------------
     def key(self, name: str) -> str:
-        return f"{self.job}/{name}"
+        return keys.job_key(self.job, name)
 
     def step_prefix(self, step: int) -> str:
-        return self.key(f"checkpoints/step-{step:08d}/")
+        return self.key(keys.checkpoint_prefix(step))
 
     # ---- upload and publish -------------------------------------------------------------------
     def upload(self, local: Path, step: int, *, lease: Lease | None = None) -> bool:
@@ -211,7 +204,7 @@ class RemoteStore:
                 return False
             record = {"step": step, "key": self.step_prefix(step), "lease_token": lease.token if lease else 0,
                       "written_at": time.time()}
-            if self._put_if("latest.json", record, expected=etag):
+            if self._put_if(keys.LATEST, record, expected=etag):
                 return True
         log.warning("not publishing step %d: latest.json kept changing under us", step)
         return False
@@ -237,12 +230,12 @@ class RemoteStore:
         HTML, a step that is not a number) is named in one line and the newest complete checkpoint S3
         holds stands in for it; its ETag is kept, so the next publish replaces it conditionally."""
         try:
-            current, etag = self._get_with_etag("latest.json")
+            current, etag = self._get_with_etag(keys.LATEST)
             if current is None:
                 return None, None
             step, token = current.get("step"), current.get("lease_token", 0)
             if not (type(step) is int and step >= 0 and type(token) is int):
-                raise DamagedRecord(f"s3://{self.bucket}/{self.key('latest.json')}: step {step!r} and lease "
+                raise DamagedRecord(f"s3://{self.bucket}/{self.key(keys.LATEST)}: step {step!r} and lease "
                                     f"token {token!r} are not whole numbers", etag)
         except DamagedRecord as error:
             newest = self.newest_complete_step()
@@ -286,13 +279,13 @@ class RemoteStore:
             return False
         record = {"step": step, "key": self.step_prefix(step), "lease_token": current.get("lease_token", 0),
                   "written_at": time.time()}
-        return self._put_if("latest.json", record, expected=etag)
+        return self._put_if(keys.LATEST, record, expected=etag)
 
     def remote_steps(self) -> list[int]:
         """Every step with objects under checkpoints/, complete or not, ascending."""
         paginator = self.s3.get_paginator("list_objects_v2")
         steps: list[int] = []
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key("checkpoints/"), Delimiter="/"):
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key(keys.CHECKPOINTS), Delimiter="/"):
             for common in page.get("CommonPrefixes", []):
                 if match := STEP_PREFIX.search(common["Prefix"]):
                     steps.append(int(match.group(1)))
@@ -410,9 +403,9 @@ class RemoteStore:
         self.s3.delete_object(Bucket=self.bucket, Key=prefix + MANIFEST)
         paginator = self.s3.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
-            keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
-            if keys:
-                self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
+            objects = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+            if objects:
+                self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True})
 
     # ---- small JSON objects and events ----------------------------------------------------------
     def put_json(self, name: str, obj: dict[str, Any]) -> None:
@@ -437,19 +430,19 @@ class RemoteStore:
 
     def append_event(self, kind: str, **fields: Any) -> None:
         now = time.time()
-        event = {"kind": kind, "time": utc_stamp(now), "epoch": now, "instance": self.instance, **fields}
-        self._put(f"events/{utc_stamp(now)}-{self.instance}-{kind}.json", event, absolute=False)
+        event = {"kind": kind, "time": keys.utc_stamp(now), "epoch": now, "instance": self.instance, **fields}
+        self._put(keys.event_name(now, self.instance, kind), event, absolute=False)
 
     def events(self, *kinds: str, since: float | None = None) -> list[dict[str, Any]]:
         """Every event of the job in time order; only those of `kinds`, recorded at or after `since`
         (epoch seconds), when given: chosen by key name, so only those are read."""
         paginator = self.s3.get_paginator("list_objects_v2")
-        first = self.key(f"events/{utc_stamp(since)}") if since is not None else ""
-        endings = tuple(f"-{kind}.json" for kind in kinds)
-        keys = [key for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key("events/"))
-                for item in page.get("Contents", []) if (key := item["Key"]) >= first
-                and (not endings or key.endswith(endings))]
-        found = (self.read_record(key, absolute=True) for key in sorted(keys))
+        first = self.key(f"{keys.EVENTS}{keys.utc_stamp(since)}") if since is not None else ""
+        endings = tuple(keys.event_kind_suffix(kind) for kind in kinds)
+        names = [key for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key(keys.EVENTS))
+                 for item in page.get("Contents", []) if (key := item["Key"]) >= first
+                 and (not endings or key.endswith(endings))]
+        found = (self.read_record(key, absolute=True) for key in sorted(names))
         return [event for event in found if event is not None]
 
     # ---- S3 plumbing --------------------------------------------------------------------------
