@@ -13,6 +13,7 @@ from typing import Any
 
 from spot_trainer.builtin.arguments import arguments_problem
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
+from spot_trainer.signals import STOP_SIGNALS
 from spot_trainer.storage.names import bucket_name_problem
 from stacks.checkpoint_dir_field import check_checkpoint_dir
 from stacks.instance_header import FROZEN_HEADERS
@@ -23,7 +24,6 @@ from stacks.job_spec import (
     JOB_NAME,
     PLACEMENTS,
     SHIPPED_TRAINER_PACKAGE,
-    SIGNALS,
     SSM_PATH,
     AccessSpec,
     CapacitySpec,
@@ -119,8 +119,8 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise field_error("run.train_args", 'only applies when run.command = "builtin"')
     if run.command == "builtin":
         _check_builtin_arguments(run.train_args)
-    if run.stop_signal not in SIGNALS:
-        raise field_error("run.stop_signal", f"expected one of {', '.join(SIGNALS)}, got {run.stop_signal!r}")
+    if run.stop_signal not in STOP_SIGNALS:
+        raise field_error("run.stop_signal", f"expected one of {', '.join(STOP_SIGNALS)}, got {run.stop_signal!r}")
     if not 10 <= run.grace_seconds <= 7200:
         raise field_error("run.grace_seconds", f"expected 10..7200 seconds, got {run.grace_seconds}")
     if not 60 <= run.save_warn_seconds <= 86400:

@@ -14,7 +14,6 @@ JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 SSM_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
-SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 PLACEMENTS = ("", "cluster")
 DEFAULT_AMI = setting("capacity.ami").default
 # Empty: the wheel of this checkout, built at synth and shipped with the stack (stacks/runtime_wheel.py).

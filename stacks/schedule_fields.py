@@ -10,12 +10,11 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 
 from spot_trainer.builtin.arguments import check_arguments
-from spot_trainer.capacity.policy import parse_deadline, parse_duration
+from spot_trainer.capacity.policy import is_duration, parse_deadline, parse_duration
 from spot_trainer.settings import MAX_STALL_MINUTES
 from stacks.job_spec import NotifySpec, RunSpec, ScheduleSpec, field_error, plain_decimal
 
 EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")  # NotifyEmail's own
-DURATION = re.compile(r"^([0-9]+[dhms])+$")
 
 
 def utc_text(moment: datetime) -> str:
@@ -46,7 +45,7 @@ def check_schedule(schedule: ScheduleSpec, run: RunSpec, given: Collection[str])
             at = parse_deadline(text, first_start=time.time()) if field == "deadline" else parse_duration(text)
         except ValueError as error:
             raise field_error(f"schedule.{field}", str(error)) from None
-        if field == "deadline" and not DURATION.match(text) and at <= time.time():
+        if field == "deadline" and not is_duration(text) and at <= time.time():
             raise field_error("schedule.deadline", f"{text} has already passed")
     if "budget_usd" in given:
         budget_text(schedule.budget_usd)

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import signal
 
+# The signals a command may be told to save and stop with (run.stop_signal); SIGKILL and SIGSTOP cannot
+# be caught, so a command could never save on them.
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
+UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+
 
 def parse_signal(name: str) -> signal.Signals:
     """`SIGTERM`, `TERM` or `15` → the signal; anything else raises ValueError naming it."""

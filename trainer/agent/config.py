@@ -10,7 +10,6 @@ import math
 import os
 import re
 import shlex
-import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from ..builtin.arguments import arguments_problem, total_steps
 from ..capacity.policy import parse_deadline, parse_duration
 from ..settings import NO_DEFAULT, agent_default, agent_env_names
-from ..signals import parse_signal
+from ..signals import STOP_SIGNALS, UNCATCHABLE, parse_signal
 from ..storage.names import bucket_name_problem
 from .env_file import read_env_text
 
@@ -136,7 +135,6 @@ def parse_env_file(path: Path, *, strict: bool = True) -> dict[str, str]:
     return env_file.entries
 
 
-UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}  # a command cannot save on these: every notice would lose work
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
 # The job's S3 prefix, log group and stack suffix: the stack's job-name rule, one letter allowed.
 JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -151,7 +149,7 @@ def check_config(config: AgentConfig) -> None:
         raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} is not a signal name") from None
     if stop in UNCATCHABLE:
         raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} cannot be caught, so the command could "
-                          "never save before it stops: use SIGTERM, SIGINT or SIGUSR1")
+                          f"never save before it stops: use {', '.join(STOP_SIGNALS[:-1])} or {STOP_SIGNALS[-1]}")
     if not REGION.match(config.region):
         raise ConfigError(f"SPOT_REGION={config.region!r} is not an AWS region name (like us-east-1)")
     if problem := bucket_name_problem(config.bucket):

@@ -37,6 +37,11 @@ BEHIND_TOLERANCE = 1.0
 RETURN_LEAD = -1.0
 
 
+def is_duration(text: str) -> bool:
+    """A duration's form ("36h"), rather than a moment's ("2026-12-01T18:00:00Z")."""
+    return _DURATION.fullmatch(text.strip()) is not None
+
+
 def parse_duration(text: str) -> float:
     """Seconds in "36h", "90m", "2d", "1d12h", "45s"; ValueError naming the text otherwise."""
     stripped = text.strip()
