@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from spot_trainer.builtin.arguments import arguments_problem
+from spot_trainer.command_text import has_control_character, shadows_builtin
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
 from spot_trainer.signals import STOP_SIGNALS
 from spot_trainer.storage.names import bucket_name_problem
@@ -101,13 +102,13 @@ def _check_run(run: RunSpec, source: Path) -> None:
                         ("run.trainer_package", run.trainer_package)):
         if "\n" in text or "\r" in text:
             raise field_error(field, "must be one line (the agent reads it from a one-line setting)")
-        if any(ord(char) < 32 and char != "\t" or ord(char) == 127 for char in text):
+        if has_control_character(text):
             raise field_error(field, f"holds a control character: {text!r}")
         try:
             shlex.split(text)
         except ValueError as error:
             raise field_error(field, f"cannot be parsed as shell words ({error}): {text!r}") from None
-    if run.command != "builtin" and run.command.split(maxsplit=1)[0].rstrip(";&|") == "builtin":
+    if shadows_builtin(run.command):
         # `bash -c "builtin; …"` exits 0 at once and the job would end DONE after zero steps.
         raise field_error("run.command", f'{run.command!r}: the built-in trainer is exactly "builtin", with its '
                     "arguments in run.train_args")

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import re
-import shlex
 import time
 from collections.abc import Collection
 from datetime import UTC, datetime
 
-from spot_trainer.builtin.arguments import check_arguments
+from spot_trainer.builtin.arguments import total_steps
 from spot_trainer.capacity.policy import is_duration, parse_deadline, parse_duration
 from spot_trainer.settings import MAX_STALL_MINUTES
 from stacks.job_spec import NotifySpec, RunSpec, ScheduleSpec, field_error, plain_decimal
@@ -51,7 +50,7 @@ def check_schedule(schedule: ScheduleSpec, run: RunSpec, given: Collection[str])
         budget_text(schedule.budget_usd)
     if "total_steps" in given and schedule.total_steps < 1:
         raise field_error("schedule.total_steps", f"expected a positive number of steps, got {schedule.total_steps}")
-    steps = _builtin_steps(run)
+    steps = total_steps(run.train_args) if run.command == "builtin" else None  # its parser ran in _check_run
     if "total_steps" in given and run.command == "builtin" and steps != schedule.total_steps:
         raise field_error("schedule.total_steps", f"{schedule.total_steps} differs from the built-in trainer's --steps "
                     f"{steps}: leave it out (the built-in trainer's own count is used)")
@@ -67,8 +66,3 @@ def budget_text(budget: float) -> str:
         raise field_error("schedule.budget_usd", f"expected USD above 0 and below {MAX_BUDGET_USD:g}, at most 6 "
                           f"decimal places (like 50 or 0.25), got {budget!r}")
     return text
-
-
-def _builtin_steps(run: RunSpec) -> int | None:
-    """The built-in trainer's --steps (_check_run has run its parser over the arguments)."""
-    return int(check_arguments(shlex.split(run.train_args)).steps) if run.command == "builtin" else None

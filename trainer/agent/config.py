@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..builtin.arguments import arguments_problem, total_steps
 from ..capacity.policy import parse_deadline, parse_duration
+from ..command_text import has_control_character, shadows_builtin
 from ..settings import NO_DEFAULT, agent_default, agent_env_names
 from ..signals import STOP_SIGNALS, UNCATCHABLE, parse_signal
 from ..storage.names import bucket_name_problem
@@ -160,11 +161,11 @@ def check_config(config: AgentConfig) -> None:
     if config.notify_topic and not SNS_TOPIC_ARN.match(config.notify_topic):
         raise ConfigError(f"SPOT_NOTIFY_TOPIC={config.notify_topic!r} is not an SNS topic ARN "
                           "(arn:aws:sns:REGION:ACCOUNT:NAME)")
-    if config.command != "builtin" and config.command.split(maxsplit=1)[0].rstrip(";&|") == "builtin":
+    if shadows_builtin(config.command):
         raise ConfigError(f"SPOT_COMMAND={config.command!r}: the built-in trainer is exactly \"builtin\" "
                           "(its arguments go in SPOT_TRAIN_ARGS); this would exit at once and end the job")
     for name, text in (("SPOT_COMMAND", config.command), ("SPOT_TRAIN_ARGS", config.train_args)):
-        if any(ord(char) < 32 and char != "\t" or ord(char) == 127 for char in text):
+        if has_control_character(text):
             raise ConfigError(f"{name} holds a control character: {text!r}")
     checks = [
         ("SPOT_GRACE_SECONDS", config.grace_seconds, config.grace_seconds >= 0),
