@@ -8,9 +8,10 @@ import os
 from pathlib import Path
 
 from . import layouts
+from .job_keys import FINAL
 from .regular_files import is_regular
 
-FINAL_PREFIX = "final/"
+FINAL_PREFIX = FINAL
 
 
 def final_output_files(directory: Path) -> dict[str, Path]:

@@ -9,6 +9,7 @@
   instances/<instance id>.json                each instance's record, for its cost
   rendezvous/<run id>/                        several nodes' rendezvous
   budget-stops/usd-<cap>.json                 the first node's record of a stop at that cap
+  final/<files>                               what a finished command left beside its checkpoints
 
 The capacity watch (capacity/watch.py) runs as inline Lambda code with no package of ours to import:
 it spells status.json, instances/ and events/ itself, and a test holds them to these.
@@ -27,6 +28,7 @@ EVENTS = "events/"
 INSTANCES = "instances/"
 RENDEZVOUS = "rendezvous/"
 BUDGET_STOPS = "budget-stops/"
+FINAL = "final/"
 
 
 def job_key(job: str, name: str) -> str:
