@@ -15,7 +15,7 @@ from stacks.checkpoint_dir_field import CHECKPOINT_FOLDER_PATTERN, CHECKPOINT_FO
 from stacks.instance_types import architecture
 from stacks.job_spec import AMI_ID, JobSpec, JobSpecError, data_location
 from stacks.schedule_fields import budget_text
-from stacks.user_data import HEREDOC_VERSIONS
+from stacks.userdata_versions import userdata_version
 
 SINGLE_SUBNET_TYPE = "AWS::EC2::Subnet::Id"
 # The type is fixed by the job file's `ami`: each takes one form only, so say which.
@@ -81,7 +81,7 @@ def instance_types_pattern(count: int, arch: str) -> str:
 def _setup_constraint(version: str) -> dict[str, str]:
     """From v2 a value travels base64-encoded and may span lines; v1's here-documents take one line only
     (a line equal to their delimiter would end the value and run the rest as root at boot)."""
-    if version in HEREDOC_VERSIONS:
+    if userdata_version(version).heredoc_header:
         return {"allowed_pattern": pattern.ONE_LINE, "constraint_description": pattern.ONE_LINE_RULE}
     return {}
 
@@ -197,7 +197,7 @@ def add_job_parameters(stack: Stack, job: JobSpec) -> JobParameters:
 def _checkpoint_folder(stack: Stack, job: JobSpec) -> list[tuple[str, str, CfnParameter]]:
     """Offered where a command of the user's own runs (from user data v2): the built-in trainer saves where
     it is told, and the CLI's 50 KiB for a template without assets has no room for it."""
-    if job.run.command == "builtin" or job.userdata_version in HEREDOC_VERSIONS:
+    if job.run.command == "builtin" or not userdata_version(job.userdata_version).checkpoint_dir:
         return []
     return [_param(stack, "CheckpointFolder", job.run.checkpoint_dir, allowed_pattern=CHECKPOINT_FOLDER_PATTERN,
                    constraint_description=CHECKPOINT_FOLDER_RULE)]

@@ -14,14 +14,7 @@ from aws_cdk import Aws
 from spot_trainer.settings import SETTINGS, Setting
 from stacks.console import JobParameters
 from stacks.job_spec import JobSpec
-
-# A deployed v1 stack keeps its exact user data on update: its header is these names in this order, and
-# its runtime reads none of the later settings.
-V1_HEADER = ("SPOT_USERDATA_VERSION", "SPOT_JOB", "SPOT_STACK", "SPOT_BUCKET", "SPOT_REGION", "SPOT_ASG_NAME",
-             "SPOT_LIFECYCLE_HOOK", "SPOT_LOG_GROUP", "SPOT_COMMAND", "SPOT_TRAIN_ARGS", "SPOT_WORKDIR",
-             "SPOT_SETUP_COMMAND", "SPOT_CODE_URI", "SPOT_TRAINER_PACKAGE", "SPOT_STOP_SIGNAL", "SPOT_GRACE_SECONDS",
-             "SPOT_RESTART_BUDGET", "SPOT_REACT_TO_REBALANCE", "SPOT_KEEP_CHECKPOINTS")
-FROZEN_HEADERS = {"v1": V1_HEADER}
+from stacks.userdata_versions import userdata_version
 
 
 def env_text(value: Any) -> str:
@@ -53,7 +46,7 @@ def job_settings(job: JobSpec, params: JobParameters) -> dict[str, str]:
 def user_data_header(job: JobSpec, params: JobParameters, *, made_by_stack: dict[str, str]) -> dict[str, str]:
     """`made_by_stack`: the names of what the stack made, and the package user data installs."""
     header = {**job_settings(job, params), "SPOT_REGION": Aws.REGION, **made_by_stack}
-    names = FROZEN_HEADERS.get(job.userdata_version)
+    names = userdata_version(job.userdata_version).frozen_header
     if names is not None:
         return {name: header[name] for name in names}
     return {setting.env: header[setting.env] for setting in SETTINGS if setting.env in header}

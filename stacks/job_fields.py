@@ -17,7 +17,6 @@ from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_
 from spot_trainer.signals import STOP_SIGNALS
 from spot_trainer.storage.names import bucket_name_problem
 from stacks.checkpoint_dir_field import check_checkpoint_dir
-from stacks.instance_header import FROZEN_HEADERS
 from stacks.instance_types import check_image_architecture, check_instance_types
 from stacks.job_spec import (
     AMI_ID,
@@ -39,7 +38,8 @@ from stacks.job_spec import (
     plain_decimal,
 )
 from stacks.schedule_fields import check_notify, check_schedule, utc_text
-from stacks.user_data import HEREDOC_VERSIONS, available_versions
+from stacks.user_data import available_versions
+from stacks.userdata_versions import SHIPPED_RUNTIME_IMPORT, userdata_version
 
 SECTIONS: dict[str, type] = {
     "run": RunSpec,
@@ -303,7 +303,7 @@ def _check_storage(storage: StorageSpec) -> None:
 
 def _check_frozen_header(version: str, sections: dict[str, Any]) -> None:
     """A setting a version's frozen header cannot carry would be dropped silently: refuse it instead."""
-    if (carried := FROZEN_HEADERS.get(version)) is None:
+    if (carried := userdata_version(version).frozen_header) is None:
         return
     for item in SETTINGS:
         if item.header_when_set and item.env not in carried and \
@@ -331,24 +331,25 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     version = _check_type("userdata_version", data.get("userdata_version", CURRENT_USERDATA_VERSION), str)
     if version not in available_versions():
         raise field_error("userdata_version", f"{version!r} not found (available: {', '.join(available_versions())})")
-    if version == "v1" and sections["run"].trainer_package == SHIPPED_TRAINER_PACKAGE:
+    supports = userdata_version(version)
+    if supports.runtime_import != SHIPPED_RUNTIME_IMPORT and sections["run"].trainer_package == SHIPPED_TRAINER_PACKAGE:
         raise field_error("userdata_version", "v1 starts the runtime as `trainer`, which this checkout installs as "
                     f"`spot_trainer`: use {CURRENT_USERDATA_VERSION}, or pin run.trainer_package to 0.1.0")
-    if version in HEREDOC_VERSIONS and any(c in sections["run"].setup for c in "\r\n"):
+    if supports.heredoc_header and any(c in sections["run"].setup for c in "\r\n"):
         # v1's header carries deploy-time values in here-documents: a line equal to their delimiter
         # would end one and run the rest as root at boot.
         raise field_error("run.setup", f"must be one line with user data {version} (its header carries values "
                           f"in here-documents): join the commands with &&, or use {CURRENT_USERDATA_VERSION}")
-    if version == "v1" and sections["run"].checkpoint_dir:
+    if not supports.checkpoint_dir and sections["run"].checkpoint_dir:
         raise field_error("run.checkpoint_dir", "user data v1 always uses the agent's own folder: use "
                           f"{CURRENT_USERDATA_VERSION}")
-    if version == "v1" and sections["capacity"].distributed:
+    if not supports.multi_node and sections["capacity"].distributed:
         raise field_error("capacity.distributed", "user data v1 and spot-trainer 0.1 have no multi-node training: "
                     f"use {CURRENT_USERDATA_VERSION}")
-    if sections["schedule"].budget_usd and version == "v1":
+    if sections["schedule"].budget_usd and not supports.budget:
         raise field_error("schedule.budget_usd", "user data v1's agent keeps no budget: use "
                           f"{CURRENT_USERDATA_VERSION}")
-    if sections["notify"].restart_on_stall and (version == "v1" or sections["capacity"].distributed):
+    if sections["notify"].restart_on_stall and (not supports.restart_on_stall or sections["capacity"].distributed):
         raise field_error("notify.restart_on_stall", "the agent restarts a hung command on single-node jobs with "
                           f"user data {CURRENT_USERDATA_VERSION}; several nodes keep the stall alarm alone")
     _check_frozen_header(version, sections)

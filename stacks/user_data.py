@@ -6,6 +6,10 @@ emitted base64-encoded by CloudFormation itself (Fn::Base64) and decoded at boot
 user types, newlines and here-document delimiters included, can end the value and run as root.
 v1 keeps its quoted here-document form, byte for byte, for the stacks deployed with it.
 
+From v2 the script is assembled from shared parts (userdata/lib/<part>.sh, in the order the version table
+stacks/userdata_versions.py gives) followed by the version's own bootstrap.sh, which has the shebang and
+calls them: one self-contained script on the instance.
+
 From v2 the script body (less its full-line comments and blank lines) travels gzip-compressed and
 base64-encoded on one line after the header, and is decoded and run at boot. `cdk deploy` without a
 bootstrapped account takes a template of at most 50 KiB as YAML, where every line of a multi-line
@@ -24,15 +28,15 @@ from pathlib import Path
 from aws_cdk import Fn, Token
 
 from stacks.job_spec import CURRENT_USERDATA_VERSION
+from stacks.userdata_versions import userdata_version
 
 USERDATA_ROOT = Path(__file__).resolve().parent.parent / "userdata"
 BOOTSTRAP_NAME = "bootstrap.sh"
+SHARED_PARTS = "lib"  # userdata/lib/: not a version (it has no bootstrap.sh)
 MAX_USER_DATA_BYTES = 16 * 1024
 _NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _TOKEN_TEXT = re.compile(r"\$\{Token\[[^\]]*\]\}")
 _HEREDOC_END = "SPOT_TRAINER_VALUE"
-HEREDOC_VERSIONS = frozenset({"v1"})  # header forms are part of a version's contract
-COMPRESSED_VERSIONS = frozenset({"v2"})  # so is the body's form
 _HEREDOC_START = re.compile(r"<<-?[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")  # not <<< (a here-string)
 
 
@@ -53,12 +57,27 @@ def script_path(version: str) -> Path:
     return path
 
 
+def part_paths(version: str) -> list[Path]:
+    """The shared parts `version` is assembled from, in render order (none for a one-file version)."""
+    return [USERDATA_ROOT / SHARED_PARTS / f"{part}.sh" for part in userdata_version(version).parts]
+
+
+def script_body(version: str) -> str:
+    """What follows the shebang and the header once rendered, before any compression: the shared parts,
+    then the version's own script after its shebang; from v2 without comments and blank lines."""
+    shebang, _, own = script_path(version).read_text().partition("\n")
+    if not shebang.startswith("#!"):
+        raise UserDataError(f"{script_path(version)} must start with a shebang line")
+    body = "".join(path.read_text() for path in part_paths(version)) + own
+    return body if userdata_version(version).heredoc_header else without_comments(body)
+
+
 def export_line(name: str, value: str, version: str = CURRENT_USERDATA_VERSION) -> str:
     if not _NAME.match(name):
         raise UserDataError(f"header variable {name!r} must be UPPER_SNAKE_CASE")
     if not Token.is_unresolved(value):
         return f"export {name}={shlex.quote(value)}"
-    if version in HEREDOC_VERSIONS:
+    if userdata_version(version).heredoc_header:
         return f"{name}=$(cat <<'{_HEREDOC_END}'\n{value}\n{_HEREDOC_END}\n)\nexport {name}"
     # The base64 alphabet cannot leave single quotes; printf adds nothing, base64 -d restores every byte.
     return f"{name}=$(printf %s '{Fn.base64(value)}' | base64 -d)\nexport {name}"
@@ -90,14 +109,10 @@ def compressed(body: str) -> str:
 
 def render_user_data(version: str, variables: Mapping[str, str]) -> str:
     """The script of `version` with `variables` exported right after its shebang line."""
-    text = script_path(version).read_text()
-    shebang, _, body = text.partition("\n")
-    if version not in HEREDOC_VERSIONS:
-        body = without_comments(body)
-    if version in COMPRESSED_VERSIONS:
+    shebang = script_path(version).read_text().partition("\n")[0]
+    body = script_body(version)
+    if userdata_version(version).compressed_body:
         body = compressed(body)
-    if not shebang.startswith("#!"):
-        raise UserDataError(f"{script_path(version)} must start with a shebang line")
     header = "\n".join(export_line(k, v, version) for k, v in variables.items())
     return f"{shebang}\n# --- rendered by Spot Trainer at synth time ---\n{header}\n# --- end of header ---\n{body}"
 

@@ -14,7 +14,7 @@ import pytest
 
 from stacks.capacity_watch import WATCH_SOURCE, watch_code
 from stacks.job_spec import JOBS_DIR, JobSpecError
-from stacks.user_data import script_path, without_comments
+from stacks.user_data import script_body
 from tests.unit.stack_support import Synthesized, synth
 
 
@@ -225,5 +225,4 @@ def test_the_watch_role_reads_the_job_and_switches_its_own_group_only(scheduled:
 def test_the_user_data_body_is_the_bootstrap_script_compressed(example: Synthesized) -> None:
     parts = example.one("AWS::EC2::LaunchTemplate")["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1]
     (packed,) = re.findall(r"printf %s '([A-Za-z0-9+/=]{1000,})' \| base64 -d \| gzip -dc", parts[-1])
-    _, _, body = script_path("v2").read_text().partition("\n")
-    assert zlib.decompress(base64.b64decode(packed), wbits=31).decode() == without_comments(body)
+    assert zlib.decompress(base64.b64decode(packed), wbits=31).decode() == script_body("v2")

@@ -14,7 +14,14 @@ from aws_cdk import Fn
 
 from spot_trainer.agent.config import ENV_NAMES, parse_env_file
 from stacks.job_spec import CURRENT_USERDATA_VERSION
-from stacks.user_data import MAX_USER_DATA_BYTES, available_versions, render_user_data, script_path
+from stacks.user_data import (
+    MAX_USER_DATA_BYTES,
+    USERDATA_ROOT,
+    available_versions,
+    render_user_data,
+    script_body,
+    script_path,
+)
 from tests.support.userdata_sandbox import STAND_INS, UserDataSandbox, job_header
 
 CURRENT = script_path(CURRENT_USERDATA_VERSION)
@@ -22,7 +29,8 @@ CURRENT = script_path(CURRENT_USERDATA_VERSION)
 
 def bash_scripts() -> list[Path]:
     stand_ins = [p for p in sorted(STAND_INS.iterdir()) if p.read_text().startswith("#!/usr/bin/env bash")]
-    return [script_path(v) for v in available_versions()] + stand_ins
+    shared_parts = sorted((USERDATA_ROOT / "lib").glob("*.sh"))
+    return [script_path(v) for v in available_versions()] + shared_parts + stand_ins
 
 
 def test_bootstrap_scripts_and_stand_ins_are_shellcheck_clean() -> None:
@@ -30,6 +38,15 @@ def test_bootstrap_scripts_and_stand_ins_are_shellcheck_clean() -> None:
     assert CURRENT in scripts and STAND_INS / "systemctl" in scripts and STAND_INS / "nvidia-smi" in scripts
     shellcheck = Path(sys.executable).parent / "shellcheck"
     result = subprocess.run([str(shellcheck), "--severity=info", *map(str, scripts)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("version", [v for v in available_versions() if v != "v1"])
+def test_each_assembled_script_is_shellcheck_clean_as_one_script(version: str) -> None:
+    # Each part is checked alone above, with the globals they share allowed; here, as the instance runs them.
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    script = script_path(version).read_text().partition("\n")[0] + "\n" + script_body(version)
+    result = subprocess.run([str(shellcheck), "--severity=info", "-"], input=script, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
 
@@ -77,7 +94,7 @@ def test_rendered_user_data_with_long_deploy_time_values_stays_far_below_the_lim
 
 def env_line(name: str, value: str) -> subprocess.CompletedProcess[str]:
     """The script's own env_line function, extracted and run alone."""
-    source = re.search(r"^env_line\(\) \{.*?^\}", CURRENT.read_text(), re.MULTILINE | re.DOTALL)
+    source = re.search(r"^env_line\(\) \{.*?^\}", script_body(CURRENT_USERDATA_VERSION), re.MULTILINE | re.DOTALL)
     assert source
     program = f"set -Eeuo pipefail\nREASON=/dev/stderr\nfail() {{ echo \"$*\" >&2; return 1; }}\n{source.group(0)}\n" \
               'env_line "$1" "$2"'
