@@ -12,10 +12,11 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer, free_port
+from spot_trainer.agent.failed_record import failed_record
 from stacks.job_spec import CURRENT_USERDATA_VERSION as CURRENT
 from stacks.user_data import render_user_data
 from tests.integration.fleet import create_group, desired_capacity
-from tests.support.userdata_sandbox import UserDataSandbox, job_header
+from tests.support.userdata_sandbox import UserDataSandbox, asset_key, build_trainer_wheel, job_header
 
 INSTANCE_ID = "i-0fa11ed0000000001"
 
@@ -78,6 +79,30 @@ def test_missing_package_in_s3_fails_after_retries_and_records_why(
     assert "Traceback" not in result.stderr
     assert_nothing_started(sandbox)
     assert desired_capacity(autoscaling, group) == 0, "a job whose instances cannot boot must stop paying"
+
+
+def test_a_failure_once_the_runtime_is_installed_is_recorded_by_the_runtimes_own_code(  # type: ignore[no-untyped-def]
+    sandbox: UserDataSandbox, s3, bucket: str, tmp_path: Path
+) -> None:
+    wheel = build_trainer_wheel(tmp_path)
+    s3.upload_file(str(wheel), bucket, asset_key(wheel))
+    s3.put_object(Bucket=bucket, Key="code/job.zip", Body=b"not a zip")
+    s3.put_object(Bucket=bucket, Key="cifar/status.json", Body=json.dumps({"state": "INTERRUPTED", "step": 740,
+                                                                           "failures": 1}))
+    # No python3 but the runtime's: the script's own fallback cannot be what writes the record.
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    (stand_in / "python3").write_text("#!/bin/sh\nexit 97\n")
+    (stand_in / "python3").chmod(0o755)
+    sandbox.overrides["PATH"] = f"{stand_in}:{sandbox.env()['PATH']}"
+    header = job_header(bucket, f"s3://{bucket}/{asset_key(wheel)}", SPOT_CODE_URI=f"s3://{bucket}/code/job.zip")
+    _, _, log = run_failing(sandbox, render_user_data(CURRENT, header))
+    assert "[job-code]" in error_line(log)
+    remote = json.loads(s3.get_object(Bucket=bucket, Key="cifar/status.json")["Body"].read())
+    assert set(remote) == set(failed_record(None, "cifar", INSTANCE_ID, "")) | {"bootstrap"}
+    assert (remote["state"], remote["failures"], remote["step"], remote["instance"]) == ("FAILED", 2, 740, INSTANCE_ID)
+    assert remote["reason"].startswith(f"bootstrap step job-code: s3://{bucket}/code/job.zip is not a readable zip")
+    assert_nothing_started(sandbox)
 
 
 def test_unreachable_package_index_fails_in_bounded_time(sandbox: UserDataSandbox, s3, bucket: str) -> None:  # type: ignore[no-untyped-def]

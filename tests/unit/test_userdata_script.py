@@ -13,6 +13,7 @@ import pytest
 from aws_cdk import Fn
 
 from spot_trainer.agent.config import ENV_NAMES, parse_env_file
+from spot_trainer.agent.failed_record import failed_record
 from stacks.job_spec import CURRENT_USERDATA_VERSION
 from stacks.user_data import (
     MAX_USER_DATA_BYTES,
@@ -22,7 +23,7 @@ from stacks.user_data import (
     script_body,
     script_path,
 )
-from tests.support.userdata_sandbox import STAND_INS, UserDataSandbox, job_header
+from tests.support.userdata_sandbox import REPO_ROOT, STAND_INS, UserDataSandbox, job_header
 
 CURRENT = script_path(CURRENT_USERDATA_VERSION)
 
@@ -139,6 +140,46 @@ def test_bad_header_fails_first_step_with_one_clear_line(tmp_path: Path, overrid
     assert status["reason"] == f"bootstrap step check-header: {message}"
     assert not sandbox.unit_file.exists()
 
+
+
+def test_a_failure_before_the_runtime_is_installed_records_what_the_agent_records(tmp_path: Path) -> None:
+    sandbox = UserDataSandbox(tmp_path / "instance", {}, "http://127.0.0.1:9", {"SPOT_AWS_CLI": "false"})
+    header = job_header("ckpt", "spot-trainer==0.2.0", SPOT_TRAINER_PACKAGE="")
+    assert sandbox.run(render_user_data(CURRENT_USERDATA_VERSION, header), timeout=60).returncode != 0
+    status = json.loads(sandbox.status_file.read_text())
+    assert set(status) == set(failed_record(None, "cifar", "unknown", status["reason"])) | {"bootstrap"}
+    assert (status["state"], status["failures"]) == ("FAILED", 1)
+
+
+PREVIOUS = {"job": "cifar", "state": "INTERRUPTED", "step": 740, "checkpoint_step": 700, "loss": 0.5, "attempt": 3,
+            "interruptions": 2, "failures": 1, "first_started_at": 1.8e9, "warning": "saves nothing"}
+
+
+@pytest.mark.parametrize("runtime_installed", [True, False])
+def test_the_bootstrap_records_failed_as_the_agent_does(tmp_path: Path, runtime_installed: bool) -> None:
+    """The script's own failed_record function, run alone: the runtime's code once it is installed (a
+    python3 that cannot run stands in the fallback's way), else the fallback; the same record either way."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    if runtime_installed:
+        (lib / "spot_trainer").symlink_to(REPO_ROOT / "trainer")
+        (stand_in / "python3").write_text("#!/bin/sh\nexit 97\n")
+        (stand_in / "python3").chmod(0o755)
+    status = tmp_path / "status.json"
+    status.write_text(json.dumps(PREVIOUS))
+    source = re.search(r"^failed_record\(\) \{.*?^\}", script_body(CURRENT_USERDATA_VERSION), re.MULTILINE | re.DOTALL)
+    assert source
+    env = {"LIB_DIR": str(lib), "PYTHON": sys.executable, "PATH": f"{stand_in}:/usr/bin:/bin"}
+    result = subprocess.run(["bash", "-c", f'{source.group(0)}\nfailed_record "$@"', "failed_record", str(status),
+                             "job-code", "no zip", "1", "i-1", "cifar"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    written = json.loads(status.read_text())
+    expected = {**failed_record(PREVIOUS, "cifar", "i-1", "bootstrap step job-code: no zip"),
+                "bootstrap": {"step": "job-code", "exit_code": 1}}
+    assert written.pop("updated_at") and expected.pop("updated_at")
+    assert written == expected and written["failures"] == 2
 
 
 # A stack deployed with `userdata_version = "v1"` renders this script into every instance it launches,

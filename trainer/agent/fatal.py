@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
 from typing import Any
 
 import boto3
@@ -18,6 +17,7 @@ import boto3
 from ..storage.remote import RemoteStore
 from ..storage.s3client import client_config, s3_client
 from . import status as states
+from .failed_record import failed_record
 from .imds import ImdsClient
 from .own_group import OwnGroup
 
@@ -51,9 +51,7 @@ def end_job_as_failed(env: Mapping[str, str], reason: str, log: Callable[[str], 
 def record_failed(store: RemoteStore, reason: str) -> None:
     """FAILED over the job's record, keeping its counters and progress."""
     previous: dict[str, Any] | None = store.read_record(states.STATUS_NAME)
-    record = asdict(states.JobStatus.carried_over(previous, store.job, store.instance))
-    record.update(state=states.FAILED, reason=reason, failures=int((previous or {}).get("failures") or 0) + 1)
-    store.put_json(states.STATUS_NAME, record)
+    store.put_json(states.STATUS_NAME, failed_record(previous, store.job, store.instance, reason))
     store.append_event("failed", reason=reason)
 
 

@@ -6,17 +6,7 @@ report_failure() {
   local status="$STATE_DIR/bootstrap-status.json" prefix="s3://${SPOT_BUCKET:-}/${SPOT_JOB:-}"
   rm -f "$status"
   [[ -z "${SPOT_BUCKET:-}" ]] || "$AWS_CLI" s3 cp --only-show-errors "$prefix/status.json" "$status" 2>/dev/null
-  python3 - "$status" "$STEP" "$1" "$2" "$INSTANCE_ID" "${SPOT_JOB:-}" <<'PY' || log "cannot write $status"
-import json, sys, time
-path, step, reason, rc, instance, job = sys.argv[1:]
-try:
-    record = json.load(open(path))
-except (OSError, ValueError):
-    record = {}
-record.update(job=job, state="FAILED", instance=instance, reason=f"bootstrap step {step}: {reason}",
-              updated_at=time.strftime("%FT%T+00:00", time.gmtime()), bootstrap={"step": step, "exit_code": int(rc)})
-json.dump(record, open(path, "w"))
-PY
+  failed_record "$status" "$STEP" "$1" "$2" "$INSTANCE_ID" "${SPOT_JOB:-}" || log "cannot write $status"
   # Every replacement would boot into the same failure: stop paying for the job.
   if [[ -n "${SPOT_ASG_NAME:-}" ]] && RETRY_ATTEMPTS=2 retry "scale to 0" "$AWS_CLI" autoscaling \
     set-desired-capacity --auto-scaling-group-name "$SPOT_ASG_NAME" --desired-capacity 0; then
@@ -29,4 +19,28 @@ PY
   else
     log "cannot record FAILED in $prefix/status.json: $(cat "$REASON")"
   fi
+}
+
+# failed_record FILE STEP REASON EXIT_CODE INSTANCE JOB: FAILED over FILE as the agent records it, by the
+# runtime's own code once it is installed; before that, the same fields here (a test holds them equal).
+failed_record() {
+  [[ -n "${PYTHON:-}" && -f "$LIB_DIR/spot_trainer/agent/failed_record.py" ]] &&
+    PYTHONPATH="$LIB_DIR" "$PYTHON" -P -m spot_trainer.agent.failed_record "$@" && return
+  python3 - "$@" <<'PY'
+import json, sys, time
+path, step, reason, rc, instance, job = sys.argv[1:]
+try:
+    old = json.load(open(path))
+except (OSError, ValueError):
+    old = {}
+count = lambda name: int(old.get(name) or 0)
+json.dump(dict(job=job, state="FAILED", step=old.get("step"), loss=None, samples_per_s=None,
+               checkpoint_step=old.get("checkpoint_step"), instance=instance, attempt=count("attempt"),
+               interruptions=count("interruptions"), failures=count("failures") + 1,
+               reason=f"bootstrap step {step}: {reason}", warning="",
+               first_started_at=old.get("first_started_at") or time.time(), deadline_at=None, total_steps=None,
+               margin_seconds=None, budget_usd=None, seconds_per_step=None,
+               updated_at=time.strftime("%FT%T+00:00", time.gmtime()), bootstrap={"step": step, "exit_code": int(rc)}),
+          open(path, "w"))
+PY
 }
