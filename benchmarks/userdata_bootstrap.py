@@ -22,6 +22,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
+from stacks.job_spec import CURRENT_USERDATA_VERSION  # noqa: E402
 from stacks.user_data import render_user_data  # noqa: E402
 from tests.support.userdata_sandbox import (  # noqa: E402
     UNIT,
@@ -74,7 +75,7 @@ def main() -> None:
         s3.create_bucket(Bucket="bench-userdata")
         key = asset_key(wheel)
         s3.upload_file(str(wheel), "bench-userdata", key)
-        script = render_user_data("v1", job_header(
+        script = render_user_data(CURRENT_USERDATA_VERSION, job_header(
             "bench-userdata", f"s3://bench-userdata/{key}", SPOT_JOB="bench", SPOT_GRACE_SECONDS="10",
             SPOT_COMMAND="python -c 'import time; time.sleep(600)'",
         ))
@@ -86,8 +87,8 @@ def main() -> None:
     }
     print(json.dumps({
         "benchmark": "userdata_bootstrap",
-        "what": "rendered v1 user data in the sandbox: S3 wheel download + pip install --no-deps, "
-                "no job code; base python probe; systemctl stand-in",
+        "what": f"rendered {CURRENT_USERDATA_VERSION} user data in the sandbox: S3 wheel download + pip install "
+                "--no-deps, no job code; base python probe; systemctl stand-in",
         "trials": args.trials,
         "rendered_bytes": len(script.encode()),
         **summary,
