@@ -150,3 +150,5 @@ def test_a_standby_chosen_for_scale_in_leaves_at_once(aws_env: dict[str, str], b
             trainer.stop()
     assert standby.lines[-1] == "spot-trainer: completed lifecycle action drain-hook", standby.text()
     assert standby.events("step") == []
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "standby")
+    assert [(e["instance"], e["holder"]) for e in store.events("lease_wait")] == [("i-standby", "i-trainer")]

@@ -179,6 +179,18 @@ def test_every_node_of_a_round_resumes_from_the_one_step_published_in_s3(
     assert (disks["peer"] / ".unverified-ckpt_40.pt").read_bytes() == b"part"
 
 
+def test_each_node_records_the_step_its_round_resumes_from_as_an_event(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """What the local spot cloud's report reads (never the line that says it to people)."""
+    s3 = boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"])
+    RemoteStore(s3, bucket, "job").upload(saved(tmp_path / "published", 20, b"weights 20"), 20)
+    for node in ("i-a", "i-b"):
+        bring_to_step(tmp_path / node, 20, RemoteStore(s3, bucket, "job", instance=node))
+    recorded = RemoteStore(s3, bucket, "job").events("round_resume")
+    assert sorted((event["instance"], event["step"]) for event in recorded) == [("i-a", 20), ("i-b", 20)]
+
+
 @pytest.mark.parametrize("its_rank_now", [0, 1], ids=["still-rank-0", "now-rank-1"])
 def test_the_step_the_last_rounds_publisher_hands_over_is_the_rounds_step(
     aws_env: dict[str, str], bucket: str, objects: ConditionalObjects, tmp_path: Path, its_rank_now: int

@@ -61,3 +61,12 @@ def test_events_of_agents_that_never_started_training_are_ignored() -> None:
     events = [event("warning", "i-standby", 1, step=5), {"kind": "start"}, event("start", "i-1", 2),
               event("done", "i-1", 3, step=True), event("done", "i-1", 4, step=10)]
     assert work_done(training_stretches(events)) == Work(computed=10, redone=0)
+
+
+def test_an_agent_waiting_for_the_lease_does_not_stretch_its_instances_earlier_run_over_the_next() -> None:
+    """i-1's agent restarts while i-2 has taken over from step 40: i-1 ran 0 → 60, i-2 redoes 40 → 60."""
+    events = [event("start", "i-1", 1), event("checkpoint", "i-1", 5, step=40), event("start", "i-2", 10),
+              event("resume", "i-2", 11, step=40), event("lease_wait", "i-1", 12, holder="i-2"),
+              event("done", "i-2", 20, step=100)]
+    work = work_done(training_stretches(events, [life("i-1", 6, 60)]))
+    assert (work.computed, work.redone) == (120, 20)

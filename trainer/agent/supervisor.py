@@ -177,6 +177,7 @@ class Agent:
                 holder = f" ({held.owner}, token {held.token}, expiring {utc_text(held.expires_at)})" if held else ""
                 self.log(f"another agent holds the job lease{holder}; waiting for it to finish, expire or go "
                          f"unrenewed for {self.config.lease_ttl_seconds:.0f}s")
+                self.telemetry.event("lease_wait", holder=held.owner if held else None)
                 announced = True
             if self._notices.reason() or self.stop_requested.wait(self.config.poll_seconds):
                 return False
@@ -533,6 +534,7 @@ class Agent:
         if round_ is not None and round_ != self._said_round:
             self._said_round = round_
             self.log(round_.line())
+            self.telemetry.event("round", number=round_.number, nodes=len(round_.nodes), group_rank=round_.group_rank)
 
     def _grace_before_reclaim(self) -> float:
         """The grace period, or on a spot notice what is left of it before the reclaim once the upload

@@ -2,7 +2,8 @@
 
 Each agent's "start" opens a stretch of training on its instance at step 0, its "resume" moves that
 stretch's first step to the checkpoint it restored, and every later step it reports (interruption,
-done, failure, checkpoint events, and the step in its instance record) extends the stretch. Stretches
+done, failure, checkpoint events, and the step in its instance record) extends the stretch; an agent
+that waits for the lease ("lease_wait") trains nothing, so its instance's stretch ended before. Stretches
 that overlap in time are one world of several nodes training together, so they count once. Then
 
     computed = Σ over stretches (last step − first step)
@@ -46,6 +47,9 @@ def training_stretches(events: Iterable[Mapping[str, Any]], lives: Sequence[Inst
         if event.get("kind") == "start":
             current[instance] = len(stretches)
             stretches.append(Stretch(instance, at, at, 0, 0))
+            continue
+        if event.get("kind") == "lease_wait":
+            current.pop(instance, None)  # a standby trains nothing: its instance's earlier agent has stopped
             continue
         if instance not in current:
             continue  # a standby's or an unknown agent's event: no training of its own

@@ -44,6 +44,14 @@ def _say(line: str) -> None:
     print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
 
 
+def _record(remote: RemoteStore, kind: str, **fields: Any) -> None:
+    """An event of this node's, as its agent records them: never at the cost of the round."""
+    try:
+        remote.append_event(kind, **fields)
+    except Exception as error:  # noqa: BLE001 - a record is secondary to training
+        _say(f"could not record event {kind}: {error}")
+
+
 def offer_handover(store: Any, group_rank: int, published_last_round: bool, directory: Path) -> int | None:
     """Name the step this node hands over: its newest when it published the round before, else none."""
     newest = layouts.newest_complete(directory, writer_done=True) if published_last_round else None
@@ -106,6 +114,7 @@ def bring_to_step(directory: Path, step: int | None, remote: RemoteStore) -> Pat
         raise RuntimeError(f"could not fetch step {step}, the round's step, from S3: this node leaves the round")
     layouts.prepare_for_resume(directory, restored)
     _say(f"this round resumes from step {step}, published in S3 ({'on this disk' if here else 'fetched'})")
+    _record(remote, "round_resume", step=step)
     return restored
 
 
