@@ -1,11 +1,14 @@
-"""What an instance's training did, read from its journal as the run goes on.
+"""What an instance's training did, as the run goes on: the progress lines of its journal and the
+events of its agent.
 
 The agent copies the command's stdout into the unit's journal: the progress lines of
 trainer/progress.py (step, checkpoint, resumed, emergency_checkpoint, done), which the built-in
-trainer and the framework callbacks print. Beside them are the agent's own lines: when the command
-started, the step it resumed from and each checkpoint it uploaded, which are all the progress a
-command that prints no steps (an unmodified script) shows. Each line is stamped when it is read,
-within one player tick of when it was written.
+trainer and the framework callbacks print, a protocol read here. What the agent itself did is read
+from its events (localcloud/agent_events.py), never from its log lines, which are worded for people:
+when it took up training, fresh or from a checkpoint, each checkpoint it published (all the progress a
+command that prints no steps, an unmodified script, shows), the rounds of several nodes it was in and
+the step a round resumed from, and whether it waited for the lease. A journal line is stamped when it
+is read, within one player tick of when it was written; an event carries the moment it happened.
 
 Each (re)start of training on the instance opens a stretch: the step it resumed from, the steps it
 showed after that and when. A node of a world that re-forms after a loss trains in several stretches;
@@ -15,19 +18,25 @@ the report puts the stretches of every instance together (localcloud/work.py).
 from __future__ import annotations
 
 import json
-import re
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-LEASE_WAIT = "another agent holds the job lease"
-AGENT_RESUMED = re.compile(r"spot-trainer: resuming from checkpoint step (\d+)")
-AGENT_UPLOADED = re.compile(r"spot-trainer: checkpoint step (\d+) uploaded")
-AGENT_STARTED = "spot-trainer: starting "
-# Several nodes: each round's size, and the step every node of a command of the user's own resumes from
-# when the round forms (torchrun restarts the workers; the agent does not restart the command).
-ROUND_FORMED = re.compile(r"spot-trainer: round \d+: (\d+) node\(s\)")
-ROUND_RESUMED = re.compile(r"spot-trainer: this round resumes from step (\d+)")
+# The agent's events read here (written by trainer/agent/supervisor.py and telemetry.py, and by the
+# launcher of several nodes, trainer/distributed/round_start.py).
+# An agent's "start" (it took up the job: the lease, or its place in a world of several nodes) opens a
+# stretch at step 0, and its "resume" (it restored checkpoint `step`) moves it, as `status` counts them
+# (spot_trainer.costs.redone_work): a start that shows progress with no resume after it started fresh.
+STARTED = "start"
+RESUMED = "resume"
+UPLOADED = "checkpoint"  # uploaded checkpoint `step`; `published`: latest.json names it
+LEASE_WAIT = "lease_wait"  # a standby: another agent holds the lease
+# Several nodes: each round's size (`nodes`), and the `step` every node of a command of the user's own
+# resumes from when the round forms (torchrun restarts the workers; the agent does not restart the command).
+ROUND_FORMED = "round"
+ROUND_RESUMED = "round_resume"
 
 
 @dataclass
@@ -65,7 +74,7 @@ class TrainingLog:
     max_step: int | None = None
     loss: float | None = None
     resumed_step: int | None = None
-    started_fresh: bool = False
+    started_fresh: bool = False  # it showed progress from an agent's start with nothing restored
     first_step_at: float | None = None
     last_step_at: float | None = None
     stall_seconds: float = 0.0  # training time spent inside checkpoint saves
@@ -73,36 +82,48 @@ class TrainingLog:
     emergency_step: int | None = None
     done: bool = False
     waited_for_lease: bool = False
-    command_started_at: float | None = None
+    agent_started_at: float | None = None  # when its agent took up the job
     reports_steps: bool = False  # the command prints step lines (else progress is its checkpoints)
     stall_measured: bool = False  # its checkpoint lines carry the time training stalled
     stretches: list[Stretch] = field(default_factory=list)  # one per (re)start, in order
     round_nodes: int = 0  # the most nodes a round this instance was in had
+    _fresh_unless_restored: bool = False  # the open stretch is an agent's start, nothing restored since
 
     def poll(self, now: float | None = None) -> bool:
-        """Read what was appended since the last poll; True when a new step was seen."""
+        """The journal alone: the lines appended since the last poll, stamped `now`."""
+        return self.take(self.new_lines(), [], now if now is not None else time.time())
+
+    def new_lines(self) -> list[str]:
+        """The whole lines appended to the journal since the last call."""
         try:
             with open(self.path, "rb") as journal:
                 journal.seek(self.offset)
                 chunk = journal.read()
         except OSError:
-            return False
-        if not chunk:
-            return False
+            return []
         self.offset += len(chunk)
-        text = self._partial + chunk.decode(errors="replace")
-        lines = text.split("\n")
+        lines = (self._partial + chunk.decode(errors="replace")).split("\n")
         self._partial = lines.pop()
-        stamp = now if now is not None else time.time()
+        return [line.strip() for line in lines]
+
+    def take(self, lines: Iterable[str], events: Iterable[Mapping[str, Any]], stamp: float) -> bool:
+        """Journal lines read at `stamp` and the agent's events, in the order they happened; True when a
+        new step was seen. An event's PUT is done before its agent goes on, so one that precedes a line is
+        listed by the time that line is read (the player reads the journals, then the events) and sorts
+        before it. A line written before an event but read after it sorts after it: a step line read
+        together with the restart after it, which comes a rendezvous or an agent restart later."""
         before = self.max_step
-        for line in lines:
-            self._read_line(line.strip(), stamp)
+        timed = [(float(event["epoch"]), 0, event) for event in events] + [(stamp, 1, line) for line in lines]
+        for at, _, entry in sorted(timed, key=lambda item: item[:2]):
+            if isinstance(entry, str):
+                self._read_line(entry, at)
+            else:
+                self._read_event(entry, at)
         return self.max_step != before
 
     def _read_line(self, line: str, stamp: float) -> None:
         if not line.startswith("{"):
-            self._read_agent_line(line, stamp)
-            return
+            return  # the agent's lines, the command's own: for people
         try:
             event = json.loads(line)
         except ValueError:
@@ -128,32 +149,33 @@ class TrainingLog:
         elif kind == "done":
             self.done = True
 
-    def _read_agent_line(self, line: str, stamp: float) -> None:
-        if LEASE_WAIT in line:
+    def _read_event(self, event: Mapping[str, Any], at: float) -> None:
+        kind, step = event.get("kind"), event.get("step")
+        if kind == LEASE_WAIT:
             self.waited_for_lease = True
-        elif "no checkpoint yet: starting fresh" in line:
-            self.started_fresh = True
-            self._restarted(stamp, 0)
-        elif line.startswith(AGENT_STARTED) and self.command_started_at is None:
-            self.command_started_at = stamp
-        elif match := AGENT_RESUMED.search(line):
+        elif kind == STARTED:
+            self.agent_started_at = self.agent_started_at or at
+            self._restarted(at, 0)
+            self._fresh_unless_restored = True
+        elif kind == RESUMED and isinstance(step, int):
             if self.resumed_step is None:
-                self.resumed_step = int(match.group(1))
-            self._restarted(stamp, int(match.group(1)))  # a command printing no events resumes only here
-        elif match := ROUND_FORMED.search(line):
-            self.round_nodes = max(self.round_nodes, int(match.group(1)))
-        elif match := ROUND_RESUMED.search(line):
-            self._restarted(stamp, int(match.group(1)))
-        elif (match := AGENT_UPLOADED.search(line)) and not self.reports_steps:
-            step = int(match.group(1))
-            # The hand-over of the step a round resumes from can be logged after the round's start: not trained.
+                self.resumed_step = step
+            self._restarted(at, step)  # a command printing no progress lines resumes only here
+        elif kind == ROUND_FORMED and isinstance(event.get("nodes"), int):
+            self.round_nodes = max(self.round_nodes, event["nodes"])
+        elif kind == ROUND_RESUMED and isinstance(step, int):
+            self._restarted(at, step)
+        elif kind == UPLOADED and event.get("published") and isinstance(step, int) and not self.reports_steps:
+            # The hand-over of the step a round resumes from can be uploaded after the round's start: not trained.
             if not self.stretches or step > self.stretches[-1].first_step:
-                self._saw_step(step, stamp)
+                self._saw_step(step, at)
 
     def _restarted(self, stamp: float, step: int) -> None:
-        """Training starts again. The agent's restore, then the built-in trainer's own event, are one
-        restart, and the later is the one that counts: a node joining a world restores at boot, while the
-        world still trains, and resumes with it from the world's newer checkpoint when the world re-forms."""
+        """Training starts again. The agent's start, its restore, then the built-in trainer's own event,
+        are one restart, and the last is the one that counts: a node joining a world restores at boot,
+        while the world still trains, and resumes with it from the world's newer checkpoint when the world
+        re-forms."""
+        self._fresh_unless_restored = False
         if self.stretches and self.stretches[-1].first_seen_step is None:
             self.stretches.pop()
         self.stretches.append(Stretch(started=stamp, first_step=step, last_step=step))
@@ -162,6 +184,7 @@ class TrainingLog:
         if not self.stretches:
             self._restarted(stamp, self.resumed_step or 0)
         stretch = self.stretches[-1]
+        self.started_fresh = self.started_fresh or self._fresh_unless_restored
         if stretch.first_seen_step is None:
             stretch.first_seen_step, stretch.first_step_at = step, stamp
         stretch.last_step, stretch.last_step_at = max(step, stretch.last_step), stamp

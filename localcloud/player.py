@@ -19,6 +19,7 @@ from unittest import mock
 
 import boto3
 
+from localcloud.agent_events import EventFeed
 from localcloud.cloud import CloudError, Deployment, LocalCloud
 from localcloud.fake_imds import RoleCredentials
 from localcloud.iam_policy import ALLOWED
@@ -77,9 +78,11 @@ class Player:
     _elapsed: float = 0.0
     _watch_at: float = 0.0
     _watch_env: dict[str, str] | None = None
+    _agent_events: EventFeed | None = None
 
     def run(self) -> Player:
         self.asg, self.ec2, self.s3 = (self.cloud.client(n) for n in ("autoscaling", "ec2", "s3"))
+        self._agent_events = EventFeed(self.s3, self.deployment.bucket, self.deployment.job)
         injector = Injector(self.options.plan, self.options.total_steps)
         self.started_at = time.time()
         deadline = time.monotonic() + self.options.timeout_seconds
@@ -180,9 +183,8 @@ class Player:
         return [i for i in self.instances.values() if i.ended_at is None]
 
     def _watch(self) -> None:
-        now = time.time()  # one stamp for the tick: lines of different nodes read together are simultaneous
-        for iid, log in self.logs.items():
-            log.poll(now)
+        self._read_training()
+        for iid in self.logs:
             instance = self.instances[iid]
             failure = instance.bootstrap_failed() if instance.ended_at is None else None
             if failure:
@@ -194,6 +196,15 @@ class Player:
             if record.resumed_step is None:
                 record.resumed_step = self._resumed_after(record)
             record.reached_step = self.logs[record.instance].max_step
+
+    def _read_training(self) -> None:
+        """Every journal's new lines, then the agents' new events (localcloud/journal.py says why in
+        that order), into each instance's log."""
+        lines = {iid: log.new_lines() for iid, log in self.logs.items()}
+        now = time.time()  # one stamp for the tick: lines of different nodes read together are simultaneous
+        events = self._agent_events.new_events() if self._agent_events is not None else {}
+        for iid, log in self.logs.items():
+            log.take(lines[iid], events.get(iid, []), now)
 
     def _resumed_after(self, record: Interruption) -> int | None:
         for iid, log in self.logs.items():
@@ -212,10 +223,10 @@ class Player:
 
     def training_instance(self) -> Instance | None:
         """The live instance running the command (the lease holder), by its latest step or start."""
-        candidates = [(log.last_step_at or log.command_started_at or 0.0, i) for i in self.alive()
+        candidates = [(log.last_step_at or log.agent_started_at or 0.0, i) for i in self.alive()
                       if i.instance_id not in self._pending_kills and i.instance_id not in self._overlapping
                       and ((log := self.logs[i.instance_id]).max_step is not None
-                           or log.command_started_at is not None)]
+                           or log.agent_started_at is not None)]
         return max(candidates, key=lambda item: item[0])[1] if candidates else None
 
     def current_step(self) -> int | None:
@@ -341,7 +352,7 @@ class Player:
     def _power_off(self, instance: Instance) -> None:
         iid = instance.instance_id
         instance.kill()
-        self.logs[iid].poll()
+        self._read_training()
         uploaded = self.latest_step()
         for record in self.interruptions:
             if record.instance == iid and record.killed_at is None:

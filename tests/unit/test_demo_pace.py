@@ -6,9 +6,9 @@ from pathlib import Path
 
 from localcloud.pace import overrun_line
 
-from .journal_support import journal_with, resumed, step
+from .journal_support import fresh, journal_with, resumed, step
 
-FRESH = "spot-trainer: no checkpoint yet: starting fresh"
+FRESH = fresh()
 
 
 def test_a_job_too_long_for_the_timeout_is_named_with_its_pace(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 from localcloud.journal import training_again_after
 from localcloud.work import logged_work
 
-from .journal_support import journal_with, resumed, step
+from .journal_support import fresh, journal_with, restored, resumed, round_formed, round_resumed, step, uploaded
 
-FRESH = "spot-trainer: no checkpoint yet: starting fresh"
+FRESH = fresh()
 
 
 def test_three_nodes_that_lose_one_and_take_in_a_replacement_computed_each_step_once(tmp_path: Path) -> None:
@@ -23,7 +23,7 @@ def test_three_nodes_that_lose_one_and_take_in_a_replacement_computed_each_step_
                                           (18.0, resumed(60)), (19.0, step(70)), (30.0, step(100))])
     c = journal_with(tmp_path / "c.log", [(0.0, FRESH), (1.0, step(10)), (10.0, step(46))])
     d = journal_with(tmp_path / "d.log", [
-        (14.0, "spot-trainer: resuming from checkpoint step 46 (s3://b/j/checkpoints/step-00000046)"),
+        (14.0, restored(46)),
         (18.0, resumed(60)),  # with the world, from its newer checkpoint, once it re-forms
         (19.0, step(70)), (30.0, step(100))])
     work = logged_work([a, b, c, d])
@@ -57,15 +57,15 @@ def test_a_silent_command_on_three_nodes_trains_again_when_its_round_resumes(tmp
     after a peer's loss torchrun restarts the workers (not the agent the command), and the round says
     which published step every node resumes from. Its world is the round's size, not the uploads'."""
     publisher = journal_with(tmp_path / "publisher", [
-        (1.0, "spot-trainer: round 0: 3 node(s), this one group rank 0 (publishes)"),
-        (5.0, "spot-trainer: checkpoint step 20 uploaded in 0.05s (31969 bytes)"),
-        (9.0, "spot-trainer: checkpoint step 40 uploaded in 0.05s (31969 bytes)"),
-        (12.0, "spot-trainer: round 1: 3 node(s), this one group rank 0 (publishes)"),  # a peer lost at 11 s
-        (12.5, "spot-trainer: this round resumes from step 40, published in S3 (on this disk)"),
-        (13.0, "spot-trainer: checkpoint step 40 uploaded in 0.05s (31969 bytes)"),  # the hand-over, logged late
-        (16.0, "spot-trainer: checkpoint step 60 uploaded in 0.05s (31969 bytes)"),
+        (1.0, round_formed(0, nodes=3, group_rank=0)),
+        (5.0, uploaded(20)),
+        (9.0, uploaded(40)),
+        (12.0, round_formed(1, nodes=3, group_rank=0)),  # a peer lost at 11 s
+        (12.5, round_resumed(40)),
+        (13.0, uploaded(40)),  # the hand-over, uploaded late
+        (16.0, uploaded(60)),
     ])
-    peer = journal_with(tmp_path / "peer", [(1.0, "spot-trainer: round 0: 3 node(s), this one group rank 1")])
+    peer = journal_with(tmp_path / "peer", [(1.0, round_formed(0, nodes=3, group_rank=1))])
     assert training_again_after([publisher, peer], 11.0) == 16.0  # its first checkpoint after the loss
     work = logged_work([publisher, peer])
     assert (work.steps_computed, work.redone, work.nodes_together) == (60, 0, 3)

@@ -10,7 +10,7 @@ from localcloud.instance import Instance
 from localcloud.journal import training_again_after
 from localcloud.progress import training_nodes
 
-from .journal_support import journal_with
+from .journal_support import fresh, journal_with, restored, uploaded
 
 
 def test_training_is_going_again_at_the_first_step_after_a_resume(tmp_path: Path) -> None:
@@ -35,20 +35,20 @@ def test_a_command_that_prints_no_steps_trains_again_at_its_first_checkpoint_aft
 ) -> None:
     """Its only progress is the agent's uploads; its resume, the agent's restore (or a fresh start)."""
     first = journal_with(tmp_path / "a.log", [
-        (1.0, "spot-trainer: no checkpoint yet: starting fresh"),
-        (5.0, "spot-trainer: checkpoint step 50 uploaded to s3://b/j/checkpoints/step-00000050 (1 files)"),
+        (1.0, fresh()),
+        (5.0, uploaded(50)),
     ])
     replacement = journal_with(tmp_path / "b.log", [
-        (30.0, "spot-trainer: resuming from checkpoint step 50 (s3://b/j/checkpoints/step-00000050)"),
+        (30.0, restored(50)),
         (31.0, "spot-trainer: starting python train.py"),
-        (36.0, "spot-trainer: checkpoint step 100 uploaded to s3://b/j/checkpoints/step-00000100 (1 files)"),
+        (36.0, uploaded(100)),
     ])
     assert training_again_after([first, replacement], 20.0) == 36.0
 
 
 def test_the_builtin_trainers_own_resume_event_is_the_same_restart_as_the_agents_restore(tmp_path: Path) -> None:
     log = journal_with(tmp_path / "a.log", [
-        (30.0, "spot-trainer: resuming from checkpoint step 3 (s3://b/j/checkpoints/step-00000003)"),
+        (30.0, restored(3)),
         (32.0, '{"event": "resumed", "step": 3}'),
         (33.0, '{"event": "step", "step": 4}'),
     ])
