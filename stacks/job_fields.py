@@ -302,7 +302,8 @@ def _check_storage(storage: StorageSpec) -> None:
 
 
 def _check_frozen_header(version: str, sections: dict[str, Any]) -> None:
-    """A setting a version's frozen header cannot carry would be dropped silently: refuse it instead."""
+    """A setting written only when the job sets it (`header_when_set`) that a version's frozen header cannot
+    carry would be dropped silently: refuse it instead."""
     if (carried := userdata_version(version).frozen_header) is None:
         return
     for item in SETTINGS:

@@ -8,12 +8,11 @@ import time
 from collections.abc import Collection
 from datetime import UTC, datetime
 
+from spot_trainer import setting_patterns as pattern
 from spot_trainer.builtin.arguments import total_steps
 from spot_trainer.capacity.policy import is_duration, parse_deadline, parse_duration
 from spot_trainer.settings import MAX_STALL_MINUTES
 from stacks.job_spec import NotifySpec, RunSpec, ScheduleSpec, field_error, plain_decimal
-
-EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")  # NotifyEmail's own
 
 
 def utc_text(moment: datetime) -> str:
@@ -25,7 +24,7 @@ def utc_text(moment: datetime) -> str:
 
 
 def check_notify(notify: NotifySpec) -> None:
-    if notify.email and not EMAIL.match(notify.email):
+    if not re.fullmatch(pattern.EMAIL, notify.email):  # NotifyEmail's own pattern (empty: nobody)
         raise field_error("notify.email", f"expected an e-mail address like ml-team@example.com, got {notify.email!r}")
     if not 0 <= notify.stall_minutes <= MAX_STALL_MINUTES:
         raise field_error("notify.stall_minutes", f"expected 0 (no stall alarm) to {MAX_STALL_MINUTES} minutes, "

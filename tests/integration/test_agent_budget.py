@@ -16,6 +16,7 @@ from spot_trainer.agent.status import describe_job
 from spot_trainer.costs.budget import job_spend
 from spot_trainer.costs.instance_records import read_records
 from spot_trainer.costs.spot_prices import TracePrices
+from spot_trainer.storage.job_keys import budget_stop
 from spot_trainer.storage.remote import RemoteStore
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 
@@ -69,3 +70,24 @@ def test_the_job_stops_at_its_budget_without_losing_a_step_and_a_higher_cap_resu
                for line in raised.lines), raised.text()
     status = store.get_json("status.json")
     assert (status["state"], status["step"]) == ("DONE", saved + STEPS_AFTER_RESUME), status
+
+
+def test_a_node_started_at_a_cap_already_recorded_still_takes_the_group_to_zero(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """Several nodes, the cap reached and recorded by an earlier stop: a node the group starts again (a
+    stack update, capacity raised but not the cap) records nothing twice, and leaves no instance running."""
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "capped-nodes")
+    trace = tmp_path / "prices.json"
+    trace.write_text(json.dumps([{"type": "g5.xlarge", "az": "*", "time": 0, "price": USD_PER_HOUR}]))
+    assert store.create_once(budget_stop(0.5), {"reason": "an earlier stop at this cap"})
+    with FakeImds(instance_id="i-started-again") as imds:
+        env = agent_env(aws_env, bucket=bucket, job=store.job, checkpoint_dir=tmp_path / "disk", imds_url=imds.url,
+                        instance_id=imds.instance_id, command=STEPPER, budget_usd="0.5", price_trace=str(trace),
+                        launched_at=f"{time.time() - BOOTED}", distributed="true", min_nodes="1", max_nodes="2",
+                        asg_name="capped-nodes-group")
+        agent = AgentProcess(env).start()
+        assert agent.wait(timeout=60) == 0, agent.text()
+    assert store.get_json("status.json")["state"] == "STOPPED_BY_BUDGET"
+    assert store.events("budget") == [], "recorded once, by the earlier stop"
+    assert any("capped-nodes-group to 0" in line for line in agent.lines), agent.text()

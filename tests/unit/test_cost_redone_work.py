@@ -70,3 +70,12 @@ def test_an_agent_waiting_for_the_lease_does_not_stretch_its_instances_earlier_r
               event("done", "i-2", 20, step=100)]
     work = work_done(training_stretches(events, [life("i-1", 6, 60)]))
     assert (work.computed, work.redone) == (120, 20)
+
+
+def test_a_step_fetched_for_a_round_is_not_counted_as_trained() -> None:
+    # i-1 trains to 100 (checkpoint 60) and is lost; its replacement fetches step 60 for the next round and
+    # is lost before it trains: it computed nothing.
+    events = [event("start", "i-1", 1), event("checkpoint", "i-1", 40, step=60),
+              event("interruption", "i-1", 50, step=100), event("start", "i-2", 60),
+              event("round_resume", "i-2", 61, step=60)]
+    assert work_done(training_stretches(events)) == Work(computed=100, redone=0)

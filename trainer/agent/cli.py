@@ -25,6 +25,7 @@ from ..costs.cost_text import describe_cost, describe_outlook
 from ..costs.job_cost import stored_job_cost
 from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, NoPrices, PriceError, SpotPriceSource
+from ..storage.job_keys import LATEST
 from ..storage.lease import Lease
 from ..storage.names import bucket_name_problem
 from ..storage.remote import RemoteStore, RemoteStoreError
@@ -184,7 +185,7 @@ def run_status(options: argparse.Namespace) -> int:
         if options.json:
             print(json.dumps({**(status or {}), "cost": cost.to_dict(), "outlook": ahead.to_dict()}, indent=1))
             return 0 if status else 1
-        print(describe_job(status, store.get_json("latest.json"), events))
+        print(describe_job(status, store.get_json(LATEST), events))
         print("\n".join([*describe_cost(cost), *describe_outlook(ahead)]))
     except (RemoteStoreError, ClientError, BotoCoreError) as error:
         return fail(f"cannot read job {options.job!r} in bucket {options.bucket!r}: {error}", 1)

@@ -583,17 +583,27 @@ class Agent:
 
     def _stopped_by_budget(self, reason: str, step: int | None) -> int:
         """At the spending cap: neither done nor failed. A higher cap and capacity resume the job."""
-        if self.config.distributed:  # the first node to stop records it: one record, one notification
-            if ending := self._world().ended_by_a_peer(self.started_at):
-                return self._ended_elsewhere(ending)
-            if not self.clients.store.create_once(job_keys.budget_stop(self.config.budget_usd),
-                                                  {"reason": reason, "step": step, "instance": self.instance_id}):
-                return self._ended_elsewhere({"kind": BUDGET_EVENT, "reason": reason})
+        if self.config.distributed and (ending := self._world().ended_by_a_peer(self.started_at)):
+            return self._ended_elsewhere(ending)
         self._require_reporter().update(state=states.STOPPED_BY_BUDGET, reason=reason)
-        self.telemetry.event(BUDGET_EVENT, reason=reason, step=step, budget_usd=self.config.budget_usd)
         saved = f"checkpoint step {step} is in S3" if step is not None else "no checkpoint yet"
-        self._end_job(f"stopped at the budget ({reason}); {saved}")
+        if self._first_to_record_budget_stop(reason, step):
+            self.telemetry.event(BUDGET_EVENT, reason=reason, step=step, budget_usd=self.config.budget_usd)
+        self._end_job(f"stopped at the budget ({reason}); {saved}")  # whoever recorded it: the group goes to zero
         return 0
+
+    def _first_to_record_budget_stop(self, reason: str, step: int | None) -> bool:
+        """Several nodes stop at the cap together: the first to create the cap's stop record says so (one
+        event, one notification). A record left by an earlier stop at the same cap counts as said. When
+        S3 cannot tell, this node says it: a second notice beats none."""
+        if not self.config.distributed:
+            return True
+        record = {"reason": reason, "step": step, "instance": self.instance_id}
+        try:
+            return self.clients.store.create_once(job_keys.budget_stop(self.config.budget_usd), record)
+        except RemoteStoreError as error:
+            self.log(f"could not record the budget stop once for all nodes ({error}); recording it here")
+            return True
 
     def _ended_elsewhere(self, ending: dict[str, Any]) -> int:
         """A peer finished the job, gave up on it or stopped it at its budget: the record says what it

@@ -51,8 +51,8 @@ def training_stretches(events: Iterable[Mapping[str, Any]], lives: Sequence[Inst
         if event.get("kind") == "lease_wait":
             current.pop(instance, None)  # a standby trains nothing: its instance's earlier agent has stopped
             continue
-        if instance not in current:
-            continue  # a standby's or an unknown agent's event: no training of its own
+        if instance not in current or event.get("kind") == "round_resume":
+            continue  # a standby's or an unknown agent's event, or a step fetched (not trained) for a round
         index = current[instance]
         stretch = replace(stretches[index], last_event=at)
         if event.get("kind") == "resume" and step is not None:

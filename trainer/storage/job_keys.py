@@ -10,6 +10,7 @@
   rendezvous/<run id>/                        several nodes' rendezvous
   budget-stops/usd-<cap>.json                 the first node's record of a stop at that cap
   final/<files>                               what a finished command left beside its checkpoints
+  bootstrap/<instance id>.log                 the log of a bootstrap that failed (user data writes it)
 
 The capacity watch (capacity/watch.py) runs as inline Lambda code with no package of ours to import:
 it spells status.json, instances/ and events/ itself, and a test holds them to these.
