@@ -6,7 +6,8 @@ Why these and not the agents' log lines: the events are the agent's own structur
 people, and each carries the moment it happened, where a journal line is only stamped when the
 player reads it. One LIST per tick, and a GET per event not seen yet: an event's key starts with the
 time its agent stamped it, and an agent's PUT can land after a later-stamped one of another agent, so
-the whole prefix is listed rather than only the keys after the newest seen.
+each LIST starts a generous LATE_SECONDS before the newest event seen rather than just after it (a
+PUT lands in milliseconds, or seconds with retries): a long run is not listed whole four times a second.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from spot_trainer.storage.job_keys import EVENTS, job_key
+from spot_trainer.storage.job_keys import EVENTS, job_key, utc_stamp
+
+LATE_SECONDS = 60.0  # how long after its stamp an event's PUT may still land
 
 
 @dataclass
@@ -25,6 +28,7 @@ class EventFeed:
     bucket: str
     job: str
     _seen: set[str] = field(default_factory=set)
+    _newest: float | None = None  # the newest event's stamp seen so far
 
     def new_events(self) -> dict[str, list[dict[str, Any]]]:
         """The events recorded since the last call, by the instance that recorded them, in time order."""
@@ -36,14 +40,17 @@ class EventFeed:
             self._seen.add(key)
             if isinstance(event.get("epoch"), (int, float)) and isinstance(event.get("instance"), str):
                 by_instance[event["instance"]].append(event)
+                self._newest = max(self._newest or 0.0, float(event["epoch"]))
         for events in by_instance.values():
             events.sort(key=lambda event: float(event["epoch"]))
         return dict(by_instance)
 
     def _keys(self) -> list[str]:
+        start = {} if self._newest is None else \
+            {"StartAfter": job_key(self.job, EVENTS + utc_stamp(self._newest - LATE_SECONDS))}
         try:
             pages = self.s3.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=job_key(self.job, EVENTS))
+                Bucket=self.bucket, Prefix=job_key(self.job, EVENTS), **start)
             return [item["Key"] for page in pages for item in page.get("Contents", [])]
         except Exception:  # moto busy for a moment: the next tick lists again
             return []

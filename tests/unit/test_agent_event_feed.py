@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import boto3
 from moto import mock_aws
 
 from localcloud.agent_events import EventFeed
+from spot_trainer.storage.job_keys import event_name
 from spot_trainer.storage.remote import RemoteStore
 
 
@@ -27,3 +31,16 @@ def test_each_event_is_read_once_by_the_instance_that_recorded_it() -> None:
         assert feed.new_events() == {}
         first.append_event("checkpoint", step=40, published=True)
         assert [event["step"] for event in feed.new_events()["i-1"]] == [40]
+
+
+def test_an_event_that_lands_after_a_later_stamped_one_is_still_read() -> None:
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="local")
+        feed, store = EventFeed(s3, "local", "demo"), RemoteStore(s3, "local", "demo", instance="i-1")
+        store.append_event("checkpoint", step=20)
+        assert [event["step"] for event in feed.new_events()["i-1"]] == [20]
+        late = time.time() - 10  # stamped ten seconds ago, its PUT landing only now
+        s3.put_object(Bucket="local", Key=f"demo/{event_name(late, 'i-2', 'round')}",
+                      Body=json.dumps({"kind": "round", "epoch": late, "instance": "i-2"}).encode())
+        assert [event["kind"] for event in feed.new_events()["i-2"]] == ["round"]
