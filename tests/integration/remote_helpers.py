@@ -34,3 +34,10 @@ def small_part_store(bucket: str, job: str, endpoint: str | None = None, **kwarg
     client = s3_client(endpoint_url=endpoint, max_attempts=10)
     config = transfer_config(chunk_bytes=5 * MB, concurrency=4)
     return RemoteStore(client, bucket, job, transfer_config=config, **kwargs)  # type: ignore[arg-type]
+
+
+def names_and_bytes(root: Path) -> dict[bytes, bytes]:
+    """Every file under `root` by its name's bytes (never decoded), with its content."""
+    base = os.fsencode(root)
+    return {os.path.relpath(path, base): Path(os.fsdecode(path)).read_bytes()
+            for folder, _, names in os.walk(base) for path in (os.path.join(folder, name) for name in names)}

@@ -61,8 +61,9 @@ def test_a_final_checkpoint_that_cannot_reach_s3_fails_the_job_and_keeps_the_ins
     it can still be copied off, rather than the instance let go at once."""
     group = f"fleet-{bucket[-8:]}"
     autoscaling = create_group(aws_env, group, drain_hook="drain-hook")
-    unsendable = ('mkdir -p "$CHECKPOINT_DIR/ckpt_5" && echo w > "$CHECKPOINT_DIR/ckpt_5/model.pt" && '
-                  "echo x > \"$CHECKPOINT_DIR/ckpt_5/$(printf 'notes-\\377')\"; exit 0")
+    # Its only file's S3 key would be over 1024 bytes: no escape makes it fit.
+    unsendable = ('long=$(printf "%0250d" 0); d="$CHECKPOINT_DIR/ckpt_5/$long/$long/$long/$long"; '
+                  'mkdir -p "$d" && echo w > "$d/model.pt"; exit 0')
     running = agent(aws_env, bucket, "unsent", tmp_path, unsendable, grace_seconds="2",
                     lifecycle_hook="drain-hook", asg_name=group)
     try:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
-from tests.integration.remote_helpers import MB, digests, make_checkpoint, small_part_store
+from tests.integration.remote_helpers import MB, digests, make_checkpoint, names_and_bytes, small_part_store
 
 
 @pytest.fixture
@@ -228,11 +228,61 @@ def test_a_full_disk_while_restoring_is_an_error_not_a_damaged_checkpoint(
         store.restore(tmp_path / "restored")  # never falls back to step 10 (nor, with none, to a fresh start)
 
 
-def test_a_file_name_that_is_not_utf8_is_named(store: RemoteStore, tmp_path: Path) -> None:
+def test_names_that_are_not_utf8_are_published_and_restored_byte_for_byte(store: RemoteStore, tmp_path: Path) -> None:
     local = make_checkpoint(tmp_path / "local", 5, sizes={"model.pt": 1000})
-    (local / os.fsdecode(b"notes-\xff.txt")).write_text("x")
-    with pytest.raises(RemoteStoreError, match=r"notes-\\\\xff\.txt.* is not UTF-8"):
-        store.upload(local, 5)
+    odd = [b"w\xff.bin", b"notes-\xe9t\xe9.txt", b"100%.txt", b"tab\tand\x7f", b"\xed\xa0\x80 surrogate"]
+    (local / os.fsdecode(b"sub\xfe")).mkdir()
+    for index, name in enumerate(odd):
+        (local / os.fsdecode(name)).write_bytes(os.urandom(100 + index))
+    (local / os.fsdecode(b"sub\xfe/inner\xff")).write_bytes(b"deep")
+    assert store.upload(local, 5)
+    restored = store.restore(tmp_path / "restored")
+    assert restored is not None and names_and_bytes(restored) == names_and_bytes(local)
+    keys = {item["Key"].rsplit("step-00000005/", 1)[1]
+            for item in store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.step_prefix(5))["Contents"]}
+    assert {"model.pt", "w%FF.bin", "100%25.txt", "tab%09and%7F", "sub%FE/inner%FF"} <= keys
+
+
+def test_a_manifest_from_before_escaped_names_still_restores(store: RemoteStore, tmp_path: Path) -> None:
+    """Manifests without `path_b64` name each file by its key, as every earlier release wrote them."""
+    local = make_checkpoint(tmp_path / "local", 3, sizes={"model.pt": 1000, "100%.txt": 10})
+    assert store.upload(local, 3)
+    key = store.step_prefix(3) + "MANIFEST.json"
+    manifest = store.get_json(key, absolute=True) or {}
+    files = manifest["files"]
+    store.s3.copy_object(Bucket=store.bucket, CopySource={"Bucket": store.bucket, "Key": store.step_prefix(3) +
+                         "100%25.txt"}, Key=store.step_prefix(3) + "100%.txt")
+    files["100%.txt"] = {k: v for k, v in files.pop("100%25.txt").items() if k != "path_b64"}
+    store.s3.put_object(Bucket=store.bucket, Key=key, Body=json.dumps(manifest).encode())
+    restored = store.restore(tmp_path / "restored")
+    assert restored is not None and digests(restored) == digests(local)
+
+
+def test_a_file_whose_key_would_be_too_long_is_left_out_and_the_rest_published(
+    store: RemoteStore, tmp_path: Path
+) -> None:
+    local = make_checkpoint(tmp_path / "local", 8, sizes={"model.pt": 1000})
+    deep = local.joinpath(*["d" * 200] * 5)
+    deep.mkdir(parents=True)
+    (deep / "far.bin").write_bytes(b"far")
+    told: list[tuple[int, list[str]]] = []
+    store.on_left_out = lambda step, names: told.append((step, names))
+    assert store.upload(local, 8)
+    assert told == [(8, [(deep / "far.bin").relative_to(local).as_posix()])]
+    manifest = store.get_json(store.step_prefix(8) + "MANIFEST.json", absolute=True) or {}
+    assert manifest["left_out"] == told[0][1]
+    restored = store.restore(tmp_path / "restored")
+    assert restored is not None and (restored / "model.pt").read_bytes() == (local / "model.pt").read_bytes()
+
+
+def test_a_checkpoint_s3_can_take_none_of_is_not_published(store: RemoteStore, tmp_path: Path) -> None:
+    local = tmp_path / "local" / "step-9"
+    deep = local.joinpath(*["d" * 250] * 5)
+    deep.mkdir(parents=True)
+    (deep / "only.bin").write_bytes(b"x")
+    with pytest.raises(RemoteStoreError, match="S3 can take none of its files") as caught:
+        store.upload(local, 9)
+    assert caught.value.cause == "file names S3 cannot take"
     assert store.latest_step() is None
 
 

@@ -5,6 +5,7 @@ round resumes from one step published in S3."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 from spot_trainer.distributed.handler import create_s3_handler, endpoint_parts
-from spot_trainer.distributed.round_start import agree_on_step, bring_to_step, offer_handover
+from spot_trainer.distributed.round_start import agree_on_step, bring_to_step, offer_handover, same_as_published
 from spot_trainer.distributed.s3_backend import S3RendezvousBackend
 from spot_trainer.distributed.s3_objects import ConditionalObjects
 from spot_trainer.distributed.s3_store import S3Store
@@ -177,6 +178,18 @@ def test_every_node_of_a_round_resumes_from_the_one_step_published_in_s3(
     assert {path.read_bytes() for path in resumed.values() if path} == {b"weights 40"}
     assert (disks["writer"] / ".unverified-ckpt_60.pt").read_bytes() == b"weights 60"
     assert (disks["peer"] / ".unverified-ckpt_40.pt").read_bytes() == b"part"
+
+
+def test_a_disk_that_holds_the_published_step_under_names_that_are_not_utf8_needs_no_fetch(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """Its files are found under their own names, not the escaped keys S3 holds them at."""
+    remote = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "job")
+    checkpoint = tmp_path / "writer" / "step-20"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / os.fsdecode(b"w\xff.bin")).write_bytes(b"weights 20")
+    remote.upload(checkpoint, 20)
+    assert same_as_published(tmp_path / "writer", 20, remote) == checkpoint
 
 
 def test_each_node_records_the_step_its_round_resumes_from_as_an_event(

@@ -28,6 +28,7 @@ from typing import Any
 from torch.distributed import DistStoreError
 
 from ..storage import layouts
+from ..storage.key_names import local_name
 from ..storage.regular_files import is_regular
 from ..storage.remote import MANIFEST, RemoteStore, entry_name
 
@@ -125,8 +126,8 @@ def same_as_published(directory: Path, step: int, remote: RemoteStore) -> Path |
         return None
     try:
         path = directory / entry_name(manifest.get("name"))
-        files = {(path if manifest.get("kind") == "file" else path / name): int(entry["size"])
-                 for name, entry in manifest["files"].items()}
+        files = {(path if manifest.get("kind") == "file" else path / local_name(key, entry)): int(entry["size"])
+                 for key, entry in manifest["files"].items()}
     except (TypeError, ValueError, KeyError, AttributeError):
         return None
     whole = all(is_regular(file) and file.stat().st_size == size for file, size in files.items())

@@ -17,6 +17,7 @@ import re
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import job_keys as keys
 from .checksums import BLOCK_BYTES, digest_files
 from .conditional import is_missing, write_if
+from .key_names import key_name, local_name, manifest_fields, shown, too_long
 from .lease import Lease
 from .regular_files import is_regular
 from .s3client import transfer_config_for, upload_config_for
@@ -34,6 +36,7 @@ from .s3client import transfer_config_for, upload_config_for
 log = logging.getLogger(__name__)
 
 MANIFEST = keys.MANIFEST
+LEFT_OUT_CAUSE = "file names S3 cannot take"
 # Writing the restore failed for the instance's disk: a full disk, a quota, read-only, no permission.
 LOCAL_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
 STEP_PREFIX = re.compile(r"step-(\d+)/$")
@@ -41,6 +44,22 @@ STEP_PREFIX = re.compile(r"step-(\d+)/$")
 
 class RemoteStoreError(RuntimeError):
     """An S3 operation failed after botocore's retries; the message names the object and the cause."""
+
+    def __init__(self, message: str, *, cause: str = "") -> None:
+        super().__init__(message)
+        self._cause = cause
+
+    @property
+    def cause(self) -> str:
+        """What went wrong in a few words, the same for every checkpoint it fails ('' when not known)."""
+        origin = self.__cause__
+        if self._cause:
+            return self._cause
+        if isinstance(origin, ClientError):
+            return f"S3 answered {origin.response.get('Error', {}).get('Code', 'an error')}"
+        if isinstance(origin, BotoCoreError):
+            return f"S3 could not be reached ({type(origin).__name__})"
+        return ""
 
 
 class DamagedRecord(RemoteStoreError):
@@ -72,10 +91,12 @@ def safe_relative(name: str) -> str:
 
 
 def checkpoint_files(local: Path) -> dict[str, Path]:
-    """Relative POSIX name → path of every regular file in a step-N checkpoint (a file or a directory).
-    Links are never followed nor uploaded (links_in names them), nor are FIFOs, sockets or devices."""
+    """Relative POSIX name (as the file system gave it) → path of every regular file in a step-N
+    checkpoint (a file or a directory). Links are never followed nor uploaded (links_in names them),
+    nor are FIFOs, sockets or devices."""
     if local.is_symlink():
-        raise RemoteStoreError(f"checkpoint {local} is a link: links are never uploaded")
+        raise RemoteStoreError(f"checkpoint {local} is a link: links are never uploaded",
+                               cause="a checkpoint that is a link")
     if local.is_file():
         return {local.name: local}
     if not local.is_dir():
@@ -84,20 +105,28 @@ def checkpoint_files(local: Path) -> dict[str, Path]:
     for folder, _, names in os.walk(local):  # a link to a folder is listed, never entered
         for name in names:
             if is_regular(path := Path(folder) / name):
-                found[s3_name(path.relative_to(local).as_posix(), local)] = path
+                found[path.relative_to(local).as_posix()] = path
     return dict(sorted(found.items()))
 
 
-def s3_name(name: str, checkpoint: Path) -> str:
-    """A file name as an S3 key can take it: UTF-8 (a name the filesystem holds in another encoding is
-    named, escaped, so it can be renamed)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = os.fsencode(name).decode("utf-8", errors="backslashreplace")
-        raise RemoteStoreError(f"checkpoint {checkpoint}: the file name {shown!r} is not UTF-8, which S3 keys "
-                               "must be: rename it") from None
-    return name
+def stored_files(files: dict[str, Path], prefix: str) -> tuple[dict[str, tuple[str, Path]], list[str]]:
+    """Key name → (name, path) of the files S3 can take under `prefix` (key_names.py's escape), and the
+    names it cannot (a key over 1024 bytes), which are left out."""
+    stored: dict[str, tuple[str, Path]] = {}
+    left_out: list[str] = []
+    for name, path in files.items():
+        key = key_name(name)
+        if too_long(prefix + key):
+            left_out.append(name)
+        else:
+            stored[key] = (name, path)
+    return stored, left_out
+
+
+def _names(names: list[str]) -> str:
+    """At most three names for one line, bytes that are not UTF-8 shown as \\xNN."""
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(shown(name) for name in names[:3]) + more
 
 
 def _version(path: Path) -> tuple[int, int]:
@@ -125,6 +154,8 @@ class RemoteStore:
         self.instance = instance or os.environ.get("SPOT_INSTANCE_ID") or socket.gethostname()
         self.restored_step: int | None = None  # the step the last restore_at_or_below brought back
         self.damaged_steps: set[int] = set()  # steps a restore proved damaged (not merely unreachable)
+        # Told which files of a step were left out (names S3 cannot take), beside the log line.
+        self.on_left_out: Callable[[int, list[str]], None] = lambda step, names: None
 
     # ---- keys ---------------------------------------------------------------------------------
     def key(self, name: str) -> str:
@@ -137,27 +168,36 @@ class RemoteStore:
     def upload(self, local: Path, step: int, *, lease: Lease | None = None) -> bool:
         """Upload a committed checkpoint, then publish it unless a newer step or holder already did."""
         local = Path(local)
-        files = checkpoint_files(local)
+        prefix = self.step_prefix(step)
+        stored, left_out = stored_files(checkpoint_files(local), prefix)
+        if not stored:
+            raise RemoteStoreError(f"checkpoint {local}: S3 can take none of its files ({_names(left_out)}: keys "
+                                   "over 1024 bytes): shorten their paths", cause=LEFT_OUT_CAUSE)
         current, etag = self.latest_record()  # read once: checked here, reused by publish
         latest = int(current["step"]) if current else None
         if latest is not None and latest >= step:
             # Checked before sending any byte too: re-uploading a published step could mix its objects.
             log.warning("not uploading step %d: latest.json already holds step %d", step, latest)
             return False
-        prefix = self.step_prefix(step)
+        if left_out:
+            log.warning("checkpoint step %d: left out %s (an S3 key is at most 1024 bytes): shorten their paths; "
+                        "the rest is uploaded", step, _names(left_out))
+            self.on_left_out(step, [shown(name) for name in left_out])
+        files = {key: path for key, (_, path) in stored.items()}
         started = time.monotonic()
         try:
-            before = {name: _version(path) for name, path in files.items()}
+            before = {key: _version(path) for key, path in files.items()}
             with ThreadPoolExecutor(max_workers=1) as hasher:
                 # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
                 digests = hasher.submit(digest_files, files)
                 total = sum(path.stat().st_size for path in files.values())
-                self._transfer_all(((str(path), prefix + name) for name, path in files.items()), total)
+                self._transfer_all(((str(path), prefix + key) for key, path in files.items()), total)
                 blocks = digests.result()
-            sizes = {name: path.stat().st_size for name, path in files.items()}
-            if changed := sorted(name for name, path in files.items() if _version(path) != before[name]):
-                raise RemoteStoreError(f"checkpoint {local}: {', '.join(changed[:3])} changed while it was uploaded "
-                                       "(rewritten in place, not written then renamed): not published")
+            sizes = {key: path.stat().st_size for key, path in files.items()}
+            if changed := sorted(stored[key][0] for key, path in files.items() if _version(path) != before[key]):
+                raise RemoteStoreError(f"checkpoint {local}: {_names(changed)} changed while it was uploaded "
+                                       "(rewritten in place, not written then renamed): not published",
+                                       cause="files rewritten while they were uploaded")
         except OSError as error:
             raise RemoteStoreError(f"checkpoint {local} changed while uploading: {error}") from error
         self._confirm_sizes(prefix, sizes)
@@ -166,12 +206,15 @@ class RemoteStore:
             "kind": "file" if local.is_file() else "directory",
             "name": local.name,
             "block_bytes": BLOCK_BYTES,
-            "files": {name: {"size": sizes[name], "sha256_blocks": blocks[name]} for name in files},
+            "files": {key: {"size": sizes[key], "sha256_blocks": blocks[key], **manifest_fields(name, key)}
+                      for key, (name, _) in stored.items()},
             "written_at": time.time(),
             "instance": self.instance,
         }
+        if left_out:
+            manifest["left_out"] = [shown(name) for name in left_out]
         self._put(prefix + MANIFEST, manifest)
-        size = sum(sizes[name] for name in files)
+        size = sum(sizes.values())
         log.info("uploaded step %d (%d files, %.1f MB) in %.1fs", step, len(files), size / 1e6,
                  time.monotonic() - started)
         published = self.publish(step, lease=lease, read=(current, etag))
@@ -330,10 +373,8 @@ class RemoteStore:
         if manifest["kind"] == "file":
             (name,) = manifest["files"]
             targets = {name: staging}
-        else:
-            targets = {name: staging / name for name in manifest["files"]}
-        for name in manifest["files"]:
-            safe_relative(name)
+        else:  # each file under the name it had: the key may be its escaped form (key_names.py)
+            targets = {key: staging / safe_relative(local_name(key, entry)) for key, entry in manifest["files"].items()}
         for target in targets.values():
             target.parent.mkdir(parents=True, exist_ok=True)
         total = sum(int(entry["size"]) for entry in manifest["files"].values())
