@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from spot_trainer.storage.upload_health import UPLOADS_FAILING, UploadWarning
 from spot_trainer.storage.uploader import CheckpointUploader, Uploaded
+from tests.support.tiny_fs import fill_inodes, remount_read_only, tiny_tmpfs
 
 
 def make_checkpoint(root: Path, step: int) -> Path:
@@ -157,3 +159,41 @@ def test_a_checkpoint_that_is_a_link_to_a_folder_is_not_uploaded(tmp_path: Path)
     assert uploader.drain(timeout=10)
     uploader.close()
     assert sent == [] and any("step-9" in line and "links are never followed" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("disk_state", ["no inode left", "read-only"])
+def test_without_room_for_a_staging_view_a_step_fails_while_the_command_runs_and_goes_up_once_it_stopped(
+    tmp_path: Path, disk_state: str
+) -> None:
+    """A real tmpfs: while the command may still rewrite the checkpoint, a step that cannot be staged
+    fails (said, and warned in status); once the command has stopped, the same step goes up from its
+    own files."""
+    sent: list[tuple[Path, bytes]] = []
+    lines: list[str] = []
+    warnings: list[UploadWarning] = []
+
+    def upload(path: Path, step: int) -> bool:
+        sent.append((path, (path / "state.pt").read_bytes()))
+        return True
+
+    with tiny_tmpfs(tmp_path / "disk", inodes=32) as disk:
+        if disk_state == "no inode left":
+            for fill in fill_inodes(disk)[:2]:  # the command's last save takes the two last inodes
+                fill.unlink()
+        checkpoint = make_checkpoint(disk, 10)
+        if disk_state == "read-only":
+            remount_read_only(disk)
+        uploader = CheckpointUploader(upload, lambda done: None, log=lines.append, warn=warnings.append)
+        assert uploader.offer(10, checkpoint)
+        assert uploader.drain(timeout=10)
+        assert sent == [] and uploader.uploaded_step is None
+        assert [line for line in lines if "step 10 failed: staging step-10" in line], lines
+        assert len(warnings) == 1 and warnings[0].message.startswith(UPLOADS_FAILING)
+        assert warnings[0].cause.startswith(f"staging in {disk}")
+        assert uploader.offer(10, checkpoint, retry=True, writer_done=True), "the command stopped: offered again"
+        assert uploader.drain(timeout=10)
+        uploader.close()
+        assert sent == [(checkpoint, b"x" * 110)] and uploader.uploaded_step == 10
+        assert any("so step-10 is uploaded from its own files" in line for line in lines), lines
+        assert warnings[-1].message == "", "the warning is taken back once the step is up"
+        assert not [p for p in disk.iterdir() if p.name.startswith(".upload-")]

@@ -1,5 +1,6 @@
 """Notifications: one short human-readable message on the job's SNS topic for each event a person
-watching a days-long job wants to hear about (interrupted, resumed, market switched, done, failed).
+watching a days-long job wants to hear about (interrupted, resumed, market switched, done, failed,
+checkpoints not reaching S3).
 
 A message is sent from the event the agent records anyway, so the record and the mail agree.
 Publishing is best effort: a failure is logged and never touches training.
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from .status import UPLOAD_FAILING
 
 SUBJECT_LIMIT = 100  # SNS refuses longer subjects
 
@@ -36,6 +39,9 @@ def message_for(job: str, kind: str, fields: Mapping[str, Any]) -> tuple[str, st
         "budget": ("stopped at its budget", f"Job {job} stopped{at_step}: {fields.get('reason')}. Its group is "
                    "scaled to zero; raise its budget (BudgetUSD) and its capacity to go on from its last checkpoint."),
         "failed": ("FAILED", f"Job {job} failed: {fields.get('reason')}. Its group is scaled to zero."),
+        UPLOAD_FAILING: ("checkpoints not reaching S3", f"Job {job}: {fields.get('message')} (on {instance}). "
+                         "Until this is fixed, an interruption loses what was trained since the last checkpoint "
+                         "in S3; see the instance's log."),
     }
     if kind not in texts:
         return None

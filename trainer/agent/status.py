@@ -20,6 +20,7 @@ STATUS_NAME = STATUS
 # The built-in trainer's event (and the job's recorded one) for a resume that cannot end bit-identical.
 NOT_BIT_IDENTICAL = "not_bit_identical"
 FINAL_OUTPUTS = "final_outputs"  # what a finished command left beside its checkpoints, and where it went
+UPLOAD_FAILING = "upload_failing"  # checkpoint uploads keep failing, once per cause (storage/upload_health.py)
 
 # States of a job as the status record spells them.
 STARTING = "STARTING"

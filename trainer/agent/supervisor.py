@@ -150,7 +150,9 @@ class Agent:
             self.telemetry.uploaded,
             uploaded_step=remote_step,
             log=self.log,
+            warn=self.telemetry.upload_warning,
         )
+        store.on_left_out = uploader.health.left_out
         if self._budget is not None:
             self._budget.start()
         try:
@@ -547,12 +549,13 @@ class Agent:
         return budget.seconds
 
     def _settle_uploads(self, uploader: CheckpointUploader) -> int | None:
-        """Offer the newest checkpoint, wait for it to be safe in S3; the step now in S3."""
+        """Offer the newest checkpoint, wait for it to be safe in S3; the step now in S3. The command
+        has stopped: what it left can no longer change, so it may go up from its own files."""
         newest = self._newest_local(writer_done=True) if self._publishes() else None
         if newest is not None:
-            uploader.offer(*newest)
+            uploader.offer(*newest, writer_done=True)
         uploader.drain()
-        if newest is not None and uploader.offer(*newest, retry=True):
+        if newest is not None and uploader.offer(*newest, retry=True, writer_done=True):
             self.log(f"retrying the upload of checkpoint step {newest[0]}")
             uploader.drain()
         return uploader.uploaded_step

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..storage.remote import RemoteStore
+from ..storage.upload_health import UPLOADS_FAILING, UploadWarning
 from ..storage.uploader import Uploaded
 from . import status as states
 from .cloudwatch import CloudWatchSink
 from .log_lines import agent_line, write_line
 from .notify import Notifier
-from .status import NOT_BIT_IDENTICAL, StatusReporter
+from .status import NOT_BIT_IDENTICAL, UPLOAD_FAILING, StatusReporter
 
 METRIC_INTERVAL_SECONDS = 1.0
 EVENT_START = '{"event"'  # how every progress line begins (progress.py)
@@ -52,6 +53,19 @@ class RunTelemetry:
         self.log(f"WARNING: {message}")
         self.event("warning", message=message)
         self.update(warning=message)
+
+    def upload_warning(self, warning: UploadWarning) -> None:
+        """Uploads keep failing, or work again: status.json's warning says so; a cause is recorded and
+        notified once (UploadHealth decides which is the first)."""
+        if not warning.message:
+            if self.reporter is not None and self.reporter.status.warning.startswith(UPLOADS_FAILING):
+                self.update(warning="")
+                self.log(f"checkpoint uploads work again (step {warning.step})")
+            return
+        self.log(f"WARNING: {warning.message}")
+        self.update(warning=warning.message)
+        if warning.first_of_cause:
+            self.event(UPLOAD_FAILING, cause=warning.cause, step=warning.step, message=warning.message)
 
     def event(self, kind: str, **fields: Any) -> None:
         try:

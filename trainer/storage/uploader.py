@@ -4,7 +4,9 @@ The agent's poll loop only offers checkpoints; it never waits on S3. If training
 faster than they can be uploaded, the ones that appear during an upload are superseded by the
 newest, so S3 is at most one upload behind and no bandwidth goes to steps nobody will restore.
 Each upload reads a hard-linked view of its checkpoint (staging.py), so a trainer pruning the
-original meanwhile cannot break it.
+original meanwhile cannot break it. Where that view cannot be made (a full disk, no inodes left, a
+read-only file system), the step fails while the command still runs; once the command has stopped
+nothing can rewrite the checkpoint any more, so it is uploaded from its own files.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from .regular_files import links_in
 from .staging import release, stage
+from .upload_health import UploadHealth, UploadWarning, cause_of
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,13 @@ class CheckpointUploader:
         *,
         uploaded_step: int | None = None,
         log: Callable[[str], None] = lambda line: print(f"spot-trainer: {line}", file=sys.stderr, flush=True),
+        warn: Callable[[UploadWarning], None] = lambda warning: None,
     ) -> None:
         self._upload, self._on_uploaded, self._log = upload, on_uploaded, log
+        self.health = UploadHealth(warn)
         self.uploaded_step = uploaded_step  # newest step known to be safe in S3
         self._offered_step = uploaded_step
-        self._pending: tuple[int, Path] | None = None
+        self._pending: tuple[int, Path, bool] | None = None  # step, path, whether its writer has stopped
         self._failed_step: int | None = None  # the last upload that raised, which `retry` may offer again
         self._links_missing_logged = False
         self._busy = False
@@ -58,16 +63,19 @@ class CheckpointUploader:
         self._thread = threading.Thread(target=self._run, name="checkpoint-upload", daemon=True)
         self._thread.start()
 
-    def offer(self, step: int, path: Path, *, retry: bool = False) -> bool:
+    def offer(self, step: int, path: Path, *, retry: bool = False, writer_done: bool = False) -> bool:
         """Queue `path` unless an equal or newer step was already offered; True if queued.
-        With `retry`, a step whose upload failed may be offered once more."""
+        With `retry`, a step whose upload failed may be offered once more. `writer_done`: the command
+        has stopped, so the checkpoint may be uploaded from its own files if no staging view can be made."""
         with self._cond:
+            if writer_done and self._pending is not None and self._pending[0] == step:
+                self._pending = (step, self._pending[1], True)  # still waiting: it goes as the last one
             again = retry and step == self._failed_step and self._pending is None
             if not again and self._offered_step is not None and step <= self._offered_step:
                 return False
             self._failed_step = None if again else self._failed_step
             self._offered_step = max(step, self._offered_step or step)
-            self._pending = (step, path)
+            self._pending = (step, path, writer_done)
             self._cond.notify_all()
             return True
 
@@ -101,18 +109,19 @@ class CheckpointUploader:
                     self._cond.wait()
                 if self._pending is None:
                     return
-                (step, path), self._pending = self._pending, None
+                (step, path, writer_done), self._pending = self._pending, None
                 self._busy = True
             try:
-                self._upload_one(step, path)
+                self._upload_one(step, path, writer_done)
             except Exception as error:  # never let the worker die: drain() would wait on it for good
                 self._log(f"upload of checkpoint step {step} failed: {_one_line(error)}")
+                self.health.failed(step, cause_of(error), urgent=writer_done)
             finally:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
 
-    def _upload_one(self, step: int, path: Path) -> None:
+    def _upload_one(self, step: int, path: Path, writer_done: bool) -> None:
         started = time.monotonic()
         staged: Path | None = None
         if links := links_in(path):
@@ -122,12 +131,14 @@ class CheckpointUploader:
             self._mark_failed(step)
             return
         try:
-            staged = self._stage(path)
+            staged = self._stage(path, step, writer_done)
         except FileNotFoundError:  # pruned before its turn came: a newer checkpoint supersedes it
             return
-        except OSError as error:  # a full disk, a name too long: this step fails, the worker lives on
-            self._log(f"upload of checkpoint step {step} failed: staging {path.name}: {_one_line(error)}")
+        except OSError as error:  # a full disk, no inodes, read-only: this step fails, the worker lives on
+            self._log(f"upload of checkpoint step {step} failed: staging {path.name}: {_one_line(error)}; "
+                      "the next checkpoint is tried (and this one from its own files once the command stops)")
             self._mark_failed(step)
+            self.health.failed(step, f"staging in {path.parent}: {cause_of(error)}", urgent=True)
             return
         try:
             size = size_of(staged)
@@ -135,12 +146,14 @@ class CheckpointUploader:
         except Exception as error:  # S3 down after retries, a file that changed: the next may succeed
             self._log(f"upload of checkpoint step {step} failed: {_one_line(error)}")
             self._mark_failed(step)
+            self.health.failed(step, cause_of(error), urgent=writer_done)
             return
         finally:
             if staged is not None and staged != path:
                 release(staged)
         if published:
             self.uploaded_step = max(step, self.uploaded_step or 0)
+        self.health.succeeded(step)
         try:
             self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published))
         except Exception as error:  # reporting is secondary; the worker must live on
@@ -152,8 +165,18 @@ class CheckpointUploader:
         with self._cond:
             self._failed_step = step
 
-    def _stage(self, path: Path) -> Path:
-        staged = stage(path)
+    def _stage(self, path: Path, step: int, writer_done: bool) -> Path:
+        """A staging view of `path`, or once its writer has stopped and none can be made, `path` itself."""
+        try:
+            staged = stage(path)
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            if not writer_done:
+                raise
+            self._log(f"checkpoint step {step}: no staging view ({_one_line(error)}); the command has stopped, "
+                      f"so {path.name} is uploaded from its own files")
+            return path
         if staged is None and not self._links_missing_logged:
             self._links_missing_logged = True
             self._log(f"no hard links in {path.parent}: uploading checkpoints in place, so "
