@@ -25,6 +25,7 @@ STEPS = 60
 TRAIN_ARGS = (f"--model lm --synthetic --steps {STEPS} --width 16 --context 16 --batch-size 12 "
               "--checkpoint-every-steps 5 --log-every 1 --min-step-seconds 0.15")
 NODES = 3
+HOLD_AT = 12  # training waits there until the test has injected its fault (the built-in --hold-at-step)
 
 
 @dataclass
@@ -39,6 +40,15 @@ class Cluster:
     settings: dict[str, str]
     agents: list[AgentProcess] = field(default_factory=list)
     folder: str = ""  # the checkpoint folder inside each node's own directory (its working directory)
+
+    @property
+    def gate(self) -> Path:
+        """While this file exists, the built-in trainer of a held cluster waits at step HOLD_AT."""
+        return self.root / "hold"
+
+    def release(self) -> None:
+        """The fault is in: training goes on past HOLD_AT."""
+        self.gate.unlink(missing_ok=True)
 
     def add(self) -> AgentProcess:
         node = len(self.agents) + 1
@@ -59,10 +69,14 @@ class Cluster:
 
 @contextlib.contextmanager
 def cluster(aws_env: dict[str, str], bucket: str, job: str, root: Path, *, nodes: int = NODES, folder: str = "",
-            **settings: str) -> Iterator[Cluster]:
-    """`nodes` agents started at once; a test may add more."""
+            held: bool = False, **settings: str) -> Iterator[Cluster]:
+    """`nodes` agents started at once; a test may add more. `held`: the built-in trainer waits at step
+    HOLD_AT until the test calls `release()`, so a fault meets a job that is still training on any machine."""
     with contextlib.ExitStack() as stack:
         group = Cluster(aws_env, bucket, job, root, stack, settings, folder=folder)
+        if held:
+            group.gate.touch()
+            settings["train_args"] = f"{TRAIN_ARGS} --hold-at-step {HOLD_AT} --hold-while {group.gate}"
         for _ in range(nodes):
             group.add()
         try:
@@ -76,7 +90,7 @@ def job_store(aws_env: dict[str, str], bucket: str, job: str) -> RemoteStore:
     return RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
 
 
-def train_a_while(agents: list[AgentProcess], step: int = 12) -> None:
+def train_a_while(agents: list[AgentProcess], step: int = HOLD_AT) -> None:
     agents[0].wait_for(lambda: any(e["step"] >= step for e in agents[0].events("step")), timeout=120,
                        what=f"step {step}")
 
@@ -92,12 +106,13 @@ def test_hard_kill_of_the_rank_zero_node_costs_only_that_node(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
     job = f"multi-{bucket[-8:]}"
-    with cluster(aws_env, bucket, job, tmp_path) as group:
+    with cluster(aws_env, bucket, job, tmp_path, held=True) as group:
         agents = group.agents
         train_a_while(agents)
         doomed = writer(agents)
         survivors = [agent for agent in agents if agent is not doomed]
         doomed.kill_tree()  # a power-off of the node that held rank 0 and the round's TCP store
+        group.release()
         for agent in survivors:
             assert agent.wait(timeout=240) == 0, agent.text()
     store = job_store(aws_env, bucket, job)
@@ -115,11 +130,14 @@ def test_a_notice_on_a_non_writer_node_loses_no_completed_step(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
     job = f"multi-notice-{bucket[-8:]}"
-    with cluster(aws_env, bucket, job, tmp_path) as group:
+    with cluster(aws_env, bucket, job, tmp_path, held=True) as group:
         agents = group.agents
         train_a_while(agents)
         notified = next(agent for agent in agents if agent is not writer(agents))
         notified.imds.announce_interruption(in_seconds=120)  # type: ignore[attr-defined]
+        notified.wait_for(lambda: any("stopping the command" in line for line in notified.lines), timeout=120,
+                          what="the notice taken")
+        group.release()
         assert notified.wait(timeout=120) == 0, notified.text()
         survivors = [agent for agent in agents if agent is not notified]
         for agent in survivors:
@@ -141,12 +159,13 @@ def test_a_node_that_goes_silent_is_given_up_within_the_collective_timeout(
     """A power-off closes no socket: the survivors notice only because the collective times out."""
     job = f"multi-silent-{bucket[-8:]}"
     timeout = 8.0
-    with cluster(aws_env, bucket, job, tmp_path, collective_timeout=str(int(timeout))) as group:
+    with cluster(aws_env, bucket, job, tmp_path, held=True, collective_timeout=str(int(timeout))) as group:
         agents = group.agents
         train_a_while(agents)
         frozen = next(agent for agent in agents if agent is not writer(agents))
         frozen.freeze()
         frozen_at = time.monotonic()
+        group.release()
         survivors = [agent for agent in agents if agent is not frozen]
         for agent in survivors:
             agent.wait_for(lambda agent=agent: bool(agent.events("peer_lost")), timeout=60, what="peer lost")
@@ -160,10 +179,12 @@ def test_a_replacement_joins_the_next_round_and_no_step_is_lost(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
     job = f"multi-join-{bucket[-8:]}"
-    with cluster(aws_env, bucket, job, tmp_path, nodes=2) as group:
+    with cluster(aws_env, bucket, job, tmp_path, nodes=2, held=True) as group:
         agents = group.agents
         train_a_while(agents)
         joined = group.add()
+        agents[0].wait_for(lambda: bool(agents[0].events("group_stop")), timeout=120, what="the stop to let it in")
+        group.release()
         for agent in agents:
             assert agent.wait(timeout=240) == 0, agent.text()
     first, second = agents[0], agents[1]
@@ -195,13 +216,14 @@ def test_a_hard_kill_during_the_replacements_join_leaves_the_others_training(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
     job = f"multi-joinkill-{bucket[-8:]}"
-    with cluster(aws_env, bucket, job, tmp_path, nodes=2) as group:
+    with cluster(aws_env, bucket, job, tmp_path, nodes=2, held=True) as group:
         first, second = group.agents
         train_a_while(group.agents)
         joining = group.add()
         # The two stop together to let it in; it dies before the bigger round has trained a step.
         first.wait_for(lambda: bool(first.events("group_stop")), timeout=120, what="the stop to let it in")
         joining.kill_tree()
+        group.release()
         for agent in (first, second):
             assert agent.wait(timeout=240) == 0, agent.text()
     assert [e["step"] for e in first.events("step")][-1] == STEPS

@@ -43,6 +43,7 @@ BASE = ["--model", "lm", "--steps", "10", "--synthetic", "--checkpoint-dir", "ck
         (BASE + ["--min-step-seconds", "inf"], "expected a finite number of 0 or more, got inf"),
         (BASE + ["--min-step-seconds", "-1"], "expected a finite number of 0 or more, got -1"),
         (BASE[:-1] + [""], "--checkpoint-dir must not be empty"),
+        (BASE + ["--hold-at-step", "5"], "--hold-at-step and --hold-while go together"),
     ],
 )
 def test_bad_flags_are_named_in_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,6 +62,10 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     parser.add_argument("--log-every", type=positive_int, default=10)
     parser.add_argument("--min-step-seconds", type=non_negative_float, default=0.0, metavar="S",
                         help="pace steps to at least S seconds each (demos, tests); results are unchanged")
+    parser.add_argument("--hold-at-step", type=positive_int, default=None, metavar="K",
+                        help="with --hold-while: from step K on, wait at each step boundary while PATH exists "
+                             "(demos, tests: a fault injected while training runs); a stop request still saves")
+    parser.add_argument("--hold-while", default=None, metavar="PATH", help="the file --hold-at-step waits on")
     parser.add_argument("--width", type=positive_int, default=None, help="model width (resnet 16, lm 64)")
     parser.add_argument("--context", type=positive_int, default=64, help="lm: bytes per sample")
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
@@ -84,6 +88,8 @@ def complete(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpa
         args.warmup_steps = args.steps // 10
     if not 0 <= args.warmup_steps <= args.steps:
         parser.error(f"--warmup-steps {args.warmup_steps} must be between 0 and --steps {args.steps}")
+    if (args.hold_at_step is None) != (args.hold_while is None):
+        parser.error("--hold-at-step and --hold-while go together: the step to hold at and the file that holds it")
     if args.model == "lm" and args.width % LM_HEADS:
         parser.error(f"--width {args.width} must be a multiple of {LM_HEADS} for the lm model")
     return args

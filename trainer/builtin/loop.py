@@ -46,6 +46,7 @@ from .determinism import (
     prepare_process,
 )
 from .group import SOLO, Group, join_group
+from .hold import hold_at
 from .models import build_model, compute_loss
 from .ordered_reduce import average_in_rank_order
 from .platform_record import current_platform
@@ -173,6 +174,7 @@ def run(args: argparse.Namespace, stop: StopFlag, group: Group = SOLO) -> int:
     last_save = time.monotonic()
     window_start, window_steps = time.perf_counter(), 0
     while session.step < args.steps:
+        hold_at(session.step, args.hold_at_step, args.hold_while, stop)
         if group.any(stop.signal_name is not None):
             return emergency_stop(session, store, saved_step, stop.signal_name or "a peer's stop request")
         step_started = time.perf_counter()
