@@ -61,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--spot-discount", type=float, default=DEFAULT_DISCOUNT, metavar="D",
                       help="spot price = on-demand × (1 − D) for the cost report (default 0.70)")
     demo.add_argument("--spot-outage", action="append", default=[], metavar="START:LEN",
-                      help="no spot capacity from START to START+LEN seconds into the run: running spot "
-                           "instances are reclaimed and none launches (repeatable)")
+                      help="no spot capacity from START to START+LEN seconds into the run (or for LEN seconds "
+                           "from when S3 holds step N, with stepN:LEN): running spot instances are reclaimed "
+                           "and none launches (repeatable)")
     demo.add_argument("--price-trace", type=Path, default=None, metavar="FILE",
                       help="spot prices over time for the cost report (JSON list of type, az, time, price)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the --rate process")

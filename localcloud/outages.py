@@ -11,22 +11,40 @@ from localcloud.interruptions import PlanError
 
 @dataclass(frozen=True)
 class SpotOutage:
-    start: float  # seconds after the run began
+    start: float  # seconds after the run began, or after S3 first held `after_step`
     length: float
+    # Counted from an event, not the clock: the outage meets a job that has saved this step, on a busy
+    # machine whose instances take longer to boot as on an idle one.
+    after_step: int | None = None
 
     def covers(self, elapsed: float) -> bool:
         return self.start <= elapsed < self.start + self.length
 
+    def placed(self, elapsed: float, latest_step: int | None) -> SpotOutage | None:
+        """This outage counted from the run's start: itself, or once S3 holds `after_step` (seen `elapsed`
+        seconds into the run) one starting that much later; None while its step is not in S3 yet."""
+        if self.after_step is None:
+            return self
+        if latest_step is None or latest_step < self.after_step:
+            return None
+        return SpotOutage(elapsed + self.start, self.length)
+
 
 def parse_outage(text: str) -> SpotOutage:
-    """'40:90' → no spot capacity from 40 s to 130 s into the run."""
+    """'40:90' → no spot capacity from 40 s to 130 s into the run; 'step30:90' → for 90 s from the moment
+    S3 holds step 30 (the same point of the job on a machine of any pace)."""
     start, colon, length = text.partition(":")
+    after_step = None
+    if start.startswith("step"):
+        start, after_step = "0", start.removeprefix("step")
     try:
-        outage = SpotOutage(float(start), float(length))
+        outage = SpotOutage(float(start), float(length), int(after_step) if after_step is not None else None)
     except ValueError:
-        raise PlanError(f"--spot-outage {text!r}: expected START:LENGTH in seconds, like 40:90") from None
-    if not colon or outage.start < 0 or outage.length <= 0:
-        raise PlanError(f"--spot-outage {text!r}: expected START:LENGTH in seconds, like 40:90")
+        raise PlanError(f"--spot-outage {text!r}: expected START:LENGTH in seconds, like 40:90, "
+                        "or stepN:LENGTH, like step30:90") from None
+    if not colon or outage.start < 0 or outage.length <= 0 or (outage.after_step is not None and outage.after_step < 0):
+        raise PlanError(f"--spot-outage {text!r}: expected START:LENGTH in seconds, like 40:90, "
+                        "or stepN:LENGTH, like step30:90")
     return outage
 
 

@@ -76,6 +76,8 @@ class Player:
     _waiting_for_spot: dict[str, float] = field(default_factory=dict)  # no spot capacity: not booted yet
     _replacing: dict[str, float] = field(default_factory=dict)  # wrong market: replacement launched
     _elapsed: float = 0.0
+    _outages: list[SpotOutage] = field(default_factory=list)  # the outages placed in time so far
+    _placed_from: set[int] = field(default_factory=set)  # which of the options' outages are placed
     _watch_at: float = 0.0
     _watch_env: dict[str, str] | None = None
     _agent_events: EventFeed | None = None
@@ -130,7 +132,7 @@ class Player:
             iid = member["InstanceId"]
             if iid in self.instances or member["LifecycleState"] != "InService":
                 continue
-            if market == SPOT and not spot_available(self.options.outages, self._elapsed):
+            if market == SPOT and not spot_available(self._outages, self._elapsed):
                 if iid not in self._waiting_for_spot:
                     self._waiting_for_spot[iid] = time.time()
                     self.cloud.log(f"no spot capacity: instance {iid} cannot launch")
@@ -283,7 +285,8 @@ class Player:
     def _reclaim_at_outages(self) -> None:
         """When spot capacity dries up, the running spot instances get their notice."""
         before, self._elapsed = self._elapsed, time.time() - self.started_at
-        if not outages_begun(self.options.outages, before, self._elapsed):
+        self._place_outages()
+        if not outages_begun(self._outages, before, self._elapsed):
             return
         for instance in self.alive():
             iid = instance.instance_id
@@ -292,6 +295,14 @@ class Player:
                                                        step_at_notice=self.logs[iid].max_step))
                 self.cloud.log(f"spot capacity outage: instance {iid} reclaimed")
                 self._notify(instance)
+
+    def _place_outages(self) -> None:
+        """An outage counted from a step is placed in time the first tick S3 holds that step."""
+        latest = self.latest_history[-1] if self.latest_history else None
+        for index, outage in enumerate(self.options.outages):
+            if index not in self._placed_from and (placed := outage.placed(self._elapsed, latest)) is not None:
+                self._placed_from.add(index)
+                self._outages.append(placed)
 
     def _replace_wrong_market(self, market: str) -> None:
         """As AWS after a change of the group's on-demand share: launch the replacement first, then
@@ -311,7 +322,7 @@ class Player:
                 continue
             if self.market_of.get(iid) == market:
                 continue
-            if market == SPOT and not spot_available(self.options.outages, self._elapsed):
+            if market == SPOT and not spot_available(self._outages, self._elapsed):
                 continue  # the spot replacement cannot launch: the on-demand instance stays
             self._replacing[iid] = time.time()
             self._terminate_in_group(iid)
