@@ -17,8 +17,16 @@ import torch
 from safetensors.torch import load_file
 
 from tests.integration.agent_runner import REPO_ROOT
-from tests.integration.lost_nodes import every_node_finishes, lose_each_kind_of_node, no_lost_node_was_a_failure
+from tests.integration.lost_nodes import (
+    TIMEOUT,
+    every_node_finishes,
+    held,
+    lose_each_kind_of_node,
+    no_lost_node_was_a_failure,
+)
 from tests.integration.test_multinode import cluster, job_store
+
+pytestmark = TIMEOUT
 
 SCRIPTS = REPO_ROOT / "tests/fixtures/plain_scripts"
 EPOCHS = 5  # of 8192 samples in batches of 32: about 86 steps per epoch on three nodes (a save each)
@@ -56,9 +64,12 @@ def test_an_unmodified_script_survives_every_kind_of_lost_node(
     store = job_store(aws_env, bucket, job)
     # Lightning's own SIGTERM handler broadcasts from the notified rank alone and blocks there until
     # torchrun kills it at the end of the grace period: a short one keeps the test short.
+    gates = tmp_path / "gates"
+    if kind == "accelerate":  # 120 steps in all: held at 20, 40 and 60 until each loss is in
+        command = held(command, gates, 20, 40, 60)
     with cluster(aws_env, bucket, job, tmp_path, command=command, restart_budget="1", grace_seconds="10") as group:
-        lose_each_kind_of_node(group, store, first=20, gap=20)
-        every_node_finishes(group)
+        lose_each_kind_of_node(group, store, first=20, gap=20, gates=gates)
+        every_node_finishes(group, store)
     assert store.get_json("status.json")["state"] == "DONE"
     no_lost_node_was_a_failure(group)
     final = store.restore_at_or_below(tmp_path / "restored", store.latest_step())

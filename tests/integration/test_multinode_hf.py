@@ -11,8 +11,15 @@ from pathlib import Path
 
 from transformers import GPT2LMHeadModel
 
-from tests.integration.lost_nodes import every_node_finishes, lose_each_kind_of_node, no_lost_node_was_a_failure
+from tests.integration.lost_nodes import (
+    TIMEOUT,
+    every_node_finishes,
+    lose_each_kind_of_node,
+    no_lost_node_was_a_failure,
+)
 from tests.integration.test_multinode import cluster, job_store
+
+pytestmark = TIMEOUT
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fixtures/hf_own_folder/train.py"
 STEPS, SAVE_EVERY = 300, 50  # the script saves every 50 steps; the third loss comes by about step 200
@@ -26,7 +33,7 @@ def test_an_unmodified_hf_trainer_survives_every_kind_of_lost_node_and_publishes
     with cluster(aws_env, bucket, job, tmp_path, folder="outputs", command=f"{sys.executable} {SCRIPT} {STEPS}",
                  restart_budget="1", grace_seconds="10") as group:
         lose_each_kind_of_node(group, store, first=SAVE_EVERY, gap=SAVE_EVERY)
-        every_node_finishes(group)
+        every_node_finishes(group, store)
     assert store.get_json("status.json")["state"] == "DONE"
     no_lost_node_was_a_failure(group)
     listed = store.s3.list_objects_v2(Bucket=bucket, Prefix=store.key("checkpoints/"))["Contents"]
