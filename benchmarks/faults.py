@@ -1,9 +1,10 @@
 """Run-time faults: what the real agent does with damaged records in S3, odd entries in its checkpoint
-folder, a metadata service that misbehaves during a notice and a command that leaves processes behind.
+folder, a metadata service that misbehaves during a notice, a command that leaves processes behind, a
+checkpoint folder with no inode left and file names S3 cannot take as they are.
 
 Each case starts the agent process (`python -m spot_trainer agent`) against moto server and a local
 IMDS on 127.0.0.1 (S3 through a proxy a case can make fail), with a shell command standing in for
-training, and judges what it did:
+training (on a tmpfs of few inodes where a case asks: run as root), and judges what it did:
   ok      the rule of README's *Reliability* section held, in bounded time
   wrong   it did not (the reason says what happened)
   hangs   the agent did not finish within the case's bound (it is killed)
@@ -23,9 +24,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -36,7 +38,10 @@ from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
 from spot_trainer.storage.remote import RemoteStore  # noqa: E402
 from tests.integration.agent_runner import AgentProcess, agent_env  # noqa: E402
+from tests.integration.remote_helpers import names_and_bytes  # noqa: E402
+from tests.support.fault_commands import FULL_DISK, NOTHING_STORABLE, ODD_NAMES, UNTIL_STOPPED  # noqa: E402
 from tests.support.s3_proxy import FaultProxy  # noqa: E402
+from tests.support.tiny_fs import tiny_tmpfs  # noqa: E402
 
 BOUND_SECONDS = 60.0  # no case may take longer
 S3_OUTAGE_SECONDS = 20.0  # S3 answers only 503 for this long from the notice on
@@ -70,6 +75,7 @@ class Case:
     setup: Callable[[RemoteStore, Path], None] = lambda store, folder: None
     during: Callable[[Run], None] = lambda run: None
     settings: dict[str, str] = field(default_factory=dict)
+    inodes: int | None = None  # the checkpoint folder is a tmpfs of this many inodes
 
 
 # ---- set-ups -------------------------------------------------------------------------------------
@@ -111,9 +117,9 @@ def missing_named_step(store: RemoteStore, folder: Path) -> None:
 
 
 # ---- actions during a run -------------------------------------------------------------------------
-def notice_when_ready(announce: Callable[[Run], None]) -> Callable[[Run], None]:
+def notice_when_ready(announce: Callable[[Run], None], ready: str = "ready") -> Callable[[Run], None]:
     def during(run: Run) -> None:
-        run.agent.wait_for(lambda: run.said("ready"), timeout=30, what="the command's ready line")
+        run.agent.wait_for(lambda: run.said(ready), timeout=30, what=f"the line {ready!r}")
         run.marks["notice"] = time.monotonic()
         announce(run)
     return during
@@ -175,12 +181,37 @@ def not_done_without_it(run: Run) -> str:
     return "" if kept else "the instance was not kept for the checkpoint to be copied"
 
 
+def restores(step: int, judge_copy: Callable[[Run, Path], str]) -> Callable[[Run], str]:
+    """`step` is published and what a replacement restores of it passes `judge_copy`."""
+    def judge(run: Run) -> str:
+        found = run.store.latest_step()
+        if found != step:
+            return f"exit {run.code}, latest.json at {found}"
+        restored = run.store.restore(run.folder.parent / "restored")
+        return judge_copy(run, restored) if restored is not None else f"step {step} did not restore"
+    return judge
+
+
+def holds(content: bytes) -> Callable[[Run, Path], str]:
+    return lambda run, restored: "" if restored.read_bytes() == content else f"restored {restored.read_bytes()!r}"
+
+
+def same_names_and_bytes(run: Run, restored: Path) -> str:
+    wanted, got = names_and_bytes(run.folder / restored.name), names_and_bytes(restored)
+    return "" if got == wanted and wanted else f"restored {sorted(got)}, saved {sorted(wanted)}"
+
+
+def warned_once(run: Run) -> str:
+    """Uploads that keep failing: status.json's warning says why, and one event per cause."""
+    warning = str((run.store.get_json("status.json") or {}).get("warning"))
+    if not warning.startswith("checkpoint uploads are failing"):
+        return f"status.json's warning: {warning!r}"
+    failing = run.store.events("upload_failing")
+    return "" if len(failing) == 1 else f"{len(failing)} upload_failing events"
+
+
 def ended(code: int) -> Callable[[Run], str]:
     return lambda run: "" if run.code == code else f"exit {run.code}"
-
-
-def named(text: str) -> Callable[[Run], str]:
-    return lambda run: "" if run.said(text) else f"no line saying {text!r}"
 
 
 def cases() -> list[Case]:
@@ -219,10 +250,18 @@ def cases() -> list[Case]:
              put("lease.json", b'{"owner": "i-dead", "token": 3, "expires_at": 99999999999, "written_at": 0}')),
         Case("names", "a file name that is not UTF-8",
              'mkdir -p "$CHECKPOINT_DIR/ckpt_5" && echo w > "$CHECKPOINT_DIR/ckpt_5/model.pt" && '
-             "echo x > \"$CHECKPOINT_DIR/ckpt_5/$(printf 'notes-\\377')\"; sleep 1; exit 0", named("is not UTF-8")),
-        Case("safe in S3", "the final checkpoint cannot reach S3 (a name S3 cannot take)",
-             'mkdir -p "$CHECKPOINT_DIR/ckpt_5" && echo w > "$CHECKPOINT_DIR/ckpt_5/model.pt" && '
-             "echo x > \"$CHECKPOINT_DIR/ckpt_5/$(printf 'notes-\\377')\"; sleep 1; exit 0", not_done_without_it),
+             "echo x > \"$CHECKPOINT_DIR/ckpt_5/$(printf 'notes-\\377')\"; sleep 1; exit 0",
+             restores(5, same_names_and_bytes)),
+        Case("names", "names that are not UTF-8 in every checkpoint, a folder's too", ODD_NAMES,
+             restores(30, same_names_and_bytes)),
+        Case("safe in S3", "the final checkpoint cannot reach S3 (a key over 1024 bytes)", NOTHING_STORABLE,
+             not_done_without_it),
+        Case("said", "every checkpoint fails to upload", NOTHING_STORABLE, warned_once),
+        Case("disk", "no inode left for staging, then a notice", FULL_DISK.format(wait=UNTIL_STOPPED),
+             restores(11, holds(b"weights-11")), inodes=64,
+             during=notice_when_ready(lambda run: run.imds.announce_interruption(), ready="step 10 failed: staging")),
+        Case("disk", "no inode left for staging at the job's end", FULL_DISK.format(wait=""),
+             restores(11, holds(b"weights-11")), inodes=64),
     ]
 
 
@@ -236,7 +275,9 @@ def run_case(index: int, case: Case, server: MotoServer, bucket: str, root: Path
     store = RemoteStore(s3, bucket, job)
     case.setup(store, folder)
     started = time.monotonic()
-    with FakeImds(instance_id=f"i-{job}") as imds, FaultProxy(server.port) as proxy:
+    with ExitStack() as disk, FakeImds(instance_id=f"i-{job}") as imds, FaultProxy(server.port) as proxy:
+        if case.inodes is not None:
+            disk.enter_context(tiny_tmpfs(folder, inodes=case.inodes, refused=refused))
         through_proxy = {**server.env(), "AWS_ENDPOINT_URL": proxy.endpoint}
         env = agent_env(through_proxy, bucket=bucket, job=job, checkpoint_dir=folder, imds_url=imds.url,
                         instance_id=f"i-{job}", command=case.command,
@@ -260,6 +301,10 @@ def run_case(index: int, case: Case, server: MotoServer, bucket: str, root: Path
             outcome = "wrong" if reason else "ok"
     return {"family": case.family, "case": case.name, "outcome": outcome, "reason": reason,
             "seconds": round(run.seconds, 1)}
+
+
+def refused(why: str) -> NoReturn:
+    raise SystemExit(why)
 
 
 def main() -> int:

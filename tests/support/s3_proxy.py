@@ -9,17 +9,27 @@ import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
 
 SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
+KEY_TOO_LONG = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>KeyTooLongError</Code>'
+                b"<Message>Your key is too long</Message></Error>")
+KEY_LIMIT_BYTES = 1024  # real S3 refuses a longer key; moto stores it
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+
+
+def object_key(path: str, host: str) -> str:
+    """The key a request names, path-style (`/bucket/key`, as for localhost) or virtual-hosted."""
+    name = unquote(urlsplit(path).path).lstrip("/")
+    return name.partition("/")[2] if host.split(":")[0] in ("localhost", "127.0.0.1") else name
 
 
 class FaultProxy:
     """Forwards to moto; answers the first `first_n` requests with 503 SlowDown and then a `fraction`
     of the rest with 503 SlowDown or (`resets` of them) a TCP reset after the request was read, so the
     client never learns whether it was applied. `delay` seconds are added to every forwarded request
-    that sends a body (a slow uplink)."""
+    that sends a body (a slow uplink). A write of a key over 1024 bytes is refused, as S3 does."""
 
     def __init__(self, upstream_port: int, *, first_n: int = 0, fraction: float = 0.0, resets: float = 0.5,
                  seed: int = 7, delay: float = 0.0) -> None:
@@ -57,6 +67,9 @@ class FaultProxy:
 
             def do_any(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.command in ("PUT", "POST") and \
+                        len(object_key(self.path, self.headers.get("Host", "")).encode()) > KEY_LIMIT_BYTES:
+                    return self.reply(400, {"Content-Type": "application/xml"}, KEY_TOO_LONG)
                 fault = proxy.choose_fault()
                 if fault == "reset":
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import errno
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 
 @contextmanager
-def tiny_tmpfs(where: Path, *, inodes: int, size: str = "8m") -> Iterator[Path]:
-    """`where` as a tmpfs of `inodes` inodes (its root takes one), unmounted afterwards."""
+def tiny_tmpfs(where: Path, *, inodes: int, size: str = "8m",
+               refused: Callable[[str], NoReturn] = pytest.skip) -> Iterator[Path]:
+    """`where` as a tmpfs of `inodes` inodes (its root takes one), unmounted afterwards. Where mounting
+    is not allowed, `refused` is told why (a test is skipped)."""
     where.mkdir(parents=True, exist_ok=True)
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},nr_inodes={inodes},mode=0755", "tmpfs",
                               str(where)], capture_output=True, text=True, check=False)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs at {where} ({mounted.stderr.strip()}): the full-disk tests need root")
+        refused(f"cannot mount a tmpfs at {where} ({mounted.stderr.strip()}): the full-disk cases need root")
     try:
         yield where
     finally:
