@@ -9,7 +9,7 @@ training (on a tmpfs of few inodes where a case asks: run as root), and judges w
   wrong   it did not (the reason says what happened)
   hangs   the agent did not finish within the case's bound (it is killed)
 Prints tried / ok / wrong / hangs as JSON, with every case that is not ok. Servers and agents are
-stopped at the end; everything is written under one temporary directory. About two minutes.
+stopped at the end; everything is written under one temporary directory. Two to four minutes.
 
     .venv/bin/python benchmarks/faults.py
 """
