@@ -81,3 +81,10 @@ def test_causes_name_what_went_wrong_without_the_step() -> None:
     assert cause_of(OSError(errno.ENOSPC, "No space left on device")) == "no space left on device (ENOSPC)"
     assert cause_of(RemoteStoreError("x", cause="files rewritten while they were uploaded")) \
         == "files rewritten while they were uploaded"
+
+
+def test_a_long_run_of_failures_names_its_last_three_steps() -> None:
+    watch, said = health()
+    for step in range(10, 60, 10):
+        watch.failed(step, "S3 answered SlowDown", urgent=False)
+    assert "(steps 30, 40, 50)" in said[-1].message

@@ -40,16 +40,16 @@ def cause_of(error: BaseException) -> str:
 @dataclass
 class UploadHealth:
     warn: Callable[[UploadWarning], None]
-    _failing: list[int] = field(default_factory=list)  # the steps failed since the last success
+    _failing: list[int] = field(default_factory=list)  # the last steps failed since the last success (3 kept)
     _said: set[str] = field(default_factory=set)
     _warned: bool = False  # a failure warning stands
 
     def failed(self, step: int, cause: str, *, urgent: bool) -> None:
         """`urgent`: the command has stopped, or the disk itself is the problem: warn at once."""
         if step not in self._failing:
-            self._failing.append(step)
+            self._failing = [*self._failing, step][-3:]
         if urgent or len(self._failing) >= 2:
-            newest = "" if len(self._failing) < 2 else f" (steps {', '.join(map(str, self._failing[-3:]))})"
+            newest = "" if len(self._failing) < 2 else f" (steps {', '.join(map(str, self._failing))})"
             self._warned = True
             self._say(f"{UPLOADS_FAILING}: {cause}{newest}; the newest checkpoint may be only on this "
                       "instance's disk", cause, step)
