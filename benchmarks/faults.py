@@ -5,7 +5,7 @@ checkpoint folder with no inode left and file names S3 cannot take as they are.
 Each case starts the agent process (`python -m spot_trainer agent`) against moto server and a local
 IMDS on 127.0.0.1 (S3 through a proxy a case can make fail), with a shell command standing in for
 training (on a tmpfs of few inodes where a case asks: run as root), and judges what it did:
-  ok      the rule of README's *Reliability* section held, in bounded time
+  ok      the rule of docs/architecture.md's rules under faults held, in bounded time
   wrong   it did not (the reason says what happened)
   hangs   the agent did not finish within the case's bound (it is killed)
 Prints tried / ok / wrong / hangs as JSON, with every case that is not ok. Servers and agents are
