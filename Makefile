@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # Most of the suite waits on real processes, servers and paced steps, so three workers fill two cores.
 TEST_WORKERS ?= 3
 
-.PHONY: demo test lint bench gpu-check synth clean
+.PHONY: demo test test-under-load lint bench gpu-check synth clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ test: $(STAMP) $(CHECKOV_STAMP)
 	$(PY) -m compileall -q trainer stacks localcloud tests jobs benchmarks app.py
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=10 $(PYTEST_ARGS)
 
+# The same suite beside two busy processes, one pinned to each of the first two cores (BUSY_CORES=N for
+# more): about half the machine, as on a slower or shared one. Every test must pass here too.
+test-under-load: $(STAMP) $(CHECKOV_STAMP)
+	bash tests/load/busy_beside.sh $(MAKE) test
+
 # ruff (lint + import order), mypy strict on the product (trainer/, stacks/, app.py), shellcheck on every
 # bash script that runs on an instance or stands in for one there.
 TYPECHECK_PATH := build/typecheck
@@ -43,7 +48,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	mkdir -p $(TYPECHECK_PATH) && ln -sfn $(CURDIR)/trainer $(TYPECHECK_PATH)/spot_trainer
 	$(VENV)/bin/mypy
-	$(VENV)/bin/shellcheck --severity=info userdata/*/*.sh localcloud/bin/*
+	$(VENV)/bin/shellcheck --severity=info userdata/*/*.sh localcloud/bin/* tests/load/*.sh
 
 bench: $(STAMP)
 	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done
