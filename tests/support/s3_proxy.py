@@ -8,6 +8,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
@@ -29,11 +30,13 @@ class FaultProxy:
     """Forwards to moto; answers the first `first_n` requests with 503 SlowDown and then a `fraction`
     of the rest with 503 SlowDown or (`resets` of them) a TCP reset after the request was read, so the
     client never learns whether it was applied. `delay` seconds are added to every forwarded request
-    that sends a body (a slow uplink). A write of a key over 1024 bytes is refused, as S3 does."""
+    that sends a body (a slow uplink). A write of a key over 1024 bytes is refused, as S3 does.
+    `before_write(key)` is called before a write (PUT or POST) is forwarded: it may hold it."""
 
     def __init__(self, upstream_port: int, *, first_n: int = 0, fraction: float = 0.0, resets: float = 0.5,
-                 seed: int = 7, delay: float = 0.0) -> None:
+                 seed: int = 7, delay: float = 0.0, before_write: Callable[[str], None] | None = None) -> None:
         self.upstream_port, self.first_n, self.delay = upstream_port, first_n, delay
+        self.before_write = before_write
         self.fraction, self.resets = fraction, resets
         self.random = random.Random(seed)
         self.lock = threading.Lock()
@@ -80,6 +83,8 @@ class FaultProxy:
                     return self.reply(503, {"Content-Type": "application/xml"}, SLOW_DOWN)
                 if body and proxy.delay:
                     time.sleep(proxy.delay)
+                if self.command in ("PUT", "POST") and proxy.before_write is not None:
+                    proxy.before_write(object_key(self.path, self.headers.get("Host", "")))
                 upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
                 try:
                     upstream.request(self.command, self.path, body=body, headers=dict(self.headers))

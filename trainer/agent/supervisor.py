@@ -55,6 +55,9 @@ LEFTOVER_SECONDS = 30.0  # how long processes may outlive the command's main pro
 HUNG = "hung"  # _supervise's outcome: no progress for the stall limit (hang_watch.py)
 OVER_BUDGET = "over budget"  # _supervise's outcome: the spending cap is reached (budget_watch.py)
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
+# Several nodes: beyond the grace period (the publisher's retries of its final checkpoint), how long a
+# node whose command finished waits for the publisher's uploads (final checkpoint, final outputs) to end.
+FINAL_UPLOAD_ALLOWANCE_SECONDS = 600.0
 
 
 def default_round_file(pid: int) -> Path:
@@ -283,6 +286,8 @@ class Agent:
                 # SIGTERM must not end the job. If it had really finished, the next run confirms DONE.
                 return self._interrupted(outcome, newest)
             if code == 0:
+                if self.config.distributed and not self._publishes():
+                    return self._after_the_publisher()
                 if self._publishes() and (missing := self._final_upload(uploader, newest)):
                     return self._failed(missing, failures, keep_instance=True)
                 if self.config.distributed:  # rank 0 may have written on another node
@@ -584,6 +589,32 @@ class Agent:
         self._end_job(f"training finished at checkpoint step {step}")
         return 0
 
+    def _after_the_publisher(self) -> int:
+        """Several nodes, the command finished on a node that does not publish: the job is DONE only once
+        the publisher has its final state in S3, so this node never ends the job (nor scales the group
+        under the publisher's upload); it leaves with the publisher's recorded end, waited for bounded."""
+        bound = self.config.grace_seconds + FINAL_UPLOAD_ALLOWANCE_SECONDS
+        self.log(f"the command finished; waiting up to {bound:.0f}s for the node that publishes to have the final "
+                 "state in S3 and end the job")
+        awaited = self._world().await_ending(self.started_at, bound, self._notices.reason)
+        if awaited.ending is not None:
+            return self._ended_elsewhere(awaited.ending)
+        if awaited.notice is not None:  # taken away while the publisher uploads: this node's part is over
+            return self._interrupted(awaited.notice, None)
+        # No end recorded in time (the publisher lost, or its upload slower than the bound). Ending DONE could
+        # claim a final state S3 does not hold, and scaling to zero would stop a publisher still uploading:
+        # the job stays the publisher's to end, and the stall alarm's if it never does.
+        try:
+            step = self.clients.store.latest_step()
+            newest = "none yet" if step is None else str(step)
+        except RemoteStoreError as error:
+            newest = f"unknown ({error})"
+        self.telemetry.warn(f"the command finished here, but the node that publishes recorded no end of the job "
+                            f"within {bound:.0f}s (newest step in S3: {newest}): the job is not marked DONE and its "
+                            "group is not scaled to zero; the node that publishes ends it once its final state is "
+                            "in S3, else the stall alarm reports the job")
+        return 0
+
     def _stopped_by_budget(self, reason: str, step: int | None) -> int:
         """At the spending cap: neither done nor failed. A higher cap and capacity resume the job."""
         if self.config.distributed and (ending := self._world().ended_by_a_peer(self.started_at)):
@@ -620,7 +651,9 @@ class Agent:
             self.log(f"another node gave up on the job ({reason}); this one leaves too")
         else:
             self._require_reporter().update(state=states.DONE)
-            self.log("another node finished the job; this one leaves too")
+            step = ending.get("step")
+            at = f" at checkpoint step {step}" if step is not None else ""
+            self.log(f"another node finished the job{at}; this one leaves too")
         self._own_group().release()
         return EXIT_FAILED if ending.get("kind") == "failed" else 0
 

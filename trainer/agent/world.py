@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..storage import layouts
-from ..storage.remote import RemoteStore
+from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .budget_watch import BUDGET_EVENT
@@ -21,6 +21,15 @@ from .config import AgentConfig
 from .imds import ImdsClient
 
 NewestLocal = Callable[[], "tuple[int, Path] | None"]
+
+
+@dataclass(frozen=True)
+class AwaitedEnd:
+    """How a wait for the publisher's end of the job ended: its record (which decides), a notice here, or
+    neither in time."""
+
+    ending: dict[str, Any] | None = None
+    notice: str | None = None
 
 
 @dataclass
@@ -50,6 +59,23 @@ class World:
         if status.get("state") in (states.DONE, states.FAILED):
             return {"kind": str(status["state"]).lower(), "reason": status.get("reason", "")}
         return None
+
+    def await_ending(self, since: float, bound_seconds: float, notice: Callable[[], str | None]) -> AwaitedEnd:
+        """Wait up to `bound_seconds` for a peer to record the job's end (`ended_by_a_peer`), answering a
+        notice or a stop request here at once. The notice is read first: a peer records its end before it
+        scales the group in, so a scale-in it caused comes with its record."""
+        deadline = time.monotonic() + bound_seconds
+        while True:
+            reason = notice() or ("agent asked to stop" if self.stop_requested.is_set() else None)
+            try:
+                ending = self.ended_by_a_peer(since)
+            except RemoteStoreError:  # S3 having a bad minute: asked again at the next poll, within the bound
+                ending = None
+            if ending is not None or reason is not None:
+                return AwaitedEnd(ending=ending, notice=reason)
+            if (left := deadline - time.monotonic()) <= 0:
+                return AwaitedEnd()
+            self.stop_requested.wait(min(self.config.poll_seconds, left))
 
     def catch_up(self, uploader: CheckpointUploader, group_stop_step: int | None, published: bool,
                  newest_local: NewestLocal, prepare: Callable[[Path | None], None]) -> Path | None:
