@@ -4,7 +4,8 @@ power-off, and training must move on in S3 before the next loss.
 
 Every wait here is bounded by progress, not by an assumed pace: it fails when the cluster shows
 nothing new (no line from any node, no new step in S3) for STALL_SECONDS — a hang, on any machine —
-or when it passes MOST_SECONDS in all, and waits as long as a slow machine keeps training."""
+or once the scenario has run MOST_SECONDS since its cluster started, and waits as long as a slow
+machine keeps training until then."""
 
 from __future__ import annotations
 
@@ -19,24 +20,24 @@ from tests.integration.agent_runner import AgentProcess
 from tests.integration.test_multinode import Cluster
 
 STALL_SECONDS = 120.0  # nothing new from any node nor in S3 for this long is a hang
-MOST_SECONDS = 600.0
+MOST_SECONDS = 900.0  # the whole scenario, from its cluster's start
 # For the modules that play the three losses: above the suite's 300 s a test, since a loaded machine
-# may well need more, and above every bound here, so that a failure shows the nodes' logs.
-TIMEOUT = pytest.mark.timeout(2 * MOST_SECONDS)
+# may well need more, and above the scenario's bound, so that a failure shows the nodes' logs.
+TIMEOUT = pytest.mark.timeout(MOST_SECONDS + 300)
 
 
 def wait_while_progressing(group: Cluster, store: RemoteStore, done: Callable[[], bool], what: str) -> None:
     """Until `done()`; an AssertionError with every node's log once the cluster stalls or runs too long."""
-    started = last_change = time.monotonic()
+    last_change = time.monotonic()
     seen: tuple[int, int | None] | None = None
     while not done():
         now = time.monotonic()
         progress = (sum(len(agent.lines) for agent in group.agents), store.latest_step())
         if progress != seen:
             seen, last_change = progress, now
-        if now - last_change > STALL_SECONDS or now - started > MOST_SECONDS:
-            why = "nothing new" if now - last_change > STALL_SECONDS else "still going"
-            raise AssertionError(f"{what}: {why} after {now - started:.0f} s:\n"
+        if now - last_change > STALL_SECONDS or now - group.started_at > MOST_SECONDS:
+            why = f"nothing new for {STALL_SECONDS:.0f} s" if now - last_change > STALL_SECONDS else "still going"
+            raise AssertionError(f"{what}: {why}, {now - group.started_at:.0f} s into the scenario:\n"
                                  + "\n\n".join(agent.text() for agent in group.agents))
         time.sleep(0.2)
 

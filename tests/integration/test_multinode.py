@@ -40,6 +40,7 @@ class Cluster:
     settings: dict[str, str]
     agents: list[AgentProcess] = field(default_factory=list)
     folder: str = ""  # the checkpoint folder inside each node's own directory (its working directory)
+    started_at: float = field(default_factory=time.monotonic)
 
     @property
     def gate(self) -> Path:
@@ -76,7 +77,8 @@ def cluster(aws_env: dict[str, str], bucket: str, job: str, root: Path, *, nodes
         group = Cluster(aws_env, bucket, job, root, stack, settings, folder=folder)
         if held:
             group.gate.touch()
-            settings["train_args"] = f"{TRAIN_ARGS} --hold-at-step {HOLD_AT} --hold-while {group.gate}"
+            settings["train_args"] = f"{settings.get('train_args', TRAIN_ARGS)} --hold-at-step {HOLD_AT} " \
+                                     f"--hold-while {group.gate}"
         for _ in range(nodes):
             group.add()
         try:

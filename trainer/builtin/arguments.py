@@ -64,7 +64,7 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
                         help="pace steps to at least S seconds each (demos, tests); results are unchanged")
     parser.add_argument("--hold-at-step", type=positive_int, default=None, metavar="K",
                         help="with --hold-while: from step K on, wait at each step boundary while PATH exists "
-                             "(demos, tests: a fault injected while training runs); a stop request still saves")
+                             "(demos, tests: a fault injected while training runs); a stop to any rank ends it, saved")
     parser.add_argument("--hold-while", default=None, metavar="PATH", help="the file --hold-at-step waits on")
     parser.add_argument("--width", type=positive_int, default=None, help="model width (resnet 16, lm 64)")
     parser.add_argument("--context", type=positive_int, default=64, help="lm: bytes per sample")

@@ -46,7 +46,7 @@ from .determinism import (
     prepare_process,
 )
 from .group import SOLO, Group, join_group
-from .hold import hold_at
+from .hold import Hold
 from .models import build_model, compute_loss
 from .ordered_reduce import average_in_rank_order
 from .platform_record import current_platform
@@ -173,8 +173,9 @@ def run(args: argparse.Namespace, stop: StopFlag, group: Group = SOLO) -> int:
     stop.install()  # from here a stop request is saved at a step boundary
     last_save = time.monotonic()
     window_start, window_steps = time.perf_counter(), 0
+    hold = Hold(args.hold_at_step, Path(args.hold_while) if args.hold_while else None)
     while session.step < args.steps:
-        hold_at(session.step, args.hold_at_step, args.hold_while, stop)
+        hold.wait(session.step, stop, group)
         if group.any(stop.signal_name is not None):
             return emergency_stop(session, store, saved_step, stop.signal_name or "a peer's stop request")
         step_started = time.perf_counter()
