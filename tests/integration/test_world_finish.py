@@ -51,3 +51,13 @@ def test_a_done_event_from_before_this_agent_started_is_an_earlier_run_of_the_jo
     started = time.time()
     assert node(s3, bucket, "i-new").ended_by_a_peer(started) is None
     assert [event["kind"] for event in earlier.store.events(since=started - 60)] == ["done", "interruption"]
+
+
+def test_a_peers_done_status_seen_before_its_event_still_names_the_published_step(s3: Any, bucket: str) -> None:
+    """Every node writes the one status record and the finisher's event may land a moment later: the
+    step a leaving node names comes from the record then, not from nowhere."""
+    started = time.time()
+    leaving, finisher = node(s3, bucket, "i-leaving"), node(s3, bucket, "i-finisher")
+    finisher.store.put_json(STATUS_NAME, {"state": DONE, "checkpoint_step": 300})
+    ending = leaving.ended_by_a_peer(started) or {}
+    assert (ending.get("kind"), ending.get("step")) == ("done", 300)

@@ -584,8 +584,9 @@ class Agent:
         return 0
 
     def _done(self, step: int | None) -> int:
-        self._require_reporter().update(state=states.DONE)
+        # The event first: a peer that sees status.json DONE then finds the event, with the step, beside it.
         self.telemetry.event("done", step=step)
+        self._require_reporter().update(state=states.DONE)
         self._end_job(f"training finished at checkpoint step {step}")
         return 0
 

@@ -57,7 +57,8 @@ class World:
             return endings[-1]
         status = self.store.read_record(states.STATUS_NAME) or {}
         if status.get("state") in (states.DONE, states.FAILED):
-            return {"kind": str(status["state"]).lower(), "reason": status.get("reason", "")}
+            return {"kind": str(status["state"]).lower(), "reason": status.get("reason", ""),
+                    "step": status.get("checkpoint_step")}
         return None
 
     def await_ending(self, since: float, bound_seconds: float, notice: Callable[[], str | None]) -> AwaitedEnd:
