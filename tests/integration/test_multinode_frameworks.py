@@ -53,6 +53,12 @@ KINDS = {
 }
 
 
+# Seen once, [lightning], with the suite beside six busy processes (three times the load of make
+# test-under-load): round 0 ended before any loss, rank 1's torchrun stopping its worker during
+# Lightning's set-up broadcast and ranks 0 and 2 seeing "Connection closed by peer"; the same world's
+# second round then spent the restart budget of 1 and the job failed. Not seen in five runs at the
+# documented loads. Suspected: a node's rendezvous keep-alive missed for 6 s under that load, read as a
+# node leaving and rejoining in the same world.
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_an_unmodified_script_survives_every_kind_of_lost_node(
     aws_env: dict[str, str], bucket: str, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
