@@ -66,11 +66,13 @@ def held(command: str, gates: Path, *steps: int) -> str:
 
 
 def lose_each_kind_of_node(group: Cluster, store: RemoteStore, *, first: int, gap: int,
-                           gates: Path | None = None) -> None:
+                           gates: Path | None = None, after_each: Callable[[], None] = lambda: None) -> None:
     """Once S3 holds step `first`, each loss in turn, each after S3 has moved `gap` steps past the last.
-    With `gates` (see `held`), the command waits at each of those steps until its loss is in."""
+    With `gates` (see `held`), the command waits at each of those steps until its loss is in.
+    `after_each` checks what S3 holds each time training has moved on after a loss."""
     def after(step: int, what: str) -> int:
         wait_while_progressing(group, store, lambda: (store.latest_step() or 0) >= step, f"no {what}")
+        after_each()
         return store.latest_step() or 0
 
     def release() -> None:

@@ -24,9 +24,10 @@ from typing import Any
 from ..costs.spot_prices import SpotPriceSource
 from ..rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, read_round
 from ..signals import parse_signal
-from ..storage import job_keys, layouts, staging
+from ..storage import job_keys, layouts, shards, staging
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore, RemoteStoreError
+from ..storage.step_parts import StepParts
 from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .aws_clients import AutoScalingClient
@@ -45,6 +46,7 @@ from .notify import Notifier, SnsClient
 from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
 from .round_failures import CHANGED, EXHAUSTED, RoundFailures
 from .save_watch import SaveWatch
+from .sharded_saves import PART_WAIT_SECONDS, ShardedSaves, wait_for_part
 from .status import JobStatus, StatusReporter, utc_text
 from .telemetry import RunTelemetry
 from .torchrun import torchrun_argv, worker_argv
@@ -105,6 +107,7 @@ class Agent:
     _said_round: Round | None = None
     _round_failures: RoundFailures = field(init=False)
     _hang: HangWatch = field(init=False)
+    _sharded: ShardedSaves | None = None  # several nodes: this node's part of each save DCP wrote in shards
 
     def __post_init__(self) -> None:
         self.telemetry = RunTelemetry(store=self.clients.store, cloud=self.clients.cloud)
@@ -148,8 +151,11 @@ class Agent:
         if self._budget is not None and (why := self._budget.reason_to_stop()):
             return self._stopped_by_budget(why, store.latest_step())  # a cap not raised: no command to start
         resume_from, remote_step = self._restore()
+        if self.config.distributed:
+            self._sharded = ShardedSaves(StepParts(store), Path(self.config.checkpoint_dir), self.log,
+                                         self.telemetry.event)
         uploader = CheckpointUploader(
-            lambda path, step: store.upload(path, step, lease=None if self.config.distributed else self.clients.lease),
+            self._upload,
             self.telemetry.uploaded,
             uploaded_step=remote_step,
             log=self.log,
@@ -164,6 +170,13 @@ class Agent:
             uploader.close()
             if self._budget is not None:
                 self._budget.stop()
+
+    def _upload(self, path: Path, step: int) -> bool | str:
+        """The uploader's work: a checkpoint written in shards on several nodes goes up as this node's part."""
+        if self._sharded is not None and shards.is_sharded(path):
+            return self._sharded.upload(path, step)
+        lease = None if self.config.distributed else self.clients.lease
+        return self.clients.store.upload(path, step, lease=lease)
 
     def _forward_bootstrap_log(self) -> None:
         """User data logs to a file before any agent exists; its lines join this instance's stream."""
@@ -287,7 +300,7 @@ class Agent:
                 return self._interrupted(outcome, newest)
             if code == 0:
                 if self.config.distributed and not self._publishes():
-                    return self._after_the_publisher()
+                    return self._after_the_publisher(uploader)
                 if self._publishes() and (missing := self._final_upload(uploader, newest)):
                     return self._failed(missing, failures, keep_instance=True)
                 if self.config.distributed:  # rank 0 may have written on another node
@@ -301,6 +314,7 @@ class Agent:
             if self.config.distributed:
                 if self._round_ended(reason, code) == EXHAUSTED:
                     return self._failed(self._round_failures.reason, self._round_failures.count)
+                self._settle_parts(uploader)  # before the next round sets this disk's newer saves aside
                 resume_from = self._catch_up(uploader)
                 continue
             failures += 1
@@ -357,6 +371,9 @@ class Agent:
     def _final_not_in_s3(self, uploaded: int | None) -> str:
         """Why the job must not end DONE: its newest checkpoint is only on this disk ('' when in S3)."""
         local = self._newest_local(writer_done=True)
+        part = self._sharded.coordinator_part(writer_done=True) if self._sharded is not None else None
+        if part is not None and (local is None or part.step > local[0]):
+            local = (part.step, part.path)
         if local is None or (uploaded is not None and local[0] <= uploaded):
             return ""
         try:
@@ -365,6 +382,8 @@ class Agent:
             return f"the final checkpoint (step {local[0]}) could not be confirmed in S3 ({error})"
         if in_s3 is not None and in_s3 >= local[0]:
             return ""
+        if part is not None and self._sharded is not None and part.step == local[0]:
+            return f"the final checkpoint (step {local[0]}) is not whole in S3 yet: {self._sharded.awaited(local[0])}"
         return f"the final checkpoint (step {local[0]}) did not reach S3: it is only on this instance's disk"
 
     def _confirmed_in_s3(self, step: int | None) -> bool:
@@ -513,6 +532,10 @@ class Agent:
         newest = self._newest_local(writer_done=exited or handover)
         if newest is not None and (self._publishes(round_) or handover):
             uploader.offer(*newest)
+        if self._sharded is not None:  # every node sends its own shards, publisher or not
+            if (part := self._sharded.ready(writer_done=exited or handover, above=uploader.offered_step)) is not None:
+                uploader.offer(part.step, part.path)
+            self._sharded.check(self.clients.store.latest_step)
         return newest
 
     def _stop_leftovers(self, command: CommandProcess, main_code: int, exited_at: float) -> int | None:
@@ -559,11 +582,27 @@ class Agent:
         newest = self._newest_local(writer_done=True) if self._publishes() else None
         if newest is not None:
             uploader.offer(*newest, writer_done=True)
+        self._settle_parts(uploader)
         uploader.drain()
         if newest is not None and uploader.offer(*newest, retry=True, writer_done=True):
             self.log(f"retrying the upload of checkpoint step {newest[0]}")
             uploader.drain()
         return uploader.uploaded_step
+
+    def _settle_parts(self, uploader: CheckpointUploader) -> None:
+        """Several nodes, the command has stopped: this node's part of its newest sharded save goes up, once
+        the coordinator's record shows that save ended on every rank (waited for, bounded)."""
+        if self._sharded is None:
+            return
+        above = uploader.offered_step
+        if self._sharded.pending_here(above) is not None:
+            self.log("waiting for the node holding .metadata to send its part of the newest save here, so that "
+                     "this node's shards follow")
+        bound = min(self.config.grace_seconds, PART_WAIT_SECONDS)
+        part = wait_for_part(self._sharded, above, bound, self.stop_requested, self.config.poll_seconds)
+        if part is not None:
+            uploader.offer(part.step, part.path, writer_done=True)
+        uploader.drain()
 
     # ---- endings ------------------------------------------------------------------------------
     def _interrupted(self, reason: str, step: int | None) -> int:
@@ -590,10 +629,12 @@ class Agent:
         self._end_job(f"training finished at checkpoint step {step}")
         return 0
 
-    def _after_the_publisher(self) -> int:
+    def _after_the_publisher(self, uploader: CheckpointUploader) -> int:
         """Several nodes, the command finished on a node that does not publish: the job is DONE only once
         the publisher has its final state in S3, so this node never ends the job (nor scales the group
-        under the publisher's upload); it leaves with the publisher's recorded end, waited for bounded."""
+        under the publisher's upload); it leaves with the publisher's recorded end, waited for bounded.
+        Its own shards of the final save go up first: without them that step is never whole."""
+        self._settle_uploads(uploader)
         bound = self.config.grace_seconds + FINAL_UPLOAD_ALLOWANCE_SECONDS
         self.log(f"the command finished; waiting up to {bound:.0f}s for the node that publishes to have the final "
                  "state in S3 and end the job")

@@ -121,7 +121,7 @@ class RunTelemetry:
     def uploaded(self, done: Uploaded) -> None:
         self.last_upload_seconds = done.seconds
         self.event("checkpoint", step=done.step, upload_seconds=round(done.seconds, 3), bytes=done.bytes,
-                   published=done.published)
+                   published=done.published, **({"part": True} if done.part else {}))
         if done.published:
             self.update(checkpoint_step=done.step)
             if self.reporter is not None and (self.reporter.status.step or 0) < done.step:
@@ -132,6 +132,9 @@ class RunTelemetry:
                 self.cloud.metric("Step", done.step, "Count")
         if done.published:
             self.log(f"checkpoint step {done.step} uploaded in {done.seconds:.2f}s ({done.bytes} bytes)")
+        elif done.part:
+            self.log(f"checkpoint step {done.step}: this node's shards uploaded in {done.seconds:.2f}s ({done.bytes} "
+                     "bytes); the step counts once every node's shards are in S3")
         else:  # never quietly: a newer step in S3 outranks this one, and a restart resumes from that
             self.log(f"checkpoint step {done.step} was not published: S3's latest.json "
                      f"already names a newer step or lease holder; this step stays on this disk only")

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import library_saves, series
+from . import library_saves, series, shards
 from .lightning_step import archive_step
 from .names import MARKER_FILE, parse_step, read_marker
 from .regular_files import read_regular_text
@@ -96,15 +96,17 @@ def classify(path: Path, *, in_series: bool = True) -> tuple[str, int] | None:
 
 
 def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = False,
-                    strict: bool = False) -> Checkpoint | None:
+                    strict: bool = False, shards_elsewhere: bool = False) -> Checkpoint | None:
     """The highest step whose checkpoint is complete (ours first when two layouts share a step, and a named
-    file before a last.ckpt of the same step)."""
+    file before a last.ckpt of the same step). With `shards_elsewhere` (several nodes), a checkpoint DCP
+    wrote in shards counts once this disk holds its coordinator's part (shards.py)."""
     # Newest first, and stop at the first complete one: each poll checks one or two entries, not all.
     candidates = sorted(_entries(directory), key=lambda item: (-item[0], _PREFERENCE.index(item[1]),
                                                               bool(LIGHTNING_LAST.match(item[2].name))))
     highest = candidates[0][0] if candidates else -1
     for step, layout, path in candidates:
-        if _complete(layout, step, path, writer_done or step < highest, strict=strict):
+        if _complete(layout, step, path, writer_done or step < highest, strict=strict,
+                     shards_elsewhere=shards_elsewhere):
             return Checkpoint(step, path, layout)
     return None
 
@@ -117,6 +119,12 @@ def _entries(directory: str | os.PathLike[str]) -> list[tuple[int, str, Path]]:
     if not root.is_dir():
         return []
     return [(kind[1], kind[0], entry) for entry in root.iterdir() if (kind := classify(entry)) is not None]
+
+
+def checkpoints_in(directory: str | os.PathLike[str]) -> list[Checkpoint]:
+    """Every entry the layouts take for a checkpoint, complete or not, newest first."""
+    return [Checkpoint(step, path, layout) for step, layout, path in sorted(_entries(directory), reverse=True,
+                                                                           key=lambda item: item[0])]
 
 
 def complete_below(directory: str | os.PathLike[str], step: int,
@@ -132,17 +140,35 @@ def step_of(path: Path) -> int | None:
     return kind[1] if kind else None
 
 
-def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool = False) -> bool:
+def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool = False,
+              shards_elsewhere: bool = False) -> bool:
+    """The layout's own rule, and every folder DCP wrote inside the checkpoint whole (HF's and
+    Accelerate's FSDP `pytorch_model_fsdp_0/` are written before the files their rule reads)."""
+    return (_layout_complete(layout, step, path, superseded, strict=strict, shards_elsewhere=shards_elsewhere)
+            and _inner_dcp_whole(path, shards_elsewhere))
+
+
+def _inner_dcp_whole(path: Path, shards_elsewhere: bool) -> bool:
+    try:
+        inner = [folder for folder in shards.dcp_folders(path) if folder]
+        return all(library_saves.whole(path / folder, True, shards_elsewhere=shards_elsewhere) for folder in inner)
+    except OSError:
+        return False
+
+
+def _layout_complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool,
+                     shards_elsewhere: bool) -> bool:
     try:
         if layout == LIGHTNING and path.is_dir():  # FSDP's sharded checkpoint: its shards, then meta.pt
-            return bool(library_saves.whole(path, superseded)) and zip_readable(path / LIGHTNING_SHARDED_META)
+            return (bool(library_saves.whole(path, superseded, shards_elsewhere=shards_elsewhere))
+                    and zip_readable(path / LIGHTNING_SHARDED_META))
         if layout == LIGHTNING:
             return path.is_file() and zip_readable(path)
         if layout == OURS and path.is_dir() and (path / MARKER_FILE).exists():
             return read_marker(path) is not None  # the built-in trainer's marker decides
         if layout == HF and _hf_state_step(path) == step:
             return True
-        if (by_library := library_saves.whole(path, superseded)) is not None:
+        if (by_library := library_saves.whole(path, superseded, shards_elsewhere=shards_elsewhere)) is not None:
             return by_library
         if layout == OURS:  # write, then rename: whole on appearance, but nothing proves it
             return not strict and (path.stat().st_size > 0 if path.is_file() else any(path.iterdir()))

@@ -19,17 +19,15 @@ directory is called (`step-<N>`, `checkpoint-<N>`, `step_<N>`):
 
 from __future__ import annotations
 
-import pickletools
 import re
 import time
 from pathlib import Path
 
-from .regular_files import open_regular
+from . import shards
 from .whole_files import file_whole
 
 DCP, ACCELERATE = "torch.distributed.checkpoint", "accelerate"
-DCP_METADATA = ".metadata"
-DCP_SHARD_SUFFIX = ".distcp"
+DCP_METADATA = shards.METADATA
 _ACCELERATE_RNG = re.compile(r"^random_states_\d+\.pkl$")
 _RANK_0_RNG = "random_states_0.pkl"  # rank 0 writes the model and optimizer before it
 SETTLE_SECONDS = 2.0
@@ -43,40 +41,31 @@ def library_of(path: Path) -> str | None:
         return None
 
 
-def whole(path: Path, superseded: bool) -> bool | None:
+def whole(path: Path, superseded: bool, *, shards_elsewhere: bool = False) -> bool | None:
     """Whether a library's directory is whole (`superseded`: a newer one has begun, or its writer is
-    gone); None when no library's files show, so the directory's layout decides alone."""
+    gone); None when no library's files show, so the directory's layout decides alone. With
+    `shards_elsewhere` (several nodes), a DCP folder is this node's part once its `.metadata` reads:
+    the other nodes' ranks hold the rest of its shards (shards.py)."""
     entries = list(path.iterdir()) if path.is_dir() else []  # listed once: each poll looks again
     library = _library([entry.name for entry in entries])
     if library == DCP:
-        return _dcp_whole(path)
+        return _dcp_whole(path, shards_elsewhere)
     if library == ACCELERATE:
         return _accelerate_whole(entries, superseded)
     return None
 
 
 def _library(names: list[str]) -> str | None:
-    if DCP_METADATA in names or any(name.endswith(DCP_SHARD_SUFFIX) for name in names):
+    if shards.is_dcp_folder(names):
         return DCP
     if any(_ACCELERATE_RNG.match(name) for name in names):
         return ACCELERATE
     return None
 
 
-def _dcp_whole(path: Path) -> bool:
-    shards = _listed_shards(path / DCP_METADATA)
-    return shards is not None and all((path / name).is_file() for name in shards)
-
-
-def _listed_shards(metadata: Path) -> set[str] | None:
-    """The shard files `.metadata` names, read from its pickle's opcodes without running them; None
-    when it is missing or unreadable."""
-    try:
-        with open_regular(metadata) as stream:
-            return {argument for _, argument, _ in pickletools.genops(stream)
-                    if isinstance(argument, str) and argument.endswith(DCP_SHARD_SUFFIX)}
-    except Exception:  # whatever a damaged pickle raises, it proves nothing
-        return None
+def _dcp_whole(path: Path, shards_elsewhere: bool) -> bool:
+    listed = shards.listed_in_file(path / DCP_METADATA)
+    return listed is not None and (shards_elsewhere or all((path / name).is_file() for name in listed))
 
 
 def _accelerate_whole(entries: list[Path], superseded: bool) -> bool:

@@ -183,8 +183,32 @@ class RemoteStore:
             log.warning("checkpoint step %d: left out %s (an S3 key is at most 1024 bytes): shorten their paths; "
                         "the rest is uploaded", step, _names(left_out))
             self.on_left_out(step, [shown(name) for name in left_out])
-        files = {key: path for key, (_, path) in stored.items()}
         started = time.monotonic()
+        entries = self.send_files(local, stored, prefix)
+        manifest: dict[str, Any] = {
+            "step": step,
+            "kind": "file" if local.is_file() else "directory",
+            "name": local.name,
+            "block_bytes": BLOCK_BYTES,
+            "files": entries,
+            "written_at": time.time(),
+            "instance": self.instance,
+        }
+        if left_out:
+            manifest["left_out"] = [shown(name) for name in left_out]
+        self._put(prefix + MANIFEST, manifest)
+        size = sum(entry["size"] for entry in entries.values())
+        log.info("uploaded step %d (%d files, %.1f MB) in %.1fs", step, len(entries), size / 1e6,
+                 time.monotonic() - started)
+        published = self.publish(step, lease=lease, read=(current, etag))
+        if published:
+            self.apply_retention(latest=step)
+        return published
+
+    def send_files(self, local: Path, stored: dict[str, tuple[str, Path]], prefix: str) -> dict[str, Any]:
+        """Upload key → (name, path) under the absolute `prefix`, hashed as the bytes go out and confirmed at
+        full size; key → manifest entry (size, block SHA-256s, name). A file rewritten meanwhile fails it."""
+        files = {key: path for key, (_, path) in stored.items()}
         try:
             before = {key: _version(path) for key, path in files.items()}
             with ThreadPoolExecutor(max_workers=1) as hasher:
@@ -201,26 +225,8 @@ class RemoteStore:
         except OSError as error:
             raise RemoteStoreError(f"checkpoint {local} changed while uploading: {error}") from error
         self._confirm_sizes(prefix, sizes)
-        manifest: dict[str, Any] = {
-            "step": step,
-            "kind": "file" if local.is_file() else "directory",
-            "name": local.name,
-            "block_bytes": BLOCK_BYTES,
-            "files": {key: {"size": sizes[key], "sha256_blocks": blocks[key], **manifest_fields(name, key)}
-                      for key, (name, _) in stored.items()},
-            "written_at": time.time(),
-            "instance": self.instance,
-        }
-        if left_out:
-            manifest["left_out"] = [shown(name) for name in left_out]
-        self._put(prefix + MANIFEST, manifest)
-        size = sum(sizes.values())
-        log.info("uploaded step %d (%d files, %.1f MB) in %.1fs", step, len(files), size / 1e6,
-                 time.monotonic() - started)
-        published = self.publish(step, lease=lease, read=(current, etag))
-        if published:
-            self.apply_retention(latest=step)
-        return published
+        return {key: {"size": sizes[key], "sha256_blocks": blocks[key], **manifest_fields(name, key)}
+                for key, (name, _) in stored.items()}
 
     def upload_files(self, files: dict[str, Path], prefix: str) -> int:
         """Upload name → file under `<job>/<prefix>`, each confirmed at its full size; the bytes sent."""
@@ -423,6 +429,13 @@ class RemoteStore:
             except (ClientError, BotoCoreError) as error:
                 log.warning("could not delete old checkpoint step %d (%s); will retry next time", step, error)
         return doomed
+
+    def delete_step(self, step: int) -> None:
+        """Remove every object of an unpublished step (its manifest first)."""
+        try:
+            self._delete_prefix(self.step_prefix(step))
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{self.step_prefix(step)}: {error}") from error
 
     def has_checkpoint(self, step: int) -> bool:
         """The step's manifest is in S3: its checkpoint is complete and restorable."""

@@ -23,6 +23,8 @@ from .regular_files import links_in
 from .staging import release, stage
 from .upload_health import UploadHealth, UploadWarning, cause_of
 
+PART = "part"  # what an upload returns when it sent this node's part of a step not yet whole (step_parts.py)
+
 
 @dataclass(frozen=True)
 class Uploaded:
@@ -30,6 +32,7 @@ class Uploaded:
     seconds: float
     bytes: int
     published: bool  # False when latest.json already held a newer step or the lease was lost
+    part: bool = False  # this node's part of a sharded step went up; the step counts once every part has
 
 
 def size_of(path: Path) -> int:
@@ -43,7 +46,7 @@ class CheckpointUploader:
 
     def __init__(
         self,
-        upload: Callable[[Path, int], bool],
+        upload: Callable[[Path, int], bool | str],
         on_uploaded: Callable[[Uploaded], None],
         *,
         uploaded_step: int | None = None,
@@ -78,6 +81,12 @@ class CheckpointUploader:
             self._pending = (step, path, writer_done)
             self._cond.notify_all()
             return True
+
+    @property
+    def offered_step(self) -> int | None:
+        """The newest step offered so far: nothing at or below it is offered again."""
+        with self._cond:
+            return self._offered_step
 
     def already_in_s3(self, step: int) -> None:
         """`step` came from S3 (another node wrote it): nothing at or below it needs uploading."""
@@ -142,7 +151,7 @@ class CheckpointUploader:
             return
         try:
             size = size_of(staged)
-            published = self._upload(staged, step)
+            outcome = self._upload(staged, step)
         except Exception as error:  # S3 down after retries, a file that changed: the next may succeed
             self._log(f"upload of checkpoint step {step} failed: {_one_line(error)}")
             self._mark_failed(step)
@@ -151,11 +160,12 @@ class CheckpointUploader:
         finally:
             if staged is not None and staged != path:
                 release(staged)
+        published = outcome is True
         if published:
             self.uploaded_step = max(step, self.uploaded_step or 0)
         self.health.succeeded(step)
         try:
-            self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published))
+            self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published, part=outcome == PART))
         except Exception as error:  # reporting is secondary; the worker must live on
             self._log(f"recording the upload of step {step} failed: {_one_line(error)}")
 

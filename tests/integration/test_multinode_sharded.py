@@ -1,0 +1,102 @@
+"""An FSDP2 (`fully_shard`) + torch.distributed.checkpoint script of torchtitan's shape
+(tests/fixtures/plain_scripts/fsdp_dcp.py) on three nodes with `min_nodes = 2`: every rank writes its
+own shard of `step-<N>/` to its own disk and only rank 0's disk gets `.metadata`. Every node uploads
+its shards, a step is published only once every shard its `.metadata` lists is in S3, every node of a
+round resumes that whole step — at whatever node count the round has, through DCP's resharding."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from spot_trainer.storage import shards
+from spot_trainer.storage.remote import MANIFEST, RemoteStore
+from tests.integration.lost_nodes import (
+    TIMEOUT,
+    every_node_finishes,
+    held,
+    lose_each_kind_of_node,
+    no_lost_node_was_a_failure,
+)
+from tests.integration.test_multinode import Cluster, cluster, job_store
+
+pytestmark = TIMEOUT
+
+STEPS = 90
+FSDP_DCP = Path(__file__).resolve().parents[1] / "fixtures" / "plain_scripts" / "fsdp_dcp.py"
+
+
+def whole_in_s3(store: RemoteStore, step: int) -> list[str]:
+    """The published step's manifest names its `.metadata` and every shard that `.metadata` lists; the
+    shard names, as the manifest gives them."""
+    manifest = store.get_json(store.step_prefix(step) + MANIFEST, absolute=True)
+    assert manifest is not None, f"step {step} is published without a manifest"
+    names = set(manifest["files"])
+    assert shards.METADATA in names, sorted(names)
+    body = store.s3.get_object(Bucket=store.bucket, Key=store.step_prefix(step) + shards.METADATA)["Body"].read()
+    listed = shards.listed_shards(io.BytesIO(body))
+    assert listed and listed <= names, f"step {step}: {sorted(listed or ())} listed, {sorted(names)} in S3"
+    return sorted(listed)
+
+
+def loads_in_a_fresh_process(store: RemoteStore, step: int, into: Path) -> None:
+    """What S3 holds of the step, downloaded by hand, loads with DCP in a process of its own (one rank)."""
+    manifest = store.get_json(store.step_prefix(step) + MANIFEST, absolute=True)
+    assert manifest is not None
+    for key in manifest["files"]:
+        target = into / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        store.s3.download_file(store.bucket, store.step_prefix(step) + key, str(target))
+    check = textwrap.dedent("""
+        import sys
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+        dcp_to_torch_save(sys.argv[1], sys.argv[2])
+        import torch
+        state = torch.load(sys.argv[2], weights_only=False)
+        assert set(state) == {"model", "optimizer"}, set(state)
+        print("loaded", len(state["model"]))
+    """)
+    done = subprocess.run([sys.executable, "-c", check, str(into), str(into.parent / "whole.pt")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "loaded" in done.stdout, done.stderr
+
+
+def test_an_fsdp_script_publishes_whole_steps_and_survives_every_kind_of_lost_node(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    job = f"fsdp-{bucket[-8:]}"
+    store = job_store(aws_env, bucket, job)
+    # Held until each loss is in, as S3 reaches steps 20, 40 and 60: DCP's step-<N>/ is whole in S3 once
+    # every node has sent its shards, while the ranks wait after that save.
+    command = held(f"{sys.executable} {FSDP_DCP} --steps {STEPS} --save-every 10 --step-seconds 0.05",
+                   tmp_path / "gates", 20, 40, 60)
+    with cluster(aws_env, bucket, job, tmp_path, command=command, restart_budget="1") as group:
+        def whole_after_each_loss() -> None:
+            if (step := store.latest_step()) is not None:
+                whole_in_s3(store, step)
+
+        lose_each_kind_of_node(group, store, first=20, gap=20, gates=tmp_path / "gates",
+                               after_each=whole_after_each_loss)
+        every_node_finishes(group, store)
+    assert store.get_json("status.json")["state"] == "DONE"
+    assert store.latest_step() == STEPS
+    assert len(whole_in_s3(store, STEPS)) == 2  # the last round: two nodes after the notice, one shard each
+    loads_in_a_fresh_process(store, STEPS, tmp_path / "fresh" / f"step-{STEPS}")
+    no_lost_node_was_a_failure(group)
+    never_from_nothing_once_published(group)
+
+
+def never_from_nothing_once_published(group: Cluster) -> None:
+    """Once a step is published, every round's ranks load a step (at 2 nodes as at 3: DCP reshards)."""
+    def published(line: str) -> bool:
+        return line.startswith("spot-trainer: checkpoint step") and " uploaded in " in line and "shards" not in line
+
+    first = min(at for agent in group.agents if (at := agent.first_time(published)) is not None)
+    starts = [(at, line) for agent in group.agents for at, line in zip(agent.times, agent.lines, strict=False)
+              if line.startswith("fsdp: start at step")]
+    assert not [line for at, line in starts if at > first and " step 0," in line], starts
+    assert any(" world 2" in line for at, line in starts if at > first), starts  # resumed by fewer ranks

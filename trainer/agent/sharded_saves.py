@@ -1,0 +1,124 @@
+"""Several nodes: this node's part of each checkpoint DCP wrote in shards (storage/step_parts.py).
+
+Every node uploads its own part, whichever node publishes whole checkpoints in the round: the node
+holding `.metadata` (the coordinator's) as soon as that file is there, any other node once the
+coordinator's record in S3 shows the save ended on every rank (its own shards are written in place,
+so nothing on its disk says so). Each part a node sent is followed until its step is published; a
+step still not whole PARTS_ARRIVAL_SECONDS later is abandoned in one line naming the ranks whose shards
+never arrived, and its objects are removed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..storage import layouts, shards
+from ..storage.remote import RemoteStoreError
+from ..storage.step_parts import PARTS_ARRIVAL_SECONDS, StepParts
+from ..storage.uploader import PART
+
+PART_WAIT_SECONDS = 60.0  # after the command stopped, for the coordinator's record of this node's newest save
+
+
+@dataclass
+class ShardedSaves:
+    parts: StepParts
+    directory: Path
+    log: Callable[[str], None]
+    event: Callable[..., None]
+    arrival_seconds: float = PARTS_ARRIVAL_SECONDS
+    _sent: dict[int, float] = field(default_factory=dict)  # step → when this node's part went up
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ready(self, *, writer_done: bool, above: int | None) -> layouts.Checkpoint | None:
+        """The newest sharded checkpoint above `above` whose part on this disk may go up now."""
+        own = self.coordinator_part(writer_done=writer_done)
+        candidates = [own] if own is not None else []
+        if (step := self.pending_here(above)) is not None and self._coordinator_sent(step):
+            candidates += layouts.checkpoints_in(self.directory)[:1]
+        newest = max(candidates, key=lambda found: found.step, default=None)
+        return newest if newest is not None and (above is None or newest.step > above) else None
+
+    def coordinator_part(self, *, writer_done: bool) -> layouts.Checkpoint | None:
+        """The newest save this disk holds as its coordinator: S3 must hold it before the job is DONE."""
+        own = layouts.newest_complete(self.directory, writer_done=writer_done, shards_elsewhere=True)
+        return own if own is not None and shards.holds_metadata(own.path) else None
+
+    def pending_here(self, above: int | None) -> int | None:
+        """The step of the newest shards this disk holds without `.metadata`, above `above`: a part that
+        goes up once the coordinator's record is in S3."""
+        newest = next(iter(layouts.checkpoints_in(self.directory)), None)
+        if newest is None or (above is not None and newest.step <= above):
+            return None
+        return newest.step if shards.is_sharded(newest.path) and not shards.holds_metadata(newest.path) else None
+
+    def _coordinator_sent(self, step: int) -> bool:
+        try:
+            return self.parts.coordinator_save(step) is not None
+        except RemoteStoreError:  # S3 having a bad minute: asked again at the next poll
+            return False
+
+    def upload(self, path: Path, step: int) -> bool | str:
+        """The uploader's upload for a sharded checkpoint: True once published, PART when sent and the step is
+        not whole yet, False when S3 already holds it or a newer step."""
+        outcome = self.parts.upload(path, step)
+        if outcome == PART:
+            with self._lock:
+                self._sent[step] = time.monotonic()
+        return outcome
+
+    def check(self, latest: Callable[[], int | None]) -> None:
+        """Each poll: a part sent whose step is published is done with; one not whole in time is abandoned."""
+        with self._lock:
+            sent = dict(self._sent)
+        if not sent:
+            return
+        try:
+            published = latest()
+            for step, since in sorted(sent.items()):
+                if published is not None and published >= step:
+                    self._forget(step)
+                elif time.monotonic() - since > self.arrival_seconds:
+                    self._abandon(step)
+                    self._forget(step)
+        except RemoteStoreError as error:  # asked again at the next poll
+            self.log(f"could not check the sharded steps sent ({error})")
+
+    def _abandon(self, step: int) -> None:
+        ranks = self.parts.missing_ranks(step)
+        missing = (f"the shards of rank(s) {', '.join(map(str, ranks))}" if ranks
+                   else "the part of the node holding its .metadata")
+        removed = self.parts.abandon(step)
+        self.log(f"checkpoint step {step} abandoned: {missing} did not reach S3 within {self.arrival_seconds:.0f}s "
+                 f"of this node's part; {'its objects were removed' if removed else 'another save of it goes on'}, "
+                 "and the step published before it stands")
+        self.event("abandoned", step=step, missing_ranks=ranks)
+
+    def _forget(self, step: int) -> None:
+        with self._lock:
+            self._sent.pop(step, None)
+
+    def awaited(self, step: int) -> str:
+        """Why `step` is not published yet, for a line: the ranks whose shards are missing."""
+        try:
+            ranks = self.parts.missing_ranks(step)
+        except RemoteStoreError as error:
+            return f"S3 could not say which shards are missing ({error})"
+        return f"waiting for the shards of rank(s) {', '.join(map(str, ranks))}" if ranks else "waiting for its parts"
+
+
+def wait_for_part(saves: ShardedSaves, above: int | None, bound: float, stop: threading.Event,
+                  poll_seconds: float) -> layouts.Checkpoint | None:
+    """After the command stopped: this disk's newest shards go up once the coordinator's record shows the
+    save ended everywhere; waited for up to `bound`, since a save cut short never gets one."""
+    deadline = time.monotonic() + bound
+    while saves.pending_here(above) is not None:
+        if (found := saves.ready(writer_done=True, above=above)) is not None:
+            return found
+        if time.monotonic() >= deadline or stop.wait(poll_seconds):
+            return None
+    return saves.ready(writer_done=True, above=above)

@@ -1,0 +1,99 @@
+"""A checkpoint torch.distributed.checkpoint (DCP) wrote in shards: which folders of it DCP wrote, which
+shard files their `.metadata` lists, and which rank wrote each.
+
+DCP's save is a collective: every rank writes its own `__<rank>_<n>.distcp` into the folder, then the
+coordinator (rank 0) gathers every rank's results and only then writes `.metadata`, through a rename
+(torch 2.13 FileSystemWriter.finish). On several nodes without a shared file system each node's disk
+holds the shards its ranks wrote, and only the coordinator's holds `.metadata`. A checkpoint may hold
+several such folders (HF Trainer's and Accelerate's FSDP `pytorch_model_fsdp_0/` and `optimizer_0/`),
+one level below it at most, beside files rank 0 writes alone (`trainer_state.json`, `meta.pt`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import pickletools
+import re
+from pathlib import Path
+from typing import IO
+
+from .regular_files import open_regular
+
+METADATA = ".metadata"
+SHARD_SUFFIX = ".distcp"
+_SHARD_NAME = re.compile(r"^__(\d+)_\d+\.distcp$")
+
+
+def is_dcp_folder(names: list[str]) -> bool:
+    return METADATA in names or any(name.endswith(SHARD_SUFFIX) for name in names)
+
+
+def dcp_folders(checkpoint: Path) -> list[str]:
+    """The folders of a checkpoint DCP wrote, relative to it ('' for the checkpoint itself), at most one
+    level below it."""
+    if not checkpoint.is_dir() or checkpoint.is_symlink():
+        return []
+    try:
+        folders = [checkpoint, *(entry for entry in checkpoint.iterdir() if entry.is_dir() and not entry.is_symlink())]
+        return [("" if folder == checkpoint else folder.name) for folder in folders
+                if is_dcp_folder([entry.name for entry in folder.iterdir()])]
+    except OSError:  # pruned while we looked
+        return []
+
+
+def is_sharded(checkpoint: Path) -> bool:
+    return bool(dcp_folders(checkpoint))
+
+
+def metadata_name(folder: str) -> str:
+    """The relative name of a DCP folder's `.metadata` inside its checkpoint."""
+    return f"{folder}/{METADATA}" if folder else METADATA
+
+
+def in_folder(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if folder else name
+
+
+def holds_metadata(checkpoint: Path) -> bool:
+    """This disk holds the `.metadata` of every DCP folder of the checkpoint: its coordinator's node."""
+    folders = dcp_folders(checkpoint)
+    return bool(folders) and all((checkpoint / metadata_name(folder)).is_file() for folder in folders)
+
+
+def listed_shards(stream: IO[bytes]) -> set[str] | None:
+    """The shard files a `.metadata` names, read from its pickle's opcodes without running them; None
+    when it is unreadable."""
+    try:
+        return {argument for _, argument, _ in pickletools.genops(stream)
+                if isinstance(argument, str) and argument.endswith(SHARD_SUFFIX)}
+    except Exception:  # whatever a damaged pickle raises, it proves nothing
+        return None
+
+
+def listed_in_file(metadata: Path) -> set[str] | None:
+    try:
+        with open_regular(metadata) as stream:
+            return listed_shards(stream)
+    except OSError:
+        return None
+
+
+def listed_in_bytes(body: bytes) -> set[str] | None:
+    return listed_shards(io.BytesIO(body))
+
+
+def rank_of(shard: str) -> int | None:
+    """The rank that wrote a shard (`__<rank>_<n>.distcp`), from its name."""
+    match = _SHARD_NAME.match(shard.rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
+
+
+def metadata_identity(bodies: dict[str, bytes]) -> str:
+    """One save's identity across nodes: the digest of its `.metadata` files (name → content). A save of
+    the same step by another world (a round that trained it again) has other metadata, so the parts
+    of the two are never mixed."""
+    digest = hashlib.sha256()
+    for name in sorted(bodies):
+        digest.update(name.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(bodies[name]).digest())
+    return digest.hexdigest()

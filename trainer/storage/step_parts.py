@@ -1,0 +1,225 @@
+"""A checkpoint DCP wrote in shards on several nodes (shards.py), published once, whole.
+
+Each node uploads the files its ranks wrote under the step's prefix, then a part record beside them,
+`MANIFEST-<instance>.json` (the files it sent, their sizes and block SHA-256s):
+
+    coordinator's node   (it holds `.metadata`) its `.metadata` files first, then a first record naming
+                         them, so the other nodes may start at once; then its shards and the files rank 0
+                         writes alone (`trainer_state.json`, `meta.pt`), then its record again, complete
+    any other node       once the coordinator's record is in S3 (its `.metadata` exist only after every
+                         rank finished writing): the shards that `.metadata` lists and its disk holds
+
+Every record names the save by its `.metadata` (shards.metadata_identity): a round that trains the same
+step again saves other metadata, and parts of two saves are never mixed. Whoever sends the last part
+finds the step whole (the coordinator's record complete, and every shard each `.metadata` lists in a
+record of the same save), writes the step's MANIFEST.json from the records (conditionally: once) and
+moves latest.json (the store's conditional publish, which never goes back). A node that dies mid-upload
+leaves no record, so its step is never published and the previous one stands; the coordinator's node
+abandons a step whose parts do not all arrive within PARTS_ARRIVAL_SECONDS (`abandon`), and retention
+removes every unpublished step below the published one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from . import job_keys as keys
+from . import shards
+from .checksums import BLOCK_BYTES
+from .conditional import is_missing
+from .key_names import key_name, local_name
+from .regular_files import open_regular
+from .remote import MANIFEST, RemoteStore, RemoteStoreError, checkpoint_files, stored_files
+from .uploader import PART
+
+log = logging.getLogger(__name__)
+
+PART_PREFIX = "MANIFEST-"  # + <instance>.json, beside the step's objects
+PARTS_ARRIVAL_SECONDS = 120.0  # from the coordinator's part in S3 to the last node's part
+
+
+@dataclass(frozen=True)
+class Save:
+    """What the coordinator's record says of one save: its identity and the shards each `.metadata` lists."""
+
+    identity: str
+    listed: frozenset[str]  # every shard's name inside the checkpoint
+    complete: bool  # the coordinator's record lists all its files, not only its `.metadata`
+
+
+@dataclass
+class StepParts:
+    store: RemoteStore
+    _saves: dict[int, Save] = field(default_factory=dict)  # steps whose coordinator record this node read
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ---- what S3 holds of a step --------------------------------------------------------------
+    @staticmethod
+    def part_name(step: int, instance: str) -> str:
+        """A node's part record of `step`, under the job's prefix."""
+        return f"{keys.checkpoint_prefix(step)}{PART_PREFIX}{instance}.json"
+
+    def records(self, step: int) -> list[dict[str, Any]]:
+        """Every part record of `step` in S3 (a damaged one is named and skipped)."""
+        prefix = f"{self.store.step_prefix(step)}{PART_PREFIX}"
+        paginator = self.store.s3.get_paginator("list_objects_v2")
+        try:
+            names = [item["Key"] for page in paginator.paginate(Bucket=self.store.bucket, Prefix=prefix)
+                     for item in page.get("Contents", [])]
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.store.bucket}/{prefix}: listing the parts: {error}") from error
+        found = (self.store.read_record(name, absolute=True) for name in sorted(names))
+        return [record for record in found if isinstance(record, dict) and isinstance(record.get("files"), dict)]
+
+    def coordinator_save(self, step: int) -> Save | None:
+        """The save the coordinator's record of `step` describes, read from the `.metadata` it sent; None
+        while there is none."""
+        coordinator = _newest([r for r in self.records(step) if r.get("coordinator") is True])
+        if coordinator is None:
+            return None
+        bodies: dict[str, bytes] = {}
+        for key, entry in coordinator["files"].items():
+            name = local_name(key, entry)
+            if name.rsplit("/", 1)[-1] == shards.METADATA:
+                if (body := self._object(self.store.step_prefix(step) + key)) is None:
+                    return None  # removed meanwhile (an abandoned save): no save to join
+                bodies[name] = body
+        if shards.metadata_identity(bodies) != coordinator.get("metadata"):
+            return None  # a newer save's metadata is on its way over this one's: not yet readable
+        listed: set[str] = set()
+        for name, body in bodies.items():
+            folder = name.rsplit("/", 1)[0] if "/" in name else ""
+            names = shards.listed_in_bytes(body)
+            if names is None:
+                raise RemoteStoreError(f"s3://{self.store.bucket}/{self.store.step_prefix(step)}{key_name(name)}: "
+                                       "not a torch.distributed.checkpoint .metadata")
+            listed |= {shards.in_folder(folder, shard) for shard in names}
+        save = Save(str(coordinator["metadata"]), frozenset(listed), bool(coordinator.get("complete")))
+        with self._lock:
+            self._saves[step] = save
+        return save
+
+    def _object(self, key: str) -> bytes | None:
+        try:
+            return bytes(self.store.s3.get_object(Bucket=self.store.bucket, Key=key)["Body"].read())
+        except ClientError as error:
+            if is_missing(error):
+                return None
+            raise RemoteStoreError(f"s3://{self.store.bucket}/{key}: {error}") from error
+        except BotoCoreError as error:
+            raise RemoteStoreError(f"s3://{self.store.bucket}/{key}: {error}") from error
+
+    # ---- upload ---------------------------------------------------------------------------------
+    def upload(self, local: Path, step: int) -> bool | str:
+        """Send this node's part of `step` and publish the step if it is now whole: True once published, PART
+        when sent and other parts are missing, False when S3 holds this step or a newer one already."""
+        latest = self.store.latest_step()
+        if latest is not None and latest >= step:
+            log.warning("not uploading the shards of step %d: latest.json already holds step %d", step, latest)
+            return False
+        files = checkpoint_files(local)
+        prefix = self.store.step_prefix(step)
+        carried: dict[str, Any] = {}
+        if shards.holds_metadata(local):
+            bodies = {name: _read(path) for name, path in files.items() if name.rsplit("/", 1)[-1] == shards.METADATA}
+            identity, coordinator = shards.metadata_identity(bodies), True
+            first = {name: path for name, path in files.items() if name in bodies}
+            carried = self._send_part(local, step, first, identity, coordinator=True, complete=False)
+            files = {name: path for name, path in files.items() if name not in bodies}
+        else:
+            save = self._saves.get(step) or self.coordinator_save(step)
+            if save is None:
+                raise RemoteStoreError(f"step {step}: the node holding its .metadata has not sent it",
+                                       cause="no coordinator's part")
+            files = {name: path for name, path in files.items() if name in save.listed}
+            if not files:
+                log.warning("step %d: none of the shards here is listed by its .metadata in S3", step)
+                return False
+            identity, coordinator = save.identity, False
+        self._send_part(local, step, files, identity, coordinator=coordinator, complete=True, carried=carried)
+        log.info("step %d: sent this node's part to s3://%s/%s", step, self.store.bucket, prefix)
+        return True if self.publish_if_whole(step) else PART
+
+    def _send_part(self, local: Path, step: int, files: dict[str, Path], identity: str, *, coordinator: bool,
+                   complete: bool, carried: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send `files`, then the record naming them and what an earlier record of this part `carried`."""
+        prefix = self.store.step_prefix(step)
+        stored, left_out = stored_files(files, prefix)
+        if left_out:
+            raise RemoteStoreError(f"step {step}: S3 cannot take {left_out[0]!r} (a key over 1024 bytes)",
+                                   cause="file names S3 cannot take")
+        entries = {**(carried or {}), **(self.store.send_files(local, stored, prefix) if stored else {})}
+        record = {"step": step, "name": local.name, "kind": "directory", "block_bytes": BLOCK_BYTES,
+                  "coordinator": coordinator, "complete": complete, "metadata": identity, "files": entries,
+                  "instance": self.store.instance, "written_at": time.time()}
+        self.store.put_json(self.part_name(step, self.store.instance), record)
+        return entries
+
+    # ---- publish --------------------------------------------------------------------------------
+    def missing(self, step: int) -> tuple[Save | None, list[str]]:
+        """The coordinator's save of `step` and the shards no part of that save holds yet (all of them
+        while the coordinator's record is not complete)."""
+        save = self.coordinator_save(step)
+        if save is None:
+            return None, []
+        held = {local_name(key, entry) for record in self.records(step) if record.get("metadata") == save.identity
+                and record.get("complete") for key, entry in record["files"].items()}
+        if not save.complete:
+            return save, sorted(save.listed)
+        return save, sorted(save.listed - held)
+
+    def publish_if_whole(self, step: int) -> bool:
+        """MANIFEST.json from the parts of one save, then latest.json, once every listed shard is in S3."""
+        save, missing = self.missing(step)
+        if save is None or missing:
+            return False
+        if (latest := self.store.latest_step()) is not None and latest >= step:
+            return latest == step  # the node whose part arrived with ours published it
+        records = [r for r in self.records(step) if r.get("metadata") == save.identity and r.get("complete")]
+        files: dict[str, Any] = {}
+        for record in sorted(records, key=lambda r: bool(r.get("coordinator"))):  # the coordinator's win
+            files.update(record["files"])
+        manifest = {"step": step, "kind": "directory", "name": _newest(records)["name"],  # type: ignore[index]
+                    "block_bytes": BLOCK_BYTES, "files": files, "written_at": time.time(),
+                    "instance": self.store.instance, "parts": sorted(str(r.get("instance")) for r in records),
+                    "metadata": save.identity}
+        self.store.create_once(keys.checkpoint_prefix(step) + MANIFEST, manifest)  # a racing node wrote the same
+        published = self.store.publish(step)
+        if published:
+            self.store.apply_retention(latest=step)
+            log.info("step %d is whole in S3 (%d parts, %d files): published", step, len(records), len(files))
+        return published
+
+    def missing_ranks(self, step: int) -> list[int]:
+        """The ranks whose shards of `step` are not in S3 (by the shard's name)."""
+        _, missing = self.missing(step)
+        return sorted({rank for name in missing if (rank := shards.rank_of(name)) is not None})
+
+    def abandon(self, step: int) -> bool:
+        """Remove what S3 holds of an unpublished `step`, unless it was published meanwhile or another save of
+        it began. True when removed."""
+        save = self._saves.get(step)
+        latest = self.store.latest_step()
+        if latest is not None and latest >= step:
+            return False
+        current = self.coordinator_save(step)
+        if save is not None and current is not None and current.identity != save.identity:
+            return False
+        self.store.delete_step(step)
+        return True
+
+
+def _newest(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return max(records, key=lambda r: float(r.get("written_at") or 0), default=None)
+
+
+def _read(path: Path) -> bytes:
+    with open_regular(path) as stream:
+        return stream.read()
