@@ -134,7 +134,7 @@ class StepParts:
             carried = self._send_part(local, step, first, identity, coordinator=True, complete=False)
             files = {name: path for name, path in files.items() if name not in bodies}
         else:
-            save = self._saves.get(step) or self.coordinator_save(step)
+            save = self.coordinator_save(step)  # read afresh: a newer save of the step may have begun
             if save is None:
                 raise RemoteStoreError(f"step {step}: the node holding its .metadata has not sent it",
                                        cause="no coordinator's part")

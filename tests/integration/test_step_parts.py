@@ -1,0 +1,157 @@
+"""A checkpoint written in shards on three nodes, sent part by part to S3 (moto): a step is published
+once, whole, by whichever node sends the last part; parts of two saves of one step never mix; a node
+killed while it uploads its shard leaves that step unpublished, and the step is abandoned in one line
+naming the missing rank, its objects removed, the previous step standing."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+from spot_trainer.agent.sharded_saves import ShardedSaves
+from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
+from spot_trainer.storage.step_parts import StepParts
+from spot_trainer.storage.uploader import PART
+from tests.integration.test_multinode import job_store
+
+JOB = "sharded"
+
+
+def save(root: Path, step: int, world: int, *, tag: str = "a", shard_bytes: int = 1000) -> list[Path]:
+    """One DCP save of `world` ranks, one node per rank: node 0's folder holds `.metadata` (which lists
+    every rank's shard) beside its own shard, node r's only `__<r>_0.distcp`."""
+    listed = {f"rank{rank}": f"__{rank}_0.distcp" for rank in range(world)}
+    folders = []
+    for rank in range(world):
+        folder = root / f"node{rank}" / f"step-{step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"__{rank}_0.distcp").write_bytes(f"{tag}{rank}".encode() * (shard_bytes // 2))
+        if rank == 0:
+            (folder / ".metadata").write_bytes(pickle.dumps({"tag": tag, "storage": listed}))
+        folders.append(folder)
+    return folders
+
+
+@pytest.fixture
+def store(aws_env: dict[str, str], bucket: str) -> RemoteStore:
+    return job_store(aws_env, bucket, JOB)
+
+
+def node(store: RemoteStore, name: str) -> StepParts:
+    """One node's view: the same bucket, its own instance id."""
+    return StepParts(RemoteStore(store.s3, store.bucket, JOB, instance=name, keep=store.keep))
+
+
+def test_a_step_is_published_once_every_listed_shard_is_in_s3(store: RemoteStore, tmp_path: Path) -> None:
+    folders = save(tmp_path, 30, 3)
+    nodes = [node(store, f"i-{rank}") for rank in range(3)]
+    with pytest.raises(RemoteStoreError, match="has not sent it"):  # rank 1's node before the coordinator's
+        nodes[1].upload(folders[1], 30)
+    assert nodes[0].upload(folders[0], 30) == PART
+    assert nodes[2].upload(folders[2], 30) == PART
+    assert store.latest_step() is None and not store.has_checkpoint(30)
+    assert nodes[0].missing_ranks(30) == [1]
+    assert nodes[1].upload(folders[1], 30) is True  # the last part publishes
+    assert store.latest_step() == 30
+    restored = store.restore_at_or_below(tmp_path / "fresh", 30)
+    assert restored is not None
+    assert sorted(path.name for path in restored.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp",
+                                                                "__2_0.distcp"]
+    for folder in folders:
+        for path in folder.iterdir():
+            assert (restored / path.name).read_bytes() == path.read_bytes()
+
+
+def test_parts_of_two_saves_of_one_step_never_mix(store: RemoteStore, tmp_path: Path) -> None:
+    first = save(tmp_path / "first", 40, 3, tag="a")
+    nodes = [node(store, f"i-{rank}") for rank in range(3)]
+    nodes[0].upload(first[0], 40)
+    nodes[1].upload(first[1], 40)
+    # Rank 2's node died; the next round (two nodes) trains step 40 again and saves it anew.
+    second = save(tmp_path / "second", 40, 2, tag="b")
+    assert nodes[0].upload(second[0], 40) == PART
+    assert nodes[2].upload(first[2], 40) is False  # the first save's shard: not listed any more
+    assert store.latest_step() is None
+    assert nodes[1].upload(second[1], 40) is True
+    restored = store.restore_at_or_below(tmp_path / "fresh", 40)
+    assert restored is not None
+    assert (restored / "__1_0.distcp").read_bytes() == (second[1] / "__1_0.distcp").read_bytes()
+
+
+def test_retention_counts_published_steps_and_removes_unpublished_parts(aws_env: dict[str, str], bucket: str,
+                                                                        tmp_path: Path) -> None:
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, JOB, keep=2)
+    nodes = [node(store, f"i-{rank}") for rank in range(2)]
+    unfinished = save(tmp_path / "unfinished", 15, 2)
+    nodes[0].upload(unfinished[0], 15)  # rank 1's part never comes
+    for step in (10, 20, 30):
+        folders = save(tmp_path / str(step), step, 2)
+        if step == 20:
+            nodes[0].upload(unfinished[0], 15)
+        nodes[0].upload(folders[0], step)
+        nodes[1].upload(folders[1], step)
+    assert store.latest_step() == 30
+    assert store.remote_steps() == [20, 30]  # two published steps kept; step 15's part and step 10 removed
+
+
+KILLED_UPLOAD = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import boto3
+    from spot_trainer.storage.remote import RemoteStore
+    from spot_trainer.storage.step_parts import StepParts
+    endpoint, bucket, job, folder, step = sys.argv[1:]
+    store = RemoteStore(boto3.client("s3", endpoint_url=endpoint), bucket, job, instance="i-1")
+    StepParts(store).upload(Path(folder), int(step))
+    print("uploaded")
+""")
+
+
+def test_a_node_killed_while_uploading_its_shard_never_publishes_the_step(
+    aws_env: dict[str, str], store: RemoteStore, tmp_path: Path
+) -> None:
+    standing = save(tmp_path / "standing", 10, 2)
+    node(store, "i-0").upload(standing[0], 10)
+    node(store, "i-1").upload(standing[1], 10)
+    assert store.latest_step() == 10
+    folders = save(tmp_path / "cut", 20, 2, shard_bytes=160 * 1024 * 1024)
+    coordinator = node(store, "i-0")
+    assert coordinator.upload(folders[0], 20) == PART
+    uploading = subprocess.Popen([sys.executable, "-c", KILLED_UPLOAD, aws_env["AWS_ENDPOINT_URL"], store.bucket, JOB,
+                                  str(folders[1]), "20"], env={**os.environ, **aws_env}, stdout=subprocess.PIPE,
+                                 text=True)
+    try:
+        shard_key = store.step_prefix(20) + "__1_0.distcp"
+        deadline = time.monotonic() + 120
+        while not store.s3.list_multipart_uploads(Bucket=store.bucket, Prefix=shard_key).get("Uploads"):
+            assert uploading.poll() is None and time.monotonic() < deadline, "the shard's upload never began"
+            time.sleep(0.01)
+        uploading.send_signal(signal.SIGKILL)  # the node powered off mid-upload
+    finally:
+        uploading.kill()
+        uploading.wait()
+    assert store.latest_step() == 10 and not store.has_checkpoint(20)
+    assert store.get_json(StepParts.part_name(20, "i-1")) is None
+
+    lines: list[str] = []
+    events: list[dict[str, object]] = []
+    saves = ShardedSaves(coordinator, tmp_path / "node0", lines.append, lambda kind, **fields: events.append(fields),
+                         arrival_seconds=0.0)
+    assert saves.upload(folders[0], 20) == PART  # sent again: this node now follows the step
+    saves.check(store.latest_step)
+    assert lines == ["checkpoint step 20 abandoned: the shards of rank(s) 1 did not reach S3 within 0s of this "
+                     "node's part; its objects were removed, and the step published before it stands"], lines
+    assert events == [{"step": 20, "missing_ranks": [1]}]
+    assert store.remote_steps() == [10] and store.latest_step() == 10
+    listed = store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.step_prefix(20)).get("Contents", [])
+    assert listed == []
+    assert store.restore_at_or_below(tmp_path / "fresh", None) is not None and store.restored_step == 10
