@@ -5,6 +5,7 @@ naming the missing rank, its objects removed, the previous step standing."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -155,3 +156,62 @@ def test_a_node_killed_while_uploading_its_shard_never_publishes_the_step(
     listed = store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.step_prefix(20)).get("Contents", [])
     assert listed == []
     assert store.restore_at_or_below(tmp_path / "fresh", None) is not None and store.restored_step == 10
+
+
+def hf_fsdp_save(root: Path, step: int, world: int) -> list[Path]:
+    """HF Trainer's sharded FSDP checkpoint (transformers 5.23 with accelerate 1.15's save_fsdp_model and
+    save_fsdp_optimizer): `checkpoint-<N>/` with the DCP folders `pytorch_model_fsdp_0/` and `optimizer_0/`,
+    each rank's `rng_state_<rank>.pth`, and on rank 0 alone the scheduler and `trainer_state.json` (last)."""
+    folders = []
+    for rank in range(world):
+        folder = root / f"node{rank}" / f"checkpoint-{step}"
+        for inner in ("pytorch_model_fsdp_0", "optimizer_0"):
+            (folder / inner).mkdir(parents=True, exist_ok=True)
+            (folder / inner / f"__{rank}_0.distcp").write_bytes(f"{inner}{rank}".encode() * 100)
+            if rank == 0:
+                listed = [f"__{r}_0.distcp" for r in range(world)]
+                (folder / inner / ".metadata").write_bytes(pickle.dumps({"storage": listed}))
+        (folder / f"rng_state_{rank}.pth").write_bytes(b"rng")
+        if rank == 0:
+            (folder / "scheduler.pt").write_bytes(b"scheduler")
+            (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        folders.append(folder)
+    return folders
+
+
+def test_hf_trainers_sharded_fsdp_checkpoint_goes_up_from_every_node(store: RemoteStore, tmp_path: Path) -> None:
+    folders = hf_fsdp_save(tmp_path, 50, 2)
+    saves = [ShardedSaves(node(store, f"i-{rank}"), folder.parent, print, lambda kind, **fields: None)
+             for rank, folder in enumerate(folders)]
+    assert saves[1].ready(writer_done=False, above=None) is None  # the coordinator's part is not in S3 yet
+    part = saves[0].ready(writer_done=False, above=None)
+    assert part is not None and part.path == folders[0] and part.step == 50
+    assert saves[0].upload(part.path, part.step) == PART
+    part = saves[1].ready(writer_done=False, above=None)
+    assert part is not None and part.path == folders[1]
+    assert saves[1].upload(part.path, part.step) is True
+    restored = store.restore_at_or_below(tmp_path / "fresh", 50)
+    assert restored is not None and restored.name == "checkpoint-50"
+    held = sorted(str(path.relative_to(restored)) for path in restored.rglob("*") if path.is_file())
+    assert held == ["optimizer_0/.metadata", "optimizer_0/__0_0.distcp", "optimizer_0/__1_0.distcp",
+                    "pytorch_model_fsdp_0/.metadata", "pytorch_model_fsdp_0/__0_0.distcp",
+                    "pytorch_model_fsdp_0/__1_0.distcp", "rng_state_0.pth", "scheduler.pt", "trainer_state.json"]
+
+
+def test_a_restore_downloads_only_the_shards_this_disk_lacks(store: RemoteStore, tmp_path: Path) -> None:
+    folders = save(tmp_path, 60, 3)
+    for rank, folder in enumerate(folders):
+        node(store, f"i-{rank}").upload(folder, 60)
+    assert store.latest_step() == 60
+    disk = folders[1].parent  # rank 1's node: its own shard, set aside as the round began
+    os.replace(folders[1], disk / ".unverified-step-60")
+    (disk / "step-60").mkdir()
+    (disk / "step-60" / "__2_0.distcp").write_bytes(b"not rank 2's shard")  # same name, other bytes: fetched
+    own = disk / ".unverified-step-60" / "__1_0.distcp"
+    restored = store.restore_at_or_below(disk, 60)
+    assert restored == disk / "step-60"
+    assert (restored / "__1_0.distcp").stat().st_ino == own.stat().st_ino  # linked, not downloaded
+    for rank, folder in enumerate(folders):
+        name = f"__{rank}_0.distcp"
+        expected = (own if rank == 1 else folder / name).read_bytes()
+        assert (restored / name).read_bytes() == expected

@@ -28,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import job_keys as keys
 from .checksums import BLOCK_BYTES, digest_files
 from .conditional import is_missing, write_if
+from .held_files import copies_of, link_held
 from .key_names import key_name, local_name, manifest_fields, shown, too_long
 from .lease import Lease
 from .regular_files import is_regular
@@ -353,7 +354,7 @@ class RemoteStore:
                 return None
             final = dest_dir / entry_name(manifest["name"])
             self._remove(staging)
-            targets = self._download_all(prefix, manifest, staging)
+            targets = self._download_all(prefix, manifest, staging, copies_of(dest_dir, final.name))
             problem = self._verify(manifest, targets)
         except OSError as error:
             self._remove(staging)
@@ -375,17 +376,27 @@ class RemoteStore:
         log.info("restored step %d into %s", step, final)
         return final
 
-    def _download_all(self, prefix: str, manifest: dict[str, Any], staging: Path) -> dict[str, Path]:
+    def _download_all(self, prefix: str, manifest: dict[str, Any], staging: Path,
+                      copies: list[Path]) -> dict[str, Path]:
+        """Every file of the manifest into `staging`: those a `copies` folder holds unchanged linked from
+        there (held_files.py), the rest downloaded in parallel."""
+        held: set[str] = set()
         if manifest["kind"] == "file":
             (name,) = manifest["files"]
             targets = {name: staging}
         else:  # each file under the name it had: the key may be its escaped form (key_names.py)
-            targets = {key: staging / safe_relative(local_name(key, entry)) for key, entry in manifest["files"].items()}
+            relatives = {key: safe_relative(local_name(key, entry)) for key, entry in manifest["files"].items()}
+            named = {key: (staging / relative, relative, manifest["files"][key]) for key, relative in relatives.items()}
+            targets = {key: target for key, (target, _, _) in named.items()}
+            held = link_held(copies, named, int(manifest["block_bytes"]))
         for target in targets.values():
             target.parent.mkdir(parents=True, exist_ok=True)
-        total = sum(int(entry["size"]) for entry in manifest["files"].values())
-        pairs = ((prefix + name, str(path)) for name, path in targets.items())
-        self._transfer_all(pairs, total, download=True)
+        fetched = {name: path for name, path in targets.items() if name not in held}
+        total = sum(int(manifest["files"][name]["size"]) for name in fetched)
+        self._transfer_all(((prefix + name, str(path)) for name, path in fetched.items()), total, download=True)
+        if held:
+            log.info("restore of step %s: %d of %d files already on this disk, not downloaded", manifest.get("step"),
+                     len(held), len(targets))
         return targets
 
     @staticmethod
