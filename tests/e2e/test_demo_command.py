@@ -79,3 +79,24 @@ def test_a_ddp_script_of_ones_own_by_path_on_three_nodes_survives_a_notice_and_a
     roots = [root for root in (run_dir / "instances").glob("i-*") if root.is_dir()]
     assert len(roots) >= 4, "three nodes, and a replacement for each one lost"
     assert all(Instance(root.name, "", root, {}).processes() == [] for root in roots)
+
+
+FSDP_ENV = ("FSDP_STEPS=600", "FSDP_SAVE_EVERY=20", "FSDP_STEP_SECONDS=0.05")
+
+
+@pytest.mark.slow
+def test_an_fsdp_script_of_ones_own_by_path_on_three_nodes_survives_a_notice_and_a_power_off(tmp_path: Path) -> None:
+    """jobs/fsdp.toml by path: every rank saves its own shard of step-<N>/ with torch.distributed.checkpoint.
+    The local spot cloud sees the published steps as progress, schedules its faults by them, and no
+    interruption costs more than the steps since the last save."""
+    report_file = tmp_path / "report.json"
+    env_flags = [flag for assignment in FSDP_ENV for flag in ("--env", assignment)]
+    done = subprocess.run([sys.executable, "-m", "localcloud", "demo", "--job", "jobs/fsdp.toml", *env_flags,
+                           "--interruptions", "2", "--hard-kill", "1", "--interrupt-every", "10",
+                           "--json", str(report_file)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(report_file.read_text())
+    assert report["state"] == "DONE" and report["progress_from"] == "checkpoints", report
+    lost = [event for event in report["events"] if event["kind"] in ("announced", "hard-kill")]
+    assert len(lost) == 3 and all(event["resumed_step"] for event in lost), lost  # none started from nothing
+    assert report["completed_steps_lost"] <= 20 * len(lost), report
