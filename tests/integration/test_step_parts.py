@@ -215,3 +215,14 @@ def test_a_restore_downloads_only_the_shards_this_disk_lacks(store: RemoteStore,
         name = f"__{rank}_0.distcp"
         expected = (own if rank == 1 else folder / name).read_bytes()
         assert (restored / name).read_bytes() == expected
+
+
+def test_shards_set_aside_at_or_below_the_published_step_do_not_pile_up(store: RemoteStore, tmp_path: Path) -> None:
+    disk = tmp_path / "node1"
+    for name in (".unverified-step-20", ".unverified-step-40", ".incomplete-checkpoint-10", "step-30"):
+        (disk / name).mkdir(parents=True)
+        (disk / name / "__1_0.distcp").write_bytes(b"shard")
+    (disk / ".unverified-model_5.pt").write_bytes(b"not a sharded save")
+    saves = ShardedSaves(node(store, "i-1"), disk, print, lambda kind, **fields: None)
+    assert sorted(saves.prune_set_aside(30)) == [".incomplete-checkpoint-10", ".unverified-step-20"]
+    assert sorted(path.name for path in disk.iterdir()) == [".unverified-model_5.pt", ".unverified-step-40", "step-30"]

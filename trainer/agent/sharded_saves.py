@@ -10,6 +10,7 @@ never arrived, and its objects are removed.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -79,6 +80,8 @@ class ShardedSaves:
             return
         try:
             published = latest()
+            if published is not None:
+                self.prune_set_aside(published)
             for step, since in sorted(sent.items()):
                 if published is not None and published >= step:
                     self._forget(step)
@@ -87,6 +90,17 @@ class ShardedSaves:
                     self._forget(step)
         except RemoteStoreError as error:  # asked again at the next poll
             self.log(f"could not check the sharded steps sent ({error})")
+
+    def prune_set_aside(self, published: int) -> list[str]:
+        """Shards set aside as a round began (`.unverified-<name>`, `.incomplete-<name>`) at or below the step
+        now published are of no use any more: a node's own shards of every save would pile up on its disk."""
+        removed = []
+        for entry in self.directory.iterdir() if self.directory.is_dir() else []:
+            step = layouts.set_aside_step(entry)
+            if step is not None and step <= published and not entry.is_symlink() and shards.is_sharded(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry.name)
+        return removed
 
     def _abandon(self, step: int) -> None:
         ranks = self.parts.missing_ranks(step)
@@ -122,3 +136,4 @@ def wait_for_part(saves: ShardedSaves, above: int | None, bound: float, stop: th
         if time.monotonic() >= deadline or stop.wait(poll_seconds):
             return None
     return saves.ready(writer_done=True, above=above)
+

@@ -69,11 +69,12 @@ class Checkpoint:
     layout: str
 
 
-def classify(path: Path, *, in_series: bool = True) -> tuple[str, int] | None:
+def classify(path: Path, *, in_series: bool = True, name: str | None = None) -> tuple[str, int] | None:
     """(layout, step) of one entry, or None when it is no checkpoint (temp entries, what no step is known of).
     `in_series`: a series of its folder counts (an entry of CHECKPOINT_DIR itself, not of a folder below it,
-    where numbered runs such as Lightning's `version_<N>/` logs are outputs)."""
-    name = path.name
+    where numbered runs such as Lightning's `version_<N>/` logs are outputs). `name`: the name the entry
+    had before it was set aside."""
+    name = name or path.name
     if name.startswith("."):
         return None
     if LIGHTNING_LAST.match(name):
@@ -138,6 +139,15 @@ def complete_below(directory: str | os.PathLike[str], step: int,
 def step_of(path: Path) -> int | None:
     kind = classify(path)
     return kind[1] if kind else None
+
+
+def set_aside_step(entry: Path) -> int | None:
+    """The step of an entry set aside as `.unverified-<name>` or `.incomplete-<name>`; None for any other."""
+    for prefix in (UNVERIFIED_PREFIX, INCOMPLETE_PREFIX):
+        if entry.name.startswith(prefix):
+            kind = classify(entry, in_series=False, name=entry.name.removeprefix(prefix))
+            return kind[1] if kind else None
+    return None
 
 
 def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool = False,
