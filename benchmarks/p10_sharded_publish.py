@@ -12,7 +12,11 @@ the agent's cadence, uploads it and publishes the step when its part is the last
 
 Per node, the bytes it sent and its upload seconds. Prints JSON.
 
-    python benchmarks/p10_sharded_publish.py [--mb 1024] [--nodes 1 2 3 4] [--poll 5]
+    python benchmarks/p10_sharded_publish.py [--mb 1024] [--nodes 1 2 3 4] [--poll 5] [--node-mbps 25]
+
+On one machine every node shares one local server, whose throughput then bounds them all together;
+`--node-mbps` caps each node's own uploads as an instance's network does, where N nodes each sending
+1/N of the state finish about N times sooner.
 """
 
 from __future__ import annotations
@@ -47,8 +51,13 @@ NODE = textwrap.dedent("""
     from spot_trainer.agent.sharded_saves import ShardedSaves, wait_for_part
     from spot_trainer.storage.remote import RemoteStore
     from spot_trainer.storage.step_parts import StepParts
-    endpoint, bucket, job, folder, name, mode, poll, start = sys.argv[1:]
-    store = RemoteStore(boto3.client("s3", endpoint_url=endpoint), bucket, job, instance=name)
+    from spot_trainer.storage.s3client import MB, upload_config_for
+    endpoint, bucket, job, folder, name, mode, poll, start, node_mbps = sys.argv[1:]
+    config = None
+    if float(node_mbps) > 0:  # this node's own link, as an instance's network limits it
+        config = upload_config_for(sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file()))
+        config.max_bandwidth = int(float(node_mbps) * MB)
+    store = RemoteStore(boto3.client("s3", endpoint_url=endpoint), bucket, job, instance=name, transfer_config=config)
     saves = ShardedSaves(StepParts(store), Path(folder), lambda line: None, lambda kind, **fields: None)
     while time.time() < float(start):
         time.sleep(0.001)
@@ -84,15 +93,16 @@ def write_save(root: Path, nodes: int, total_mb: int) -> list[Path]:
     return folders
 
 
-def one_run(server: MotoServer, root: Path, nodes: int, total_mb: int, mode: str, poll: float) -> dict[str, Any]:
+def one_run(server: MotoServer, root: Path, nodes: int, total_mb: int, mode: str, poll: float,
+            node_mbps: float) -> dict[str, Any]:
     job = f"p10-{mode}-{nodes}"
     folders = write_save(root / job, nodes, total_mb)
     store = RemoteStore(boto3.client("s3", endpoint_url=server.endpoint), BUCKET, job)
     start = time.time() + 2.0  # every node process imported and waiting: the save's end
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     processes = [subprocess.Popen([sys.executable, "-c", NODE, server.endpoint, BUCKET, job, str(folder.parent),
-                                   f"i-{rank}", mode, str(poll), str(start)], env=env, stdout=subprocess.PIPE,
-                                  text=True) for rank, folder in enumerate(folders)]
+                                   f"i-{rank}", mode, str(poll), str(start), str(node_mbps)],
+                                  env=env, stdout=subprocess.PIPE, text=True) for rank, folder in enumerate(folders)]
     published_at = None
     while published_at is None:
         if store.latest_step() == STEP:
@@ -111,6 +121,9 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=1024, help="the whole sharded state, in MiB (default 1024)")
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 3, 4], help="node counts (default 1 2 3 4)")
     parser.add_argument("--poll", type=float, default=5.0, help="the agent's poll, in seconds (default 5)")
+    parser.add_argument("--node-mbps", type=float, default=0.0,
+                        help="each node's upload capped at this many MiB/s, as its network would (default: none, "
+                             "so the one local server's throughput bounds all nodes together)")
     args = parser.parse_args()
     runs = []
     with MotoServer() as server, tempfile.TemporaryDirectory(prefix="p10-") as scratch:
@@ -118,9 +131,10 @@ def main() -> None:
         boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket=BUCKET)
         for nodes in args.nodes:
             for mode in ("training", "settle"):
-                runs.append(one_run(server, Path(scratch), nodes, args.mb, mode, args.poll))
+                runs.append(one_run(server, Path(scratch), nodes, args.mb, mode, args.poll, args.node_mbps))
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     print(json.dumps({"benchmark": "p10_sharded_publish", "total_mb": args.mb, "poll_seconds": args.poll,
+                      "node_mbps": args.node_mbps or None,
                       "cpus": os.cpu_count(), "runs": runs}, indent=1))
 
 
