@@ -226,3 +226,17 @@ def test_shards_set_aside_at_or_below_the_published_step_do_not_pile_up(store: R
     saves = ShardedSaves(node(store, "i-1"), disk, print, lambda kind, **fields: None)
     assert sorted(saves.prune_set_aside(30)) == [".incomplete-checkpoint-10", ".unverified-step-20"]
     assert sorted(path.name for path in disk.iterdir()) == [".unverified-model_5.pt", ".unverified-step-40", "step-30"]
+
+
+def test_a_manifest_left_by_a_save_whose_publish_never_came_is_replaced(store: RemoteStore, tmp_path: Path) -> None:
+    first = save(tmp_path / "first", 70, 2, tag="a")
+    for rank, folder in enumerate(first):
+        node(store, f"i-{rank}").upload(folder, 70)
+    # The node that wrote step 70's manifest died before latest.json moved: as if it never had.
+    store.s3.delete_object(Bucket=store.bucket, Key=store.key("latest.json"))
+    second = save(tmp_path / "second", 70, 2, tag="b")  # the next round trains step 70 again
+    assert node(store, "i-0").upload(second[0], 70) == PART
+    assert node(store, "i-1").upload(second[1], 70) is True
+    restored = store.restore_at_or_below(tmp_path / "fresh", 70)
+    assert restored is not None and store.restored_step == 70
+    assert (restored / "__1_0.distcp").read_bytes() == (second[1] / "__1_0.distcp").read_bytes()

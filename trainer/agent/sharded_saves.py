@@ -22,7 +22,9 @@ from ..storage.remote import RemoteStoreError
 from ..storage.step_parts import PARTS_ARRIVAL_SECONDS, StepParts
 from ..storage.uploader import PART
 
-PART_WAIT_SECONDS = 60.0  # after the command stopped, for the coordinator's record of this node's newest save
+# After the command stopped, for the coordinator's record of this node's newest save: rank 0's node sends
+# its .metadata first, within a poll or two; a save cut short never gets one, and the wait costs the round.
+PART_WAIT_SECONDS = 30.0
 
 
 @dataclass

@@ -594,7 +594,11 @@ class Agent:
         the coordinator's record shows that save ended on every rank (waited for, bounded)."""
         if self._sharded is None:
             return
-        above = uploader.offered_step
+        try:  # a save S3 already holds, or a newer one, waits for nobody
+            above = max((step for step in (uploader.offered_step, self.clients.store.latest_step())
+                         if step is not None), default=None)
+        except RemoteStoreError:
+            above = uploader.offered_step
         if self._sharded.pending_here(above) is not None:
             self.log("waiting for the node holding .metadata to send its part of the newest save here, so that "
                      "this node's shards follow")

@@ -190,7 +190,11 @@ class StepParts:
                     "block_bytes": BLOCK_BYTES, "files": files, "written_at": time.time(),
                     "instance": self.store.instance, "parts": sorted(str(r.get("instance")) for r in records),
                     "metadata": save.identity}
-        self.store.create_once(keys.checkpoint_prefix(step) + MANIFEST, manifest)  # a racing node wrote the same
+        name = keys.checkpoint_prefix(step) + MANIFEST
+        if not self.store.create_once(name, manifest):  # a racing node wrote this save's, or one of an older save
+            written = self.store.read_record(name) or {}
+            if written.get("metadata") != save.identity:  # left by a save whose publish never came: replaced
+                self.store.put_json(name, manifest)
         published = self.store.publish(step)
         if published:
             self.store.apply_retention(latest=step)
