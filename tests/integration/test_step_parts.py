@@ -60,7 +60,7 @@ def test_a_step_is_published_once_every_listed_shard_is_in_s3(store: RemoteStore
     assert nodes[0].upload(folders[0], 30) == PART
     assert nodes[2].upload(folders[2], 30) == PART
     assert store.latest_step() is None and not store.has_checkpoint(30)
-    assert nodes[0].missing_ranks(30) == [1]
+    assert nodes[0].missing_parts(30) == "the shards of rank(s) 1"
     assert nodes[1].upload(folders[1], 30) is True  # the last part publishes
     assert store.latest_step() == 30
     restored = store.restore_at_or_below(tmp_path / "fresh", 30)
@@ -80,7 +80,8 @@ def test_parts_of_two_saves_of_one_step_never_mix(store: RemoteStore, tmp_path: 
     # Rank 2's node died; the next round (two nodes) trains step 40 again and saves it anew.
     second = save(tmp_path / "second", 40, 2, tag="b")
     assert nodes[0].upload(second[0], 40) == PART
-    assert nodes[2].upload(first[2], 40) is False  # the first save's shard: not listed any more
+    with pytest.raises(RemoteStoreError, match="not listed by it"):  # the first save's shard: not listed any more
+        nodes[2].upload(first[2], 40)
     assert store.latest_step() is None
     assert nodes[1].upload(second[1], 40) is True
     restored = store.restore_at_or_below(tmp_path / "fresh", 40)
@@ -151,7 +152,7 @@ def test_a_node_killed_while_uploading_its_shard_never_publishes_the_step(
     saves.check(store.latest_step)
     assert lines == ["checkpoint step 20 abandoned: the shards of rank(s) 1 did not reach S3 within 0s of this "
                      "node's part; its objects were removed, and the step published before it stands"], lines
-    assert events == [{"step": 20, "missing_ranks": [1]}]
+    assert events == [{"step": 20, "missing": "the shards of rank(s) 1", "removed": True}]
     assert store.remote_steps() == [10] and store.latest_step() == 10
     listed = store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.step_prefix(20)).get("Contents", [])
     assert listed == []
@@ -240,3 +241,60 @@ def test_a_manifest_left_by_a_save_whose_publish_never_came_is_replaced(store: R
     restored = store.restore_at_or_below(tmp_path / "fresh", 70)
     assert restored is not None and store.restored_step == 70
     assert (restored / "__1_0.distcp").read_bytes() == (second[1] / "__1_0.distcp").read_bytes()
+
+
+def aged(folder: Path, seconds: float) -> None:
+    """The save was made `seconds` ago (its files' times), as an earlier round's would have been."""
+    for path in folder.rglob("*"):
+        past = path.stat().st_mtime - seconds
+        os.utime(path, (past, past))
+
+
+def test_shards_of_a_newer_save_never_join_an_earlier_save_of_the_same_step(store: RemoteStore,
+                                                                           tmp_path: Path) -> None:
+    earlier = save(tmp_path / "earlier", 80, 3, tag="a")
+    for folder in earlier:
+        aged(folder, 60)
+    nodes = [node(store, f"i-{rank}") for rank in range(3)]
+    nodes[0].upload(earlier[0], 80)
+    nodes[1].upload(earlier[1], 80)  # rank 2's node was lost before it sent its part
+    newer = save(tmp_path / "newer", 80, 3, tag="b")  # the next round trains step 80 again
+    waiting = ShardedSaves(nodes[2], newer[2].parent, print, lambda kind, **fields: None)
+    assert waiting.ready(writer_done=False, above=None) is None  # the record in S3 is the earlier save's
+    with pytest.raises(RemoteStoreError, match="not those of the save whose .metadata is in S3"):
+        nodes[2].upload(newer[2], 80)
+    assert store.latest_step() is None
+    assert nodes[0].upload(newer[0], 80) == PART  # the newer save's coordinator: now rank 2's shards join it
+    part = waiting.ready(writer_done=False, above=None)
+    assert part is not None and waiting.upload(part.path, part.step) == PART
+    assert nodes[1].upload(newer[1], 80) is True
+    restored = store.restore_at_or_below(tmp_path / "fresh", 80)
+    assert restored is not None
+    assert all((restored / f"__{rank}_0.distcp").read_bytes() == (newer[rank] / f"__{rank}_0.distcp").read_bytes()
+               for rank in range(3))
+
+
+def test_a_save_is_abandoned_only_while_it_is_the_one_in_s3_and_nobody_settled_it(store: RemoteStore,
+                                                                                 tmp_path: Path) -> None:
+    earlier = save(tmp_path / "earlier", 90, 3, tag="a")
+    lines: list[str] = []
+    first = ShardedSaves(node(store, "i-0"), earlier[0].parent, lines.append, lambda kind, **fields: None,
+                         arrival_seconds=0.0)
+    assert first.upload(earlier[0], 90) == PART
+    newer = save(tmp_path / "newer", 90, 2, tag="b")
+    aged(earlier[0], 60)
+    node(store, "i-0b").upload(newer[0], 90)  # another save of step 90 began (a new round's coordinator)
+    first.check(store.latest_step)
+    assert "its objects are left to retention" in lines[-1], lines
+    assert node(store, "i-1").upload(newer[1], 90) is True  # the newer save was never touched
+    assert store.latest_step() == 90
+
+    again = save(tmp_path / "again", 95, 2, tag="c")
+    settling = ShardedSaves(node(store, "i-0"), again[0].parent, lines.append, lambda kind, **fields: None,
+                            arrival_seconds=0.0)
+    assert settling.upload(again[0], 95) == PART
+    identity = settling.parts.sent[95]
+    assert store.create_once(StepParts.settled_name(95, identity), {"outcome": "published"})  # a node publishing it
+    settling.check(store.latest_step)
+    assert "its objects are left to retention" in lines[-1], lines
+    assert store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.step_prefix(95))["KeyCount"] > 0

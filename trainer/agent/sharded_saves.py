@@ -36,13 +36,24 @@ class ShardedSaves:
     arrival_seconds: float = PARTS_ARRIVAL_SECONDS
     _sent: dict[int, float] = field(default_factory=dict)  # step → when this node's part went up
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _said: str = ""  # the last failure to look for a part, said once
 
     def ready(self, *, writer_done: bool, above: int | None) -> layouts.Checkpoint | None:
-        """The newest sharded checkpoint above `above` whose part on this disk may go up now."""
+        """The newest sharded checkpoint above `above` whose part on this disk may go up now (None, said in
+        one line, when the disk or S3 cannot tell now: asked again at the next poll)."""
+        try:
+            return self._ready(writer_done=writer_done, above=above)
+        except Exception as error:  # noqa: BLE001 - a vanished folder, a damaged record: never the agent's end
+            if (said := f"{type(error).__name__}: {error}") != self._said:
+                self.log(f"could not look for this node's part of a sharded save ({said})")
+                self._said = said
+            return None
+
+    def _ready(self, *, writer_done: bool, above: int | None) -> layouts.Checkpoint | None:
         own = self.coordinator_part(writer_done=writer_done)
         candidates = [own] if own is not None else []
-        if (step := self.pending_here(above)) is not None and self._coordinator_sent(step):
-            candidates += layouts.checkpoints_in(self.directory)[:1]
+        if (pending := self.pending_here(above)) is not None and self._coordinator_sent(pending):
+            candidates.append(pending)
         newest = max(candidates, key=lambda found: found.step, default=None)
         return newest if newest is not None and (above is None or newest.step > above) else None
 
@@ -51,19 +62,22 @@ class ShardedSaves:
         own = layouts.newest_complete(self.directory, writer_done=writer_done, shards_elsewhere=True)
         return own if own is not None and shards.holds_metadata(own.path) else None
 
-    def pending_here(self, above: int | None) -> int | None:
-        """The step of the newest shards this disk holds without `.metadata`, above `above`: a part that
-        goes up once the coordinator's record is in S3."""
+    def pending_here(self, above: int | None) -> layouts.Checkpoint | None:
+        """The newest shards this disk holds without `.metadata`, above `above`: a part that goes up once the
+        coordinator's record of their save is in S3."""
         newest = next(iter(layouts.checkpoints_in(self.directory)), None)
         if newest is None or (above is not None and newest.step <= above):
             return None
-        return newest.step if shards.is_sharded(newest.path) and not shards.holds_metadata(newest.path) else None
+        return newest if shards.is_sharded(newest.path) and not shards.holds_metadata(newest.path) else None
 
-    def _coordinator_sent(self, step: int) -> bool:
+    def _coordinator_sent(self, pending: layouts.Checkpoint) -> bool:
+        """The coordinator's record of the save these shards belong to is in S3 (one of an earlier save of
+        the same step, written before them, is not theirs)."""
         try:
-            return self.parts.coordinator_save(step) is not None
+            save = self.parts.coordinator_save(pending.step)
         except RemoteStoreError:  # S3 having a bad minute: asked again at the next poll
             return False
+        return save is not None and save.holds(shards.shard_files(pending.path))
 
     def upload(self, path: Path, step: int) -> bool | str:
         """The uploader's upload for a sharded checkpoint: True once published, PART when sent and the step is
@@ -90,41 +104,39 @@ class ShardedSaves:
                 elif time.monotonic() - since > self.arrival_seconds:
                     self._abandon(step)
                     self._forget(step)
-        except RemoteStoreError as error:  # asked again at the next poll
-            self.log(f"could not check the sharded steps sent ({error})")
+        except Exception as error:  # noqa: BLE001 - S3, a disk or a damaged record: asked again at the next poll
+            self.log(f"could not check the sharded steps sent ({type(error).__name__}: {error})")
 
     def prune_set_aside(self, published: int) -> list[str]:
-        """Shards set aside as a round began (`.unverified-<name>`, `.incomplete-<name>`) at or below the step
-        now published are of no use any more: a node's own shards of every save would pile up on its disk."""
+        """Shards set aside as a round began (`.unverified-<name>`, `.incomplete-<name>`) below the step now
+        published are of no use any more: a node's own shards of every save would pile up on its disk."""
         removed = []
         for entry in self.directory.iterdir() if self.directory.is_dir() else []:
-            step = layouts.set_aside_step(entry)
-            if step is not None and step <= published and not entry.is_symlink() and shards.is_sharded(entry):
+            step = layouts.set_aside_step(entry)  # the published step's own copy may be linked into a restore
+            if step is not None and step < published and not entry.is_symlink() and shards.is_sharded(entry):
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(entry.name)
         return removed
 
     def _abandon(self, step: int) -> None:
-        ranks = self.parts.missing_ranks(step)
-        missing = (f"the shards of rank(s) {', '.join(map(str, ranks))}" if ranks
-                   else "the part of the node holding its .metadata")
+        missing = self.parts.missing_parts(step)
         removed = self.parts.abandon(step)
+        kept = ("its objects were removed" if removed else
+                "its objects are left to retention (another save of it began, or another node settled it)")
         self.log(f"checkpoint step {step} abandoned: {missing} did not reach S3 within {self.arrival_seconds:.0f}s "
-                 f"of this node's part; {'its objects were removed' if removed else 'another save of it goes on'}, "
-                 "and the step published before it stands")
-        self.event("abandoned", step=step, missing_ranks=ranks)
+                 f"of this node's part; {kept}, and the step published before it stands")
+        self.event("abandoned", step=step, missing=missing, removed=removed)
 
     def _forget(self, step: int) -> None:
         with self._lock:
             self._sent.pop(step, None)
 
     def awaited(self, step: int) -> str:
-        """Why `step` is not published yet, for a line: the ranks whose shards are missing."""
+        """Why `step` is not published yet, for a line: the parts still missing."""
         try:
-            ranks = self.parts.missing_ranks(step)
+            return f"waiting for {self.parts.missing_parts(step)}"
         except RemoteStoreError as error:
-            return f"S3 could not say which shards are missing ({error})"
-        return f"waiting for the shards of rank(s) {', '.join(map(str, ranks))}" if ranks else "waiting for its parts"
+            return f"S3 could not say which parts are missing ({error})"
 
 
 def wait_for_part(saves: ShardedSaves, above: int | None, bound: float, stop: threading.Event,
@@ -132,7 +144,7 @@ def wait_for_part(saves: ShardedSaves, above: int | None, bound: float, stop: th
     """After the command stopped: this disk's newest shards go up once the coordinator's record shows the
     save ended everywhere; waited for up to `bound`, since a save cut short never gets one."""
     deadline = time.monotonic() + bound
-    while saves.pending_here(above) is not None:
+    while saves.pending_here(above) is not None:  # the coordinator's own part is ready at once
         if (found := saves.ready(writer_done=True, above=above)) is not None:
             return found
         if time.monotonic() >= deadline or stop.wait(poll_seconds):

@@ -300,7 +300,8 @@ class Agent:
                 return self._interrupted(outcome, newest)
             if code == 0:
                 if self.config.distributed and not self._publishes():
-                    return self._after_the_publisher(uploader)
+                    self._settle_uploads(uploader)  # its own shards of the final save: without them it is never whole
+                    return self._after_the_publisher()
                 if self._publishes() and (missing := self._final_upload(uploader, newest)):
                     return self._failed(missing, failures, keep_instance=True)
                 if self.config.distributed:  # rank 0 may have written on another node
@@ -595,17 +596,17 @@ class Agent:
         if self._sharded is None:
             return
         try:  # a save S3 already holds, or a newer one, waits for nobody
-            above = max((step for step in (uploader.offered_step, self.clients.store.latest_step())
-                         if step is not None), default=None)
+            latest = self.clients.store.latest_step()
         except RemoteStoreError:
-            above = uploader.offered_step
+            latest = None
+        above = max((step for step in (uploader.uploaded_step, latest) if step is not None), default=None)
         if self._sharded.pending_here(above) is not None:
             self.log("waiting for the node holding .metadata to send its part of the newest save here, so that "
                      "this node's shards follow")
         bound = min(self.config.grace_seconds, PART_WAIT_SECONDS)
         part = wait_for_part(self._sharded, above, bound, self.stop_requested, self.config.poll_seconds)
-        if part is not None:
-            uploader.offer(part.step, part.path, writer_done=True)
+        if part is not None:  # a part whose upload failed goes once more; one sent already is not offered again
+            uploader.offer(part.step, part.path, retry=True, writer_done=True)
         uploader.drain()
 
     # ---- endings ------------------------------------------------------------------------------
@@ -633,12 +634,10 @@ class Agent:
         self._end_job(f"training finished at checkpoint step {step}")
         return 0
 
-    def _after_the_publisher(self, uploader: CheckpointUploader) -> int:
+    def _after_the_publisher(self) -> int:
         """Several nodes, the command finished on a node that does not publish: the job is DONE only once
         the publisher has its final state in S3, so this node never ends the job (nor scales the group
-        under the publisher's upload); it leaves with the publisher's recorded end, waited for bounded.
-        Its own shards of the final save go up first: without them that step is never whole."""
-        self._settle_uploads(uploader)
+        under the publisher's upload); it leaves with the publisher's recorded end, waited for bounded."""
         bound = self.config.grace_seconds + FINAL_UPLOAD_ALLOWANCE_SECONDS
         self.log(f"the command finished; waiting up to {bound:.0f}s for the node that publishes to have the final "
                  "state in S3 and end the job")

@@ -55,9 +55,7 @@ def _record(remote: RemoteStore, kind: str, **fields: Any) -> None:
 
 def offer_handover(store: Any, group_rank: int, published_last_round: bool, directory: Path) -> int | None:
     """Name the step this node hands over: its newest when it published the round before, else none."""
-    # A save in shards counts from the coordinator's part: the others send theirs before the next round.
-    newest = (layouts.newest_complete(directory, writer_done=True, shards_elsewhere=True)
-              if published_last_round else None)
+    newest = layouts.newest_complete(directory, writer_done=True) if published_last_round else None
     step = newest.step if newest is not None else None
     store.set(HANDOVER_KEY.format(rank=group_rank), NONE if step is None else str(step).encode())
     return step

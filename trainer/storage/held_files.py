@@ -39,7 +39,10 @@ def link_held(copies: list[Path], targets: Mapping[str, tuple[Path, str, Mapping
                 break
     if not found:
         return set()
-    digests = digest_files(found, block_bytes)
+    try:
+        digests = digest_files(found, block_bytes)
+    except OSError:  # a copy removed while it was read: everything is downloaded
+        return set()
     placed = set()
     for key, held in found.items():
         if digests[key] != list(targets[key][2]["sha256_blocks"]):
@@ -47,8 +50,17 @@ def link_held(copies: list[Path], targets: Mapping[str, tuple[Path, str, Mapping
         target = targets[key][0]
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            os.link(held, target)
-        except OSError:  # no hard links here: a copy still saves the download
-            shutil.copyfile(held, target)
+            _place(held, target)
+        except OSError:  # gone meanwhile: downloaded like the rest
+            continue
         placed.add(key)
     return placed
+
+
+def _place(held: Path, target: Path) -> None:
+    try:
+        os.link(held, target)
+    except FileNotFoundError:
+        raise
+    except OSError:  # no hard links here: a copy still saves the download
+        shutil.copyfile(held, target)

@@ -30,16 +30,25 @@ def is_dcp_folder(names: list[str]) -> bool:
 
 
 def dcp_folders(checkpoint: Path) -> list[str]:
-    """The folders of a checkpoint DCP wrote, relative to it ('' for the checkpoint itself), at most one
-    level below it."""
+    """The folders of a checkpoint DCP wrote shards into, relative to it ('' for the checkpoint itself), at
+    most one level below it (a `.metadata` alone may be any tool's)."""
     if not checkpoint.is_dir() or checkpoint.is_symlink():
         return []
     try:
         folders = [checkpoint, *(entry for entry in checkpoint.iterdir() if entry.is_dir() and not entry.is_symlink())]
         return [("" if folder == checkpoint else folder.name) for folder in folders
-                if is_dcp_folder([entry.name for entry in folder.iterdir()])]
+                if any(entry.name.endswith(SHARD_SUFFIX) for entry in folder.iterdir())]
     except OSError:  # pruned while we looked
         return []
+
+
+def shard_files(checkpoint: Path) -> list[Path]:
+    """Every shard file of the checkpoint, in each of its DCP folders."""
+    found = []
+    for folder in dcp_folders(checkpoint):
+        root = checkpoint / folder if folder else checkpoint
+        found += [entry for entry in root.iterdir() if entry.name.endswith(SHARD_SUFFIX)]
+    return found
 
 
 def is_sharded(checkpoint: Path) -> bool:

@@ -42,7 +42,12 @@ from .uploader import PART
 log = logging.getLogger(__name__)
 
 PART_PREFIX = "MANIFEST-"  # + <instance>.json, beside the step's objects
+SETTLED_PREFIX = "SETTLED-"  # + <save identity>.json: the one node that publishes or abandons a save
 PARTS_ARRIVAL_SECONDS = 120.0  # from the coordinator's part in S3 to the last node's part
+# A node's shards belong to a save only if written before its .metadata (DCP writes .metadata once every
+# rank has written): a shard written later is a newer save's. Nodes' clocks agree within this (on EC2,
+# the Amazon Time Sync Service keeps them within a millisecond or so).
+CLOCK_ALLOWANCE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -52,12 +57,21 @@ class Save:
     identity: str
     listed: frozenset[str]  # every shard's name inside the checkpoint
     complete: bool  # the coordinator's record lists all its files, not only its `.metadata`
+    saved_at: float  # when its `.metadata` was written (epoch seconds, the coordinator's clock)
+
+    def holds(self, shard_files: list[Path]) -> bool:
+        """These shards of a node's own were written for this save: before its `.metadata`."""
+        try:
+            written = max((path.stat().st_mtime for path in shard_files), default=0.0)
+        except OSError:
+            return False
+        return written <= self.saved_at + CLOCK_ALLOWANCE_SECONDS
 
 
 @dataclass
 class StepParts:
     store: RemoteStore
-    _saves: dict[int, Save] = field(default_factory=dict)  # steps whose coordinator record this node read
+    sent: dict[int, str] = field(default_factory=dict)  # step → the save this node last sent a part of
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---- what S3 holds of a step --------------------------------------------------------------
@@ -101,10 +115,8 @@ class StepParts:
                 raise RemoteStoreError(f"s3://{self.store.bucket}/{self.store.step_prefix(step)}{key_name(name)}: "
                                        "not a torch.distributed.checkpoint .metadata")
             listed |= {shards.in_folder(folder, shard) for shard in names}
-        save = Save(str(coordinator["metadata"]), frozenset(listed), bool(coordinator.get("complete")))
-        with self._lock:
-            self._saves[step] = save
-        return save
+        return Save(str(coordinator["metadata"]), frozenset(listed), bool(coordinator.get("complete")),
+                    float(coordinator.get("saved_at") or 0.0))
 
     def _object(self, key: str) -> bytes | None:
         try:
@@ -127,28 +139,35 @@ class StepParts:
         files = checkpoint_files(local)
         prefix = self.store.step_prefix(step)
         carried: dict[str, Any] = {}
+        saved_at = 0.0
         if shards.holds_metadata(local):
-            bodies = {name: _read(path) for name, path in files.items() if name.rsplit("/", 1)[-1] == shards.METADATA}
+            metadata = {name: path for name, path in files.items() if name.rsplit("/", 1)[-1] == shards.METADATA}
+            saved_at = max(path.stat().st_mtime for path in metadata.values())
+            bodies = {name: _read(path) for name, path in metadata.items()}
             identity, coordinator = shards.metadata_identity(bodies), True
-            first = {name: path for name, path in files.items() if name in bodies}
-            carried = self._send_part(local, step, first, identity, coordinator=True, complete=False)
-            files = {name: path for name, path in files.items() if name not in bodies}
+            carried = self._send_part(local, step, metadata, identity, coordinator=True, complete=False,
+                                      saved_at=saved_at)
+            files = {name: path for name, path in files.items() if name not in metadata}
         else:
             save = self.coordinator_save(step)  # read afresh: a newer save of the step may have begun
             if save is None:
                 raise RemoteStoreError(f"step {step}: the node holding its .metadata has not sent it",
                                        cause="no coordinator's part")
             files = {name: path for name, path in files.items() if name in save.listed}
-            if not files:
-                log.warning("step %d: none of the shards here is listed by its .metadata in S3", step)
-                return False
+            if not files or not save.holds(list(files.values())):
+                raise RemoteStoreError(f"step {step}: the shards here are not those of the save whose .metadata is "
+                                       "in S3 (written after it, or not listed by it): not sent",
+                                       cause="shards of another save")
             identity, coordinator = save.identity, False
-        self._send_part(local, step, files, identity, coordinator=coordinator, complete=True, carried=carried)
+        self._send_part(local, step, files, identity, coordinator=coordinator, complete=True, carried=carried,
+                        saved_at=saved_at)
+        with self._lock:
+            self.sent[step] = identity
         log.info("step %d: sent this node's part to s3://%s/%s", step, self.store.bucket, prefix)
         return True if self.publish_if_whole(step) else PART
 
     def _send_part(self, local: Path, step: int, files: dict[str, Path], identity: str, *, coordinator: bool,
-                   complete: bool, carried: dict[str, Any] | None = None) -> dict[str, Any]:
+                   complete: bool, saved_at: float, carried: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send `files`, then the record naming them and what an earlier record of this part `carried`."""
         prefix = self.store.step_prefix(step)
         stored, left_out = stored_files(files, prefix)
@@ -158,30 +177,33 @@ class StepParts:
         entries = {**(carried or {}), **(self.store.send_files(local, stored, prefix) if stored else {})}
         record = {"step": step, "name": local.name, "kind": "directory", "block_bytes": BLOCK_BYTES,
                   "coordinator": coordinator, "complete": complete, "metadata": identity, "files": entries,
+                  **({"saved_at": saved_at} if coordinator else {}),
                   "instance": self.store.instance, "written_at": time.time()}
         self.store.put_json(self.part_name(step, self.store.instance), record)
         return entries
 
     # ---- publish --------------------------------------------------------------------------------
     def missing(self, step: int) -> tuple[Save | None, list[str]]:
-        """The coordinator's save of `step` and the shards no part of that save holds yet (all of them
-        while the coordinator's record is not complete)."""
+        """The coordinator's save of `step` and the shards no part of that save holds yet (while the
+        coordinator's own record is not complete, its files are missing too: `Save.complete`)."""
         save = self.coordinator_save(step)
         if save is None:
             return None, []
         held = {local_name(key, entry) for record in self.records(step) if record.get("metadata") == save.identity
                 and record.get("complete") for key, entry in record["files"].items()}
-        if not save.complete:
-            return save, sorted(save.listed)
         return save, sorted(save.listed - held)
 
     def publish_if_whole(self, step: int) -> bool:
-        """MANIFEST.json from the parts of one save, then latest.json, once every listed shard is in S3."""
+        """MANIFEST.json from the parts of one save, then latest.json, once every listed shard is in S3. Of
+        the nodes that find it whole, and a node abandoning it, one settles it (a conditional write)."""
         save, missing = self.missing(step)
-        if save is None or missing:
+        if save is None or missing or not save.complete:
             return False
         if (latest := self.store.latest_step()) is not None and latest >= step:
             return latest == step  # the node whose part arrived with ours published it
+        if not self.store.create_once(self.settled_name(step, save.identity), {"outcome": "published",
+                                                                                "instance": self.store.instance}):
+            return False  # another node publishes it, or abandoned it
         records = [r for r in self.records(step) if r.get("metadata") == save.identity and r.get("complete")]
         files: dict[str, Any] = {}
         for record in sorted(records, key=lambda r: bool(r.get("coordinator"))):  # the coordinator's win
@@ -201,21 +223,30 @@ class StepParts:
             log.info("step %d is whole in S3 (%d parts, %d files): published", step, len(records), len(files))
         return published
 
-    def missing_ranks(self, step: int) -> list[int]:
-        """The ranks whose shards of `step` are not in S3 (by the shard's name)."""
-        _, missing = self.missing(step)
-        return sorted({rank for name in missing if (rank := shards.rank_of(name)) is not None})
+    @staticmethod
+    def settled_name(step: int, identity: str) -> str:
+        return f"{keys.checkpoint_prefix(step)}{SETTLED_PREFIX}{identity}.json"
+
+    def missing_parts(self, step: int) -> str:
+        """Which parts of `step` are not in S3, for a line: the ranks by their shards' names, or the part of
+        the node holding `.metadata`."""
+        save, missing = self.missing(step)
+        if save is None or not save.complete:
+            return "the part of the node holding its .metadata"
+        ranks = sorted({rank for name in missing if (rank := shards.rank_of(name)) is not None})
+        return f"the shards of rank(s) {', '.join(map(str, ranks))}" if ranks else "no part (it is whole)"
 
     def abandon(self, step: int) -> bool:
-        """Remove what S3 holds of an unpublished `step`, unless it was published meanwhile or another save of
-        it began. True when removed."""
-        save = self._saves.get(step)
-        latest = self.store.latest_step()
-        if latest is not None and latest >= step:
-            return False
+        """Remove what S3 holds of the unpublished save of `step` this node sent a part of: only while the
+        coordinator's record still names that save (another save of the step may have begun), and only
+        once this node wins the save's settling over a node publishing it. True when removed."""
+        sent = self.sent.get(step)
         current = self.coordinator_save(step)
-        if save is not None and current is not None and current.identity != save.identity:
+        if sent is None or current is None or current.identity != sent:
             return False
+        if not self.store.create_once(self.settled_name(step, sent), {"outcome": "abandoned",
+                                                                       "instance": self.store.instance}):
+            return False  # published (or abandoned) by another node meanwhile
         self.store.delete_step(step)
         return True
 
