@@ -6,14 +6,13 @@ round resumes that whole step — at whatever node count the round has, through 
 
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 from spot_trainer.storage import shards
-from spot_trainer.storage.remote import MANIFEST, RemoteStore
+from spot_trainer.storage.remote import RemoteStore
 from tests.integration.lost_nodes import (
     TIMEOUT,
     every_node_finishes,
@@ -29,30 +28,21 @@ STEPS = 90
 FSDP_DCP = Path(__file__).resolve().parents[1] / "fixtures" / "plain_scripts" / "fsdp_dcp.py"
 
 
-def whole_in_s3(store: RemoteStore, step: int) -> list[str]:
-    """The published step's manifest names its `.metadata` and every shard that `.metadata` lists; the
-    shard names, as the manifest gives them."""
-    manifest = store.get_json(store.step_prefix(step) + MANIFEST, absolute=True)
-    assert manifest is not None, f"step {step} is published without a manifest"
-    names = set(manifest["files"])
-    assert shards.METADATA in names, sorted(names)
-    body = store.s3.get_object(Bucket=store.bucket, Key=store.step_prefix(step) + shards.METADATA)["Body"].read()
-    listed = shards.listed_shards(io.BytesIO(body))
-    assert listed and listed <= names, f"step {step}: {sorted(listed or ())} listed, {sorted(names)} in S3"
+def whole_in_s3(store: RemoteStore, step: int, into: Path) -> list[str]:
+    """The published step restores whole, every byte as its manifest says, into a fresh folder: its
+    `.metadata` and every shard that `.metadata` lists. The shard names."""
+    restored = store.restore_at_or_below(into, step)
+    assert restored is not None and store.restored_step == step, f"step {step} is published but does not restore"
+    listed = shards.listed_in_file(restored / shards.METADATA)
+    held = sorted(path.name for path in restored.iterdir())
+    assert listed and all((restored / name).is_file() for name in listed), (sorted(listed or ()), held)
     return sorted(listed)
 
 
-def loads_in_a_fresh_process(store: RemoteStore, step: int, into: Path) -> None:
-    """What S3 holds of the step, downloaded by hand, loads with DCP in a process of its own (one rank)."""
-    manifest = store.get_json(store.step_prefix(step) + MANIFEST, absolute=True)
-    assert manifest is not None
-    for key in manifest["files"]:
-        target = into / key
-        target.parent.mkdir(parents=True, exist_ok=True)
-        store.s3.download_file(store.bucket, store.step_prefix(step) + key, str(target))
+def loads_in_a_fresh_process(checkpoint: Path) -> None:
+    """A restored step loads with DCP in a process of its own (one rank, whatever world saved it)."""
     check = textwrap.dedent("""
         import sys
-        import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
         dcp_to_torch_save(sys.argv[1], sys.argv[2])
         import torch
@@ -60,7 +50,7 @@ def loads_in_a_fresh_process(store: RemoteStore, step: int, into: Path) -> None:
         assert set(state) == {"model", "optimizer"}, set(state)
         print("loaded", len(state["model"]))
     """)
-    done = subprocess.run([sys.executable, "-c", check, str(into), str(into.parent / "whole.pt")],
+    done = subprocess.run([sys.executable, "-c", check, str(checkpoint), str(checkpoint.parent / "whole.pt")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "loaded" in done.stdout, done.stderr
 
@@ -77,15 +67,15 @@ def test_an_fsdp_script_publishes_whole_steps_and_survives_every_kind_of_lost_no
     with cluster(aws_env, bucket, job, tmp_path, command=command, restart_budget="1") as group:
         def whole_after_each_loss() -> None:
             if (step := store.latest_step()) is not None:
-                whole_in_s3(store, step)
+                whole_in_s3(store, step, tmp_path / "checked" / str(step))
 
         lose_each_kind_of_node(group, store, first=20, gap=20, gates=tmp_path / "gates",
                                after_each=whole_after_each_loss)
         every_node_finishes(group, store)
     assert store.get_json("status.json")["state"] == "DONE"
     assert store.latest_step() == STEPS
-    assert len(whole_in_s3(store, STEPS)) == 2  # the last round: two nodes after the notice, one shard each
-    loads_in_a_fresh_process(store, STEPS, tmp_path / "fresh" / f"step-{STEPS}")
+    assert len(whole_in_s3(store, STEPS, tmp_path / "fresh")) == 2  # the last round: two nodes, a shard each
+    loads_in_a_fresh_process(tmp_path / "fresh" / f"step-{STEPS}")
     no_lost_node_was_a_failure(group)
     never_from_nothing_once_published(group)
 

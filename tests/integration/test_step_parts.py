@@ -132,9 +132,12 @@ def test_a_node_killed_while_uploading_its_shard_never_publishes_the_step(
                                   str(folders[1]), "20"], env={**os.environ, **aws_env}, stdout=subprocess.PIPE,
                                  text=True)
     try:
-        shard_key = store.step_prefix(20) + "__1_0.distcp"
+        def shard_upload_begun() -> bool:
+            uploads = store.s3.list_multipart_uploads(Bucket=store.bucket, Prefix=store.step_prefix(20))
+            return any(upload["Key"].endswith("/__1_0.distcp") for upload in uploads.get("Uploads", []))
+
         deadline = time.monotonic() + 120
-        while not store.s3.list_multipart_uploads(Bucket=store.bucket, Prefix=shard_key).get("Uploads"):
+        while not shard_upload_begun():
             assert uploading.poll() is None and time.monotonic() < deadline, "the shard's upload never began"
             time.sleep(0.01)
         uploading.send_signal(signal.SIGKILL)  # the node powered off mid-upload

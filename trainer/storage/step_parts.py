@@ -1,22 +1,25 @@
 """A checkpoint DCP wrote in shards on several nodes (shards.py), published once, whole.
 
-Each node uploads the files its ranks wrote under the step's prefix, then a part record beside them,
-`MANIFEST-<instance>.json` (the files it sent, their sizes and block SHA-256s):
+Each node uploads the files its ranks wrote under the step's prefix, in a folder of the save's own
+(`saves/<save>/`), then a part record, `MANIFEST-<instance>.json` (the files it sent, their sizes and
+block SHA-256s):
 
     coordinator's node   (it holds `.metadata`) its `.metadata` files first, then a first record naming
                          them, so the other nodes may start at once; then its shards and the files rank 0
                          writes alone (`trainer_state.json`, `meta.pt`), then its record again, complete
-    any other node       once the coordinator's record is in S3 (its `.metadata` exist only after every
-                         rank finished writing): the shards that `.metadata` lists and its disk holds
+    any other node       once the coordinator's record of the save its shards belong to is in S3 (its
+                         `.metadata` exists only after every rank finished writing, and was written after
+                         them): the shards that `.metadata` lists and its disk holds
 
 Every record names the save by its `.metadata` (shards.metadata_identity): a round that trains the same
-step again saves other metadata, and parts of two saves are never mixed. Whoever sends the last part
-finds the step whole (the coordinator's record complete, and every shard each `.metadata` lists in a
-record of the same save), writes the step's MANIFEST.json from the records (conditionally: once) and
-moves latest.json (the store's conditional publish, which never goes back). A node that dies mid-upload
-leaves no record, so its step is never published and the previous one stands; the coordinator's node
-abandons a step whose parts do not all arrive within PARTS_ARRIVAL_SECONDS (`abandon`), and retention
-removes every unpublished step below the published one.
+step again saves other metadata, and parts of two saves never mix. Whoever sends the last part finds
+the save whole (the coordinator's record complete, every shard each `.metadata` lists in a record of
+that save), wins the save's settling (`SETTLED-<save>.json`, a conditional write), writes the step's
+MANIFEST.json from the records and moves latest.json (the store's conditional publish, which never goes
+back). A node that dies mid-upload leaves no record, so its step is never published and the previous
+one stands; a node whose part's step is not whole PARTS_ARRIVAL_SECONDS later abandons it (`abandon`:
+settled as abandoned, its objects removed), and retention removes every unpublished step below the
+published one.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from .uploader import PART
 log = logging.getLogger(__name__)
 
 PART_PREFIX = "MANIFEST-"  # + <instance>.json, beside the step's objects
+SAVE_FOLDER = "saves/"  # + <save identity>/ + the files of that save's parts
 SETTLED_PREFIX = "SETTLED-"  # + <save identity>.json: the one node that publishes or abandons a save
 PARTS_ARRIVAL_SECONDS = 120.0  # from the coordinator's part in S3 to the last node's part
 # A node's shards belong to a save only if written before its .metadata (DCP writes .metadata once every
@@ -170,7 +174,10 @@ class StepParts:
                    complete: bool, saved_at: float, carried: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send `files`, then the record naming them and what an earlier record of this part `carried`."""
         prefix = self.store.step_prefix(step)
-        stored, left_out = stored_files(files, prefix)
+        # Each save's objects under a folder of its own: a late part of one save never overwrites another's.
+        folder = f"{SAVE_FOLDER}{identity[:16]}/"
+        stored, left_out = stored_files(files, prefix + folder)
+        stored = {folder + key: named for key, named in stored.items()}
         if left_out:
             raise RemoteStoreError(f"step {step}: S3 cannot take {left_out[0]!r} (a key over 1024 bytes)",
                                    cause="file names S3 cannot take")
