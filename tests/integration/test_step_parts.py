@@ -17,6 +17,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+import torch
 
 from spot_trainer.agent.sharded_saves import ShardedSaves
 from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
@@ -301,3 +302,28 @@ def test_a_save_is_abandoned_only_while_it_is_the_one_in_s3_and_nobody_settled_i
     settling.check(store.latest_step)
     assert "its objects are left to retention" in lines[-1], lines
     assert store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.step_prefix(95))["KeyCount"] > 0
+
+
+def test_lightnings_sharded_fsdp_checkpoint_goes_up_from_every_node(store: RemoteStore, tmp_path: Path) -> None:
+    """Lightning 2.6's FSDPStrategy(state_dict_type="sharded"): a folder named like its checkpoint file,
+    `epoch=0-step=60.ckpt/`, with every rank's shards and, from rank 0, `.metadata` and `meta.pt` last."""
+    folders = []
+    for rank in range(2):
+        folder = tmp_path / f"node{rank}" / "epoch=0-step=60.ckpt"
+        folder.mkdir(parents=True)
+        (folder / f"__{rank}_0.distcp").write_bytes(f"lightning{rank}".encode() * 100)
+        if rank == 0:
+            (folder / ".metadata").write_bytes(pickle.dumps({"storage": ["__0_0.distcp", "__1_0.distcp"]}))
+        folders.append(folder)
+    saves = [ShardedSaves(node(store, f"i-{rank}"), folder.parent, print, lambda kind, **fields: None)
+             for rank, folder in enumerate(folders)]
+    assert saves[0].ready(writer_done=False, above=None) is None  # meta.pt, written last, is not there yet
+    torch.save({"global_step": 60}, folders[0] / "meta.pt")
+    for ready_node in saves:
+        part = ready_node.ready(writer_done=False, above=None)
+        assert part is not None and part.step == 60
+        ready_node.upload(part.path, part.step)
+    assert store.latest_step() == 60
+    restored = store.restore_at_or_below(tmp_path / "fresh", 60)
+    assert restored is not None and sorted(path.name for path in restored.iterdir()) == [
+        ".metadata", "__0_0.distcp", "__1_0.distcp", "meta.pt"]
