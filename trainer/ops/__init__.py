@@ -1,0 +1,5 @@
+"""A user's commands on a deployed job, by its name: status, logs, outputs, pause and resume.
+
+They run on the user's machine with the usual AWS region and credentials, find the job's bucket,
+group and log group in the outputs of its stack `SpotTrainer-<job>`, and say every problem in one line.
+"""
