@@ -13,6 +13,7 @@ from typing import Any
 
 from spot_trainer.builtin.arguments import arguments_problem
 from spot_trainer.command_text import has_control_character, shadows_builtin
+from spot_trainer.secret_refs import SecretRefError, parse_refs
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
 from spot_trainer.signals import STOP_SIGNALS
 from spot_trainer.storage.names import bucket_name_problem
@@ -134,6 +135,10 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise field_error("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
     _check_dataset(run)  # its bucket: S3's own rule (storage/names.py), as for every bucket name
     check_checkpoint_dir(run)
+    try:
+        parse_refs(run.secrets)
+    except SecretRefError as error:
+        raise field_error("run.secrets", str(error)) from None
     if run.workdir and not (source.parent / run.workdir).is_dir():
         raise field_error("run.workdir", f"{run.workdir!r} is not a directory next to the job file")
     if run.workdir and not (source.parent / run.workdir).resolve().is_relative_to(source.parent.resolve()):

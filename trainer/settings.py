@@ -116,6 +116,10 @@ SETTINGS: tuple[Setting, ...] = (
                 "Empty: the runtime shipped with this stack; else an s3:// wheel, URL or name==version",
                 pattern=pattern.PACKAGE, rule="empty, s3://bucket/key.whl, a URL, or a pip requirement pinned "
                 "with ==; no spaces, no local path")),
+    Setting("run.secrets", 'secrets put into the command\'s environment at start, by reference: `["HF_TOKEN='
+            'ssm:/team/hf-token", "WANDB_API_KEY=secretsmanager:wandb-key"]`; the instances may read exactly these '
+            '(see [Secrets](your-own-script.md#secrets))', (), default_text="`[]` (none)", env="SPOT_SECRETS",
+            attr="secrets", agent_default="", header_when_set=True),
     Setting("run.stop_signal", "the signal the command gets to save and stop: `SIGTERM`, `SIGINT`, `SIGUSR1` or "
             "`SIGUSR2`", "SIGTERM", env="SPOT_STOP_SIGNAL", attr="stop_signal"),
     Setting("run.grace_seconds", "how long the command may take for its emergency checkpoint (up to 7200)", 110,

@@ -1,6 +1,8 @@
-"""The example job in the local spot cloud driven only by its name, as a user would: `status`, `logs`,
-`pause` mid-training (the step in flight reaches S3, the group goes to zero), `resume` (training goes on
-from that step to the end) and `outputs --checkpoint` (the files S3 holds, checked)."""
+"""The example job, with a secret, in the local spot cloud driven only by its name, as a user would:
+`status`, `logs`, `pause` mid-training (the step in flight reaches S3, the group goes to zero), `resume`
+(training goes on from that step to the end) and `outputs --checkpoint` (the files S3 holds, checked).
+The secret reaches the training command's environment and nothing else: not the template, the user data,
+the agent's environment, the logs or any record in S3."""
 
 from __future__ import annotations
 
@@ -20,8 +22,11 @@ from localcloud.cloud import Deployment, LocalCloud
 from localcloud.player import Player, RunOptions
 from spot_trainer.storage.remote import RemoteStore
 from tests.conftest import REPO_ROOT
-from tests.e2e.conftest import JOB, TRAIN_ARGS
+from tests.e2e.conftest import TRAIN_ARGS
 
+JOB = "named"  # jobs/example.toml with a secret, as named.toml
+TOKEN = "hf_e2e-s3cr3t-31d7"
+PARAMETER = "/e2e/hf-token"
 STEPS = 40
 PAUSE_AT = 12  # past the first checkpoint (every 8): the pause saves a step no periodic checkpoint has
 ARGUMENTS = TRAIN_ARGS.replace("--steps 104", f"--steps {STEPS}")
@@ -43,15 +48,25 @@ class PausedJob:
     paused_at: int  # the newest step the trainer had logged when `pause` was given
     outputs: dict[str, subprocess.CompletedProcess[str]]
     downloads: Path  # where `outputs` ran
+    environments: dict[str, bytes]  # "agent", "command": /proc/<pid>/environ while training
 
     def store(self) -> RemoteStore:
         return RemoteStore(self.cloud.client("s3"), self.deployment.bucket, self.deployment.job)
 
 
 @pytest.fixture(scope="module")
-def paused(local_cloud: LocalCloud, example_app: Path, tmp_path_factory: pytest.TempPathFactory
+def named_app(local_cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    job = tmp_path_factory.mktemp("jobs") / f"{JOB}.toml"
+    example = (REPO_ROOT / "jobs" / "example.toml").read_text()
+    job.write_text(example.replace("grace_seconds = 60", f'grace_seconds = 60\nsecrets = ["HF_TOKEN=ssm:{PARAMETER}"]'))
+    return local_cloud.synth(str(job))
+
+
+@pytest.fixture(scope="module")
+def paused(local_cloud: LocalCloud, named_app: Path, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[PausedJob]:
-    deployment = local_cloud.deploy(example_app, {"TrainArguments": ARGUMENTS})
+    local_cloud.client("ssm").put_parameter(Name=PARAMETER, Value=TOKEN, Type="SecureString", Overwrite=True)
+    deployment = local_cloud.deploy(named_app, {"TrainArguments": ARGUMENTS})
     outputs: dict[str, subprocess.CompletedProcess[str]] = {}
     try:
         options = RunOptions(total_steps=STEPS, timeout_seconds=240,
@@ -64,6 +79,7 @@ def paused(local_cloud: LocalCloud, example_app: Path, tmp_path_factory: pytest.
         while (first.current_step() or 0) < PAUSE_AT and thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.2)
         paused_at = first.current_step() or 0
+        environments = process_environments(first)
         outputs["status"] = spot_trainer(local_cloud, "status", "--job", JOB)
         outputs["pause"] = spot_trainer(local_cloud, "pause", "--job", JOB)
         thread.join(timeout=120)
@@ -76,9 +92,21 @@ def paused(local_cloud: LocalCloud, example_app: Path, tmp_path_factory: pytest.
         outputs["resume again"] = spot_trainer(local_cloud, "resume", "--job", JOB)
         folder = tmp_path_factory.mktemp("downloads")
         outputs["outputs"] = spot_trainer(local_cloud, "outputs", "--job", JOB, "--checkpoint", cwd=folder)
-        yield PausedJob(local_cloud, deployment, first, second, paused_at, outputs, folder)
+        yield PausedJob(local_cloud, deployment, first, second, paused_at, outputs, folder, environments)
     finally:
         local_cloud.destroy(deployment)
+
+
+def process_environments(player: Player) -> dict[str, bytes]:
+    """The agent's and the training command's environments, read from /proc while they run."""
+    (instance,) = player.alive()
+    agent = instance.agent_pid()
+    found = {"agent": Path(f"/proc/{agent}/environ").read_bytes()} if agent else {}
+    for pid in instance.processes():
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if b"spot_trainer" in command and b"train" in command:
+            found["command"] = Path(f"/proc/{pid}/environ").read_bytes()
+    return found
 
 
 def _run(player: Player, failures: list[BaseException]) -> None:
@@ -149,3 +177,23 @@ def test_outputs_downloads_the_newest_checkpoint_checked(paused: PausedJob) -> N
     sizes = {name: entry["size"] for name, entry in manifest["files"].items()}
     found = {p.relative_to(downloaded).as_posix(): p.stat().st_size for p in downloaded.rglob("*") if p.is_file()}
     assert found == sizes, json.dumps(manifest)
+
+
+def test_the_secret_reaches_the_command_and_nothing_else(paused: PausedJob) -> None:
+    assert f"HF_TOKEN={TOKEN}".encode() in paused.environments["command"].split(b"\0")
+    assert TOKEN.encode() not in paused.environments["agent"]
+    token = TOKEN.encode()
+    for template in paused.deployment.app_dir.glob("*.template.json"):
+        assert token not in template.read_bytes() and PARAMETER.encode() in template.read_bytes()
+    for path in paused.cloud.workdir.rglob("*"):  # user data, console output, journals, every instance's files
+        if path.is_file() and not path.name.startswith("moto"):
+            assert token not in path.read_bytes(), path
+    s3 = paused.cloud.client("s3")
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=paused.deployment.bucket)
+            for o in page.get("Contents", [])]
+    assert f"{JOB}/status.json" in keys
+    for key in keys:
+        assert token not in s3.get_object(Bucket=paused.deployment.bucket, Key=key)["Body"].read(), key
+    pages = paused.cloud.client("logs").get_paginator("filter_log_events").paginate(logGroupName=f"/spot-trainer/{JOB}")
+    lines = [event["message"] for page in pages for event in page["events"]]
+    assert lines and not [line for line in lines if TOKEN in line]
