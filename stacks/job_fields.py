@@ -38,6 +38,7 @@ from stacks.job_spec import (
     field_error,
     plain_decimal,
 )
+from stacks.launcher_command import own_launcher
 from stacks.schedule_fields import check_notify, check_schedule, utc_text
 from stacks.user_data import available_versions
 from stacks.userdata_versions import SHIPPED_RUNTIME_IMPORT, userdata_version
@@ -328,6 +329,10 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     _check_run(sections["run"], source)
     _check_capacity(sections["capacity"])
     sections["capacity"] = _check_distributed(sections["capacity"], given=data.get("capacity", {}))
+    if sections["capacity"].distributed and (launcher := own_launcher(sections["run"].command)):
+        raise field_error("run.command", f"starts its own {launcher}: with capacity.distributed = true the agent "
+                          "already runs the command under its torchrun, once per GPU; give the script itself, "
+                          'e.g. "python train.py"')
     sections["network"] = _check_network(sections["network"])
     _check_cluster_network(sections["capacity"], sections["network"])
     _check_access(sections["access"])
