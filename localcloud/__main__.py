@@ -30,11 +30,12 @@ from localcloud.progress import ProgressLine
 from localcloud.report import DEFAULT_DISCOUNT, build_report
 from spot_trainer.builtin.arguments import arguments_problem, total_steps
 from spot_trainer.costs.spot_prices import PriceError, TracePrices
+from spot_trainer.help_text import first_paragraph
 from spot_trainer.storage.job_keys import STATUS, job_key
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m localcloud", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m localcloud", description=first_paragraph(__doc__))
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="deploy the job locally and train it through interruptions")
     demo.add_argument("--job", default="example", help="jobs/<name>.toml or a path (default: example)")

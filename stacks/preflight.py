@@ -19,9 +19,11 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from spot_trainer.help_text import first_paragraph
 from spot_trainer.secret_refs import SSM, parse_refs
 from stacks.job_file import load_job
 from stacks.job_spec import SHIPPED_TRAINER_PACKAGE, SSM_PATH, JobSpec, JobSpecError
+from stacks.node_version import NODE_LINE
 
 TOOLKIT_STACK = "CDKToolkit"
 # EC2's spot vCPU quotas by instance family class (Service Quotas, service code "ec2").
@@ -142,9 +144,11 @@ def problems(job: JobSpec, clients: Clients, region: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stacks.preflight", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m stacks.preflight", description=first_paragraph(__doc__))
     parser.add_argument("--job", required=True, help="a job name (jobs/NAME.toml) or a job file's path")
     options = parser.parse_args(argv)
+    if NODE_LINE:  # loading the job starts the CDK's runtime on node
+        print(f"preflight: note: {NODE_LINE}", file=sys.stderr)
     try:
         job = load_job(options.job)
     except JobSpecError as error:

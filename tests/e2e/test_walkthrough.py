@@ -63,6 +63,7 @@ class Followed:
     said: dict[str, subprocess.CompletedProcess[str]]
     downloads: Path  # where `outputs` ran
     environments: dict[str, bytes]  # "agent", "command": /proc/<pid>/environ while training
+    synth_said: str  # the CDK CLI's output of the synth
 
     def store(self) -> RemoteStore:
         return RemoteStore(self.cloud.client("s3"), self.deployment.bucket, self.deployment.job)
@@ -78,6 +79,7 @@ def followed(local_cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) 
     (deploy,) = page.commands["deploy"]
     assert deploy == f"npx cdk deploy -c job={JOB}"
     app = local_cloud.synth(str(checkout / "jobs" / f"{JOB}.toml"))  # the CLI's synth of jobs/mine.toml
+    synth_said = (local_cloud.workdir / "cdk-synth.log").read_text()
     deployment = local_cloud.deploy(app)
     said: dict[str, subprocess.CompletedProcess[str]] = {}
     try:
@@ -108,7 +110,8 @@ def followed(local_cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) 
         (download,) = page.commands["download"]
         said[download] = spot_trainer(local_cloud, download, cwd=downloads)
         said["checkpoint"] = spot_trainer(local_cloud, f"{download} --checkpoint --to ckpt", cwd=downloads)
-        yield Followed(local_cloud, deployment, page, token, first, second, paused_at, said, downloads, environments)
+        yield Followed(local_cloud, deployment, page, token, first, second, paused_at, said, downloads, environments,
+                       synth_said)
     finally:
         local_cloud.destroy(deployment)
 
@@ -209,3 +212,9 @@ def test_the_secret_reaches_the_command_and_nothing_else(followed: Followed) -> 
     pages = logs.get_paginator("filter_log_events").paginate(logGroupName=f"/spot-trainer/{JOB}")
     lines = [event["message"] for page in pages for event in page["events"]]
     assert lines and not [line for line in lines if followed.token in line]
+
+
+def test_the_synth_ends_with_the_summary_the_page_shows(followed: Followed) -> None:
+    page = PAGE.read_text()
+    summary = [line for line in page.splitlines() if line.startswith("spot-trainer: ")]
+    assert len(summary) == 4 and all(line in followed.synth_said.splitlines() for line in summary), followed.synth_said
