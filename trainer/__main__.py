@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     job_arguments.add_job_arguments(status)
     status.add_argument("--json", action="store_true",
                         help="print status.json and the job's cost (\"cost\") as one JSON object")
+    status.add_argument("--plot", type=Path, metavar="FILE.svg",
+                        help="also draw the job's life into FILE.svg: steps over time, each instance by market, "
+                             "interruptions, redone work, spend against the cap (needs matplotlib)")
     job_arguments.add_commands(commands)
     return parser
 

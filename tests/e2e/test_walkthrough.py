@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -110,6 +111,8 @@ def followed(local_cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) 
         (download,) = page.commands["download"]
         said[download] = spot_trainer(local_cloud, download, cwd=downloads)
         said["checkpoint"] = spot_trainer(local_cloud, f"{download} --checkpoint --to ckpt", cwd=downloads)
+        (picture,) = page.commands["picture"]
+        said[picture] = spot_trainer(local_cloud, picture, cwd=downloads)
         yield Followed(local_cloud, deployment, page, token, first, second, paused_at, said, downloads, environments,
                        synth_said)
     finally:
@@ -218,3 +221,15 @@ def test_the_synth_ends_with_the_summary_the_page_shows(followed: Followed) -> N
     page = PAGE.read_text()
     summary = [line for line in page.splitlines() if line.startswith("spot-trainer: ")]
     assert len(summary) == 4 and all(line in followed.synth_said.splitlines() for line in summary), followed.synth_said
+
+
+def test_the_picture_shows_each_instance_the_pause_and_the_last_step(followed: Followed) -> None:
+    result = followed.said[f"spot-trainer status --job {JOB} --plot {JOB}.svg"]
+    assert result.returncode == 0, result.stderr
+    picture = ElementTree.parse(followed.downloads / f"{JOB}.svg").getroot()
+    ids = [element.get("id", "") for element in picture.iter()]
+    instances = sorted([*followed.first.instances, *followed.second.instances])
+    assert sorted(i.removeprefix("instance-") for i in ids if i.startswith("instance-")) == instances
+    assert len([i for i in ids if i.startswith("interruption-")]) == 1  # the pause's save, as the agent recorded it
+    assert any(i.startswith("paused-") for i in ids) and any(i.startswith("resumed-") for i in ids)
+    assert "step 40" in "".join("".join(e.itertext()) for e in picture.iter() if e.get("id") == "last-step")

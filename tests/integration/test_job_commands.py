@@ -181,3 +181,16 @@ def test_a_job_with_no_final_outputs_says_so(job: Job, tmp_path: Path,
     result = run(capsys, "outputs", "--job", job.name, "--to", str(tmp_path / "out"))
     assert result.returncode == 1 and "has no final outputs" in one_line(result)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("life.png", "--plot {path}: give a file name ending in .svg (one standalone picture)"),
+    ("nowhere/life.svg", "--plot {path}: there is no folder {folder} to write it into"),
+])
+def test_a_plot_that_cannot_be_written_is_one_line_before_anything_is_read(
+        user_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, message: str) -> None:
+    path = tmp_path / name
+    result = run(capsys, "status", "--job", "nosuchjob", "--plot", str(path))  # no stack either: the plot is first
+    assert result.returncode == 2 and one_line(result) == (
+        "spot-trainer status: " + message.format(path=path, folder=path.parent))
+    assert result.stdout == "" and not path.exists()

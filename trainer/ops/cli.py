@@ -17,6 +17,7 @@ from .job_stack import JobStack, check_job_name, find_job_stack, job_by_bucket
 from .logs import print_logs
 from .outputs import check_destination, download_checkpoint, download_final
 from .pause import pause, resume
+from .plot_command import check_plot_path, write_plot
 from .problem import JobProblem
 
 
@@ -52,11 +53,15 @@ def run_status(options: argparse.Namespace) -> int:
     """The job's record and cost (trainer/agent/cli.py), then its group and dashboard."""
     from ..agent import cli
 
+    if options.plot is not None:
+        check_plot_path(options.plot)
     job = locate(options)
     options.bucket, options.region = job.bucket, job.region or None
     code = cli.run_status(options)
     if code == 0 and not options.json:
         print("\n".join(group_lines(job)))
+    if code == 0 and options.plot is not None:
+        print(write_plot(job, options.plot))
     return code
 
 
