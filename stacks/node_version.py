@@ -4,7 +4,8 @@ The CDK CLI (package.json's aws-cdk) accepts Node >= 18, but the jsii runtime un
 Node 22 and 24 only (its release table in jsii/_embedded/jsii/bin__jsii-runtime.js; Node 20's end of
 life was 2026-10-30) and draws a banner for an older one, which its Python side relays as byte strings.
 Imported before aws_cdk starts that runtime, this module quiets the banner for the node on PATH (the
-runtime's own JSII_SILENCE_WARNING_* variables, per major version) and keeps the line to say instead.
+runtime's own JSII_SILENCE_WARNING_* variables, per major version) and keeps the line to say instead;
+a version quieted already on purpose gets no line either.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def quiet_jsii_banner(env: MutableMapping[str, str] = os.environ) -> str | None:
     major = node_major(version)
     if major is None or (line := support_line(major)) is None:
         return None
+    if str(major) in env.get(QUIETED[0], "").replace(" ", "").split(","):
+        return None  # quieted on purpose already (as the runtime reads its variable): say nothing either
     for name in QUIETED:
         env[name] = ",".join(filter(None, [env.get(name, ""), str(major)]))
     return line
