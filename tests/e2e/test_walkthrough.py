@@ -43,13 +43,14 @@ def spot_trainer(cloud: LocalCloud, line: str, cwd: Path = REPO_ROOT) -> subproc
 
 
 def put_secret(cloud: LocalCloud, line: str) -> str:
-    """`aws ssm put-parameter --name N --type T --value V` as the AWS CLI would send it; the value."""
+    """The page's `aws ssm put-parameter ...` line run by the AWS CLI itself against the local cloud; the value."""
     words = shlex.split(line)
     assert words[:3] == ["aws", "ssm", "put-parameter"], line
-    flags = dict(zip(words[3::2], words[4::2], strict=True))
-    cloud.client("ssm").put_parameter(Name=flags["--name"], Type=flags["--type"], Value=flags["--value"],
-                                      Overwrite=True)
-    return flags["--value"]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **cloud.aws_env,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # the venv's aws
+    done = subprocess.run(words, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return words[words.index("--value") + 1]
 
 
 @dataclass
