@@ -28,9 +28,9 @@ from tests.support.walkthrough import Walkthrough, read_walkthrough
 
 PAGE = REPO_ROOT / "docs" / "your-own-script.md"
 JOB = "mine"
-STEPS = 40
-PAUSE_AT = 12  # no checkpoint before the last step but the one the pause asks for (the script saves every 100)
-PACE = {"STEPS": str(STEPS), "STEP_SECONDS": "0.3"}  # the script's own knobs
+STEPS = 30
+PAUSE_AT = 10  # no checkpoint before the last step but the one the pause asks for (the script saves every 100)
+PACE = {"STEPS": str(STEPS), "STEP_SECONDS": "0.25"}  # the script's own knobs
 
 
 def spot_trainer(cloud: LocalCloud, line: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
@@ -233,4 +233,4 @@ def test_the_picture_shows_each_instance_the_pause_and_the_last_step(followed: F
     assert sorted(i.removeprefix("instance-") for i in ids if i.startswith("instance-")) == instances
     assert len([i for i in ids if i.startswith("interruption-")]) == 1  # the pause's save, as the agent recorded it
     assert any(i.startswith("paused-") for i in ids) and any(i.startswith("resumed-") for i in ids)
-    assert "step 40" in "".join("".join(e.itertext()) for e in picture.iter() if e.get("id") == "last-step")
+    assert f"step {STEPS}" in "".join("".join(e.itertext()) for e in picture.iter() if e.get("id") == "last-step")

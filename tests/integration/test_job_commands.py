@@ -16,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 
+from localcloud.moto_server import MotoServer
 from spot_trainer.__main__ import main
 from tests.conftest import REPO_ROOT
 
@@ -58,26 +59,40 @@ def user_env(aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[s
             "AWS_REGION": "us-east-1"}
 
 
-@pytest.fixture
-def job(user_env: dict[str, str]) -> Iterator[Job]:
-    """A stack with the outputs a Spot Trainer stack has, its bucket, and a group of one wanted instance."""
+@pytest.fixture(scope="module")
+def deployed(moto_server: MotoServer) -> Iterator[Job]:
+    """A stack with the outputs a Spot Trainer stack has, its bucket, and a group that wants two instances;
+    made once for the module (each test sets its own state: see `job`)."""
+    env = {**moto_server.env(), "AWS_REGION": "us-east-1"}
     name = f"j{uuid.uuid4().hex[:8]}"
     bucket, group = f"ckpt-{name}", f"spot-trainer-{name}"
-    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=user_env["AWS_ENDPOINT_URL"])
+    aws = {"region_name": "us-east-1", "endpoint_url": env["AWS_ENDPOINT_URL"],
+           "aws_access_key_id": env["AWS_ACCESS_KEY_ID"], "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]}
+    ec2, autoscaling = boto3.client("ec2", **aws), boto3.client("autoscaling", **aws)
     subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
     image = ec2.describe_images()["Images"][0]["ImageId"]
     ec2.create_launch_template(LaunchTemplateName=group, LaunchTemplateData={"ImageId": image})
-    autoscaling = boto3.client("autoscaling", region_name="us-east-1", endpoint_url=user_env["AWS_ENDPOINT_URL"])
     autoscaling.create_auto_scaling_group(AutoScalingGroupName=group, MinSize=0, MaxSize=2, DesiredCapacity=2,
                                           LaunchTemplate={"LaunchTemplateName": group}, VPCZoneIdentifier=subnet)
     template = {"Resources": {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": bucket}}},
                 "Outputs": {"CheckpointBucket": {"Value": {"Ref": "Bucket"}}, "AutoScalingGroup": {"Value": group},
                             "LogGroup": {"Value": f"/spot-trainer/{name}"}}}
-    cloudformation = boto3.client("cloudformation", region_name="us-east-1", endpoint_url=user_env["AWS_ENDPOINT_URL"])
+    cloudformation = boto3.client("cloudformation", **aws)
     cloudformation.create_stack(StackName=f"SpotTrainer-{name}", TemplateBody=json.dumps(template))
-    yield Job(name, bucket, group, user_env)
+    yield Job(name, bucket, group, env)
     cloudformation.delete_stack(StackName=f"SpotTrainer-{name}")
     autoscaling.delete_auto_scaling_group(AutoScalingGroupName=group, ForceDelete=True)
+
+
+@pytest.fixture
+def job(deployed: Job, user_env: dict[str, str]) -> Job:
+    """The deployed job as a test finds it: the group wanting two, nothing under its prefix."""
+    job = Job(deployed.name, deployed.bucket, deployed.group, user_env)
+    job.client("autoscaling").set_desired_capacity(AutoScalingGroupName=job.group, DesiredCapacity=2)
+    listed = job.client("s3").list_objects_v2(Bucket=job.bucket, Prefix=f"{job.name}/").get("Contents", [])
+    for item in listed:
+        job.client("s3").delete_object(Bucket=job.bucket, Key=item["Key"])
+    return job
 
 
 def desired(job: Job) -> int:
@@ -194,3 +209,13 @@ def test_a_plot_that_cannot_be_written_is_one_line_before_anything_is_read(
     assert result.returncode == 2 and one_line(result) == (
         "spot-trainer status: " + message.format(path=path, folder=path.parent))
     assert result.stdout == "" and not path.exists()
+
+
+def test_a_job_whose_stack_is_gone_is_read_by_its_bucket(user_env: dict[str, str], bucket: str, s3: Any,
+                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s3.put_object(Bucket=bucket, Key="gone/final/model.bin", Body=b"weights")
+    missing = run(capsys, "outputs", "--job", "gone", "--to", str(tmp_path / "a"))
+    assert missing.returncode == 2 and "no stack" in one_line(missing) and "give --bucket" in one_line(missing)
+    found = run(capsys, "outputs", "--job", "gone", "--bucket", bucket, "--to", str(tmp_path / "b"))
+    assert found.returncode == 0, found.stderr
+    assert (tmp_path / "b" / "model.bin").read_bytes() == b"weights"
