@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import sys
 
+# isort: off
+from stacks.node_version import NODE_LINE  # first: aws_cdk starts the jsii runtime on node as it is imported
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
+# isort: on
 
 from stacks.job_file import parse_job, read_job_file
 from stacks.job_spec import JobSpecError
 from stacks.notice_fit import grace_warning
+from stacks.synth_summary import summary_lines
 from stacks.template_size import too_large_warning
 from stacks.training_stack import SpotTrainingStack
 
@@ -24,8 +28,9 @@ def build_app(app: cdk.App) -> SpotTrainingStack:
     if (package := app.node.try_get_context("trainer_package")) is not None:
         data.setdefault("run", {})["trainer_package"] = str(package)
     job = parse_job(data, source)
-    if warning := grace_warning(job):
-        print(f"spot-trainer: WARNING: {warning}", file=sys.stderr)
+    for line in summary_lines(job):  # the notice's line is a warning when the grace period does not fit
+        prefix = "WARNING: " if line == grace_warning(job) else ""
+        print(f"spot-trainer: {prefix}{line}", file=sys.stderr)
     stack = SpotTrainingStack(app, job.stack_name, job=job)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stack
@@ -34,6 +39,8 @@ def build_app(app: cdk.App) -> SpotTrainingStack:
 def main() -> None:
     # Version reporting and path metadata off: the template stays standalone and console-friendly.
     app = cdk.App(analytics_reporting=False)
+    if NODE_LINE:
+        print(f"spot-trainer: NOTE: {NODE_LINE}", file=sys.stderr)
     try:
         build_app(app)
     except JobSpecError as err:

@@ -19,6 +19,7 @@ import tempfile
 import time
 
 from spot_trainer.agent.command import with_auto_resume
+from spot_trainer.help_text import first_paragraph
 
 
 def started_in(argv: list[str], env: dict[str, str]) -> float:
@@ -36,7 +37,7 @@ def median_ms(argv: list[str], plain: dict[str, str], hooked: dict[str, str], re
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--repeats", type=int, default=40)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as checkpoints:

@@ -54,6 +54,8 @@ from hostile.console_values import console_verdicts
 from hostile.job_files import job_cases, job_probe
 from hostile.judging import OUTCOMES, Probe, Verdict, verdict_of
 
+from spot_trainer.help_text import first_paragraph
+
 # ---- the sweep -----------------------------------------------------------------------------------------
 
 
@@ -101,7 +103,7 @@ def sweep(areas: Sequence[str], workers: int) -> list[Verdict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2,
                         help="CPU-bound commands (synths, the trainer) run at once (default: one per core)")
     parser.add_argument("--areas", nargs="+", default=["jobs", "console", "agent", "cli"],

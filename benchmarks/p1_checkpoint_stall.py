@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from spot_trainer.help_text import first_paragraph
 from spot_trainer.storage.local import AsyncCheckpointer, StagingBuffers
 
 TENSOR_MIB = 64  # a mix of large layers, like a model's state dict
@@ -88,7 +89,7 @@ def measure(gib: float, repeats: int, directory: Path) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--gib", type=float, default=1.0, help="state size in GiB (default 1)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None, help="where checkpoints are written (default: a temp dir)")

@@ -24,6 +24,8 @@ from typing import Any
 
 import boto3
 
+from spot_trainer.help_text import first_paragraph
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from localcloud.moto_server import MotoServer  # noqa: E402
@@ -140,7 +142,7 @@ def measure_rounds(actions: dict[str, Callable[[], tuple[float, float]]], tools:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--mb", type=int, default=1024, help="checkpoint size in MB (default 1024)")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds, median kept (default 3)")
     parser.add_argument("--sweep", action="store_true", help="also time other chunk/concurrency settings")

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from spot_trainer.help_text import first_paragraph
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
@@ -142,7 +144,7 @@ def time_plain(server: MotoServer, work: Path, prefix: str, trial: int, fresh_pr
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--width", type=int, default=384, help="ByteLM width (384 → ~44 MB checkpoint)")
     parser.add_argument("--steps", type=int, default=3, help="steps trained before the checkpoint")
     parser.add_argument("--repeats", type=int, default=3)

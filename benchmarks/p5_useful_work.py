@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spot_trainer.help_text import first_paragraph
+
 BATCH = 16
 MODEL_ARGS = ["--model", "resnet", "--synthetic", "--batch-size", str(BATCH), "--width", "8", "--log-every", "1"]
 
@@ -150,7 +152,7 @@ def run_with_kills(steps: int, interval: float, mtbi: float, rng: random.Random)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--mtbi", type=float, default=30.0, help="mean seconds of training between kills (M)")
     parser.add_argument("--training-seconds", type=float, default=120.0, help="clean training time of the job")
     parser.add_argument("--seed", type=int, default=0)

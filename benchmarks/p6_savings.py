@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from spot_trainer.help_text import first_paragraph
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -42,7 +44,7 @@ def demo_report(interruptions: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--report", type=Path, default=None, help="a demo's --json report instead of a new run")
     parser.add_argument("--interruptions", type=int, default=2)
     parser.add_argument("--discount", type=float, default=0.70)

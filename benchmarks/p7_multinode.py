@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from spot_trainer.help_text import first_paragraph
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
@@ -134,7 +136,7 @@ def whole_group_restart(nodes: Nodes, boot_seconds: float, warmup_step: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--boot-seconds", type=float, default=10.0, help="how long a new instance takes to boot")
     parser.add_argument("--pace", type=float, default=0.2, help="seconds per training step")
     parser.add_argument("--warmup-step", type=int, default=15)

@@ -48,6 +48,7 @@ from spot_trainer.capacity.policy import (
     choose_market,
     spot_wait_exceeded,
 )
+from spot_trainer.help_text import first_paragraph
 
 SECONDS_PER_STEP = 60.0  # one step is one tick of training
 
@@ -270,7 +271,7 @@ def target_met(results: dict[str, dict[str, dict[str, float]]]) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.3, 0.5],

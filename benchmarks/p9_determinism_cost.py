@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from spot_trainer.help_text import first_paragraph
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
@@ -81,7 +83,7 @@ def world_figures(steps: int, ranks: int, root: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--gpu-steps", type=int, default=300)
     parser.add_argument("--world-steps", type=int, default=60)
     parser.add_argument("--ranks", type=int, default=3)

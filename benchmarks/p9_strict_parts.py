@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from spot_trainer.help_text import first_paragraph
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
@@ -59,7 +61,7 @@ def part_rate(part: str, case: list[str], steps: int, directory: Path) -> float:
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--as-trainer":
         sys.exit(run_as_trainer(sys.argv[2], sys.argv[3:]))
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--steps", type=int, default=300)
     args = parser.parse_args()
     report: dict[str, object] = {"benchmark": "p9_strict_parts", "torch": torch.__version__}

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from spot_trainer.help_text import first_paragraph
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
@@ -161,7 +163,7 @@ def library_versions() -> dict[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--frameworks", nargs="+", choices=sorted(FRAMEWORKS), default=sorted(FRAMEWORKS))
     parser.add_argument("--steps", type=int, default=40, help="the step every run ends at")
     parser.add_argument("--save-at", type=int, default=20, help="the step both resumes start from")

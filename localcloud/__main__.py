@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from localcloud.cloud import WORK_ROOT, CloudError, JobRefused, LocalCloud
+from localcloud.cloud import WORK_ROOT, CloudError, Deployment, JobRefused, LocalCloud
 from localcloud.iam_report import summary_lines
 from localcloud.instance import Instance
 from localcloud.interruptions import InterruptionPlan, PlanError
@@ -27,14 +27,18 @@ from localcloud.outages import SpotOutage, parse_outage
 from localcloud.pace import PaceCheck
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
-from localcloud.report import DEFAULT_DISCOUNT, build_report
+from localcloud.report import DEFAULT_DISCOUNT, build_report, flat_prices
 from spot_trainer.builtin.arguments import arguments_problem, total_steps
-from spot_trainer.costs.spot_prices import PriceError, TracePrices
+from spot_trainer.costs.spot_prices import PriceError, SpotPriceSource, TracePrices
+from spot_trainer.help_text import first_paragraph
+from spot_trainer.ops.plot_command import plot_job
+from spot_trainer.ops.problem import JobProblem
 from spot_trainer.storage.job_keys import STATUS, job_key
+from spot_trainer.storage.remote import RemoteStore
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m localcloud", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m localcloud", description=first_paragraph(__doc__))
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="deploy the job locally and train it through interruptions")
     demo.add_argument("--job", default="example", help="jobs/<name>.toml or a path (default: example)")
@@ -195,16 +199,28 @@ def demo(options: argparse.Namespace) -> int:
         player = Player(cloud, deployment, run).run()
         status = _status(cloud, deployment.bucket, deployment.job)
         report = build_report(player, status, options.spot_discount, prices=inputs.prices)
+        prices = inputs.prices or flat_prices(options.spot_discount)
+        picture = draw_life(cloud, deployment, workdir / f"{job.name}.svg", prices)
         for line in summary_lines(cloud.iam_decisions, cloud.client("iam"), deployment.stack):
             progress.message(line)
         cloud.destroy(deployment)
         kept = cloud.client("s3").list_objects_v2(Bucket=deployment.bucket, Prefix=f"{job.name}/")["KeyCount"]
         progress.message(f"destroyed {deployment.stack}; bucket {deployment.bucket} kept ({kept} objects)")
     progress.message(report.text())
+    progress.message(picture)
     progress.message(f"demo finished in {time.monotonic() - started:.0f}s")
     if options.json is not None:
         options.json.write_text(report.to_json())
     return 0 if report.state == "DONE" else 1
+
+
+def draw_life(cloud: LocalCloud, deployment: Deployment, path: Path, prices: SpotPriceSource) -> str:
+    """The job's life as a picture beside the report (trainer/ops/job_plot.py), or why there is none."""
+    store = RemoteStore(cloud.client("s3"), deployment.bucket, deployment.job, instance="demo")
+    try:
+        return plot_job(store, prices, path)
+    except JobProblem as problem:  # no matplotlib: the report stands without its picture
+        return f"no picture of the job's life: {problem}"
 
 
 def _status(cloud: LocalCloud, bucket: str, job: str) -> dict | None:

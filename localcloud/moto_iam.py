@@ -29,6 +29,7 @@ from moto.autoscaling.models import autoscaling_backends
 from moto.core.authorization import ActionAuthenticatorMixin
 from moto.core.exceptions import JsonRESTError
 from moto.iam.models import Policy, iam_backends
+from moto.secretsmanager.models import secretsmanager_backends
 from moto.sts.models import AssumedRole, sts_backends
 
 from localcloud.iam_policy import ALLOWED, Request, UnknownOperator, decide
@@ -82,6 +83,16 @@ def _group_arn(account_id: str, region: str, name: str) -> str:
     return f"arn:{PARTITION}:autoscaling:{region}:{account_id}:autoScalingGroup:*:autoScalingGroupName/{name}"
 
 
+def _secret_arn(account_id: str, region: str, secret_id: str) -> str:
+    """The secret's ARN, with the random suffix Secrets Manager gave it; a name it does not hold as given."""
+    if secret_id.startswith("arn:"):
+        return secret_id
+    store = secretsmanager_backends[account_id][region].secrets
+    if secret_id in store:
+        return str(store[secret_id].arn)
+    return f"arn:{PARTITION}:secretsmanager:{region}:{account_id}:secret:{secret_id}"
+
+
 def _deleted_keys(body: bytes) -> list[str]:
     """The object keys a DeleteObjects request names."""
     root = ElementTree.fromstring(body)
@@ -114,6 +125,11 @@ def request_of(response: Any, action: str, moto_resource: str, region: str) -> R
         return Request(action, f"{group}:log-stream:{stream}" if stream else f"{group}:*", {})
     if action == "sns:Publish":
         return Request(action, _param(response, "TopicArn") or _param(response, "TargetArn"), {})
+    if action == "ssm:GetParameter":  # `/team/x` → parameter/team/x, `x` → parameter/x
+        parameter = _param(response, "Name").lstrip("/")
+        return Request(action, f"arn:{PARTITION}:ssm:{region}:{account}:parameter/{parameter}", {})
+    if action == "secretsmanager:GetSecretValue":
+        return Request(action, _secret_arn(account, region, _param(response, "SecretId")), {})
     if action == "cloudwatch:PutMetricData":
         return Request(action, "*", {"cloudwatch:namespace": _param(response, "Namespace")})
     return Request(action, "*", {})

@@ -18,6 +18,7 @@ import boto3
 from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 
+from spot_trainer.help_text import first_paragraph
 from spot_trainer.storage.names import bucket_name_problem
 from stacks.runtime_wheel import REPO_ROOT, runtime_wheel
 
@@ -49,7 +50,7 @@ def synth_for_console(job: str, package: str, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stacks.console_template", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m stacks.console_template", description=first_paragraph(__doc__))
     parser.add_argument("--job", required=True, help="a job name (jobs/NAME.toml) or a job file's path")
     parser.add_argument("--bucket", required=True, help="an S3 bucket of yours for the runtime's wheel")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "cdk.out", help="where the template goes")

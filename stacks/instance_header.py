@@ -18,7 +18,9 @@ from stacks.userdata_versions import userdata_version
 
 
 def env_text(value: Any) -> str:
-    """A job-file value as the agent's environment file spells it."""
+    """A job-file value as the agent's environment file spells it (a list: comma-separated)."""
+    if isinstance(value, tuple):
+        return ",".join(value)
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from spot_trainer.builtin.arguments import arguments_problem
 from spot_trainer.command_text import has_control_character, shadows_builtin
+from spot_trainer.secret_refs import SecretRefError, parse_refs
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
 from spot_trainer.signals import STOP_SIGNALS
 from spot_trainer.storage.names import bucket_name_problem
@@ -37,6 +38,8 @@ from stacks.job_spec import (
     field_error,
     plain_decimal,
 )
+from stacks.key_hints import unknown_key_message
+from stacks.launcher_command import own_launcher
 from stacks.schedule_fields import check_notify, check_schedule, utc_text
 from stacks.user_data import available_versions
 from stacks.userdata_versions import SHIPPED_RUNTIME_IMPORT, userdata_version
@@ -51,6 +54,9 @@ SECTIONS: dict[str, type] = {
     "schedule": ScheduleSpec,
 }
 TOP_LEVEL = {*(s.field for s in SETTINGS if s.field and not s.section), *SECTIONS}
+# Every place of the job file ("" = the top level) and its keys, for "it belongs in [schedule]".
+KEYS_BY_PLACE: dict[str, list[str]] = {
+    "": sorted(TOP_LEVEL), **{name: [f.name for f in dataclasses.fields(cls)] for name, cls in SECTIONS.items()}}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
               tuple: "a list of strings"}
 
@@ -73,7 +79,7 @@ def _read_section(name: str, raw: Any, cls: type) -> Any:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in defaults:
-            raise field_error(f"{name}.{key}", f"unknown key (known: {', '.join(defaults)})")
+            raise field_error(f"{name}.{key}", unknown_key_message(name, key, list(defaults), KEYS_BY_PLACE))
         if key == "max_price" and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = _fixed_point(value)
         if key == "budget_usd" and isinstance(value, int) and not isinstance(value, bool):
@@ -134,11 +140,17 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise field_error("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
     _check_dataset(run)  # its bucket: S3's own rule (storage/names.py), as for every bucket name
     check_checkpoint_dir(run)
+    try:
+        parse_refs(run.secrets)
+    except SecretRefError as error:
+        raise field_error("run.secrets", str(error)) from None
     if run.workdir and not (source.parent / run.workdir).is_dir():
         raise field_error("run.workdir", f"{run.workdir!r} is not a directory next to the job file")
     if run.workdir and not (source.parent / run.workdir).resolve().is_relative_to(source.parent.resolve()):
-        raise field_error("run.workdir", f"{run.workdir!r} lies outside the job file's folder; everything in it "
-                    "would be shipped")
+        # The folder is shipped whole: one above the job file would take everything around it along.
+        name = (source.parent / run.workdir).resolve().name
+        raise field_error("run.workdir", f"{run.workdir!r} lies outside the job file's folder, and all of it would be "
+                          f"shipped: move your code to {source.parent / name}/ and set workdir = \"{name}\"")
 
 
 def _check_builtin_arguments(train_args: str) -> None:
@@ -315,7 +327,7 @@ def _check_frozen_header(version: str, sections: dict[str, Any]) -> None:
 def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     unknown = sorted(set(data) - TOP_LEVEL)
     if unknown:
-        raise field_error(unknown[0], f"unknown key (known: {', '.join(sorted(TOP_LEVEL))})")
+        raise field_error(unknown[0], unknown_key_message("", unknown[0], sorted(TOP_LEVEL), KEYS_BY_PLACE))
     name = _check_type("name", data.get("name", source.stem), str)
     if not JOB_NAME.match(name):
         raise field_error("name", f"{name!r} must be 2-32 lowercase letters, digits or '-', starting with a letter")
@@ -323,6 +335,10 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     _check_run(sections["run"], source)
     _check_capacity(sections["capacity"])
     sections["capacity"] = _check_distributed(sections["capacity"], given=data.get("capacity", {}))
+    if sections["capacity"].distributed and (launcher := own_launcher(sections["run"].command)):
+        raise field_error("run.command", f"starts its own {launcher}: with capacity.distributed = true the agent "
+                          "already runs the command under its torchrun, once per GPU; give the script itself, "
+                          'e.g. "python train.py"')
     sections["network"] = _check_network(sections["network"])
     _check_cluster_network(sections["capacity"], sections["network"])
     _check_access(sections["access"])

@@ -65,6 +65,7 @@ class RunSpec:
     checkpoint_dir: str = setting("run.checkpoint_dir").default
     data: str = setting("run.data").default
     trainer_package: str = setting("run.trainer_package").default
+    secrets: tuple[str, ...] = setting("run.secrets").default
     stop_signal: str = setting("run.stop_signal").default
     grace_seconds: int = setting("run.grace_seconds").default
     restart_budget: int = setting("run.restart_budget").default

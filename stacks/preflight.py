@@ -5,8 +5,8 @@ your credentials, one line per problem.
 
 Checked: the CDK bootstrap a stack with assets needs, the image parameter resolving in the region, the
 spot vCPU quota of each instance family class against nodes x vCPUs (new accounts often have 0 for G
-and P), a default VPC for a job that picks its network at deploy time, and each instance type offered
-in some availability zone of the region.
+and P), a default VPC for a job that picks its network at deploy time, each instance type offered
+in some availability zone of the region, and each secret the job names (run.secrets) existing.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from spot_trainer.help_text import first_paragraph
+from spot_trainer.secret_refs import SSM, parse_refs
 from stacks.job_file import load_job
 from stacks.job_spec import SHIPPED_TRAINER_PACKAGE, SSM_PATH, JobSpec, JobSpecError
+from stacks.node_version import NODE_LINE
 
 TOOLKIT_STACK = "CDKToolkit"
 # EC2's spot vCPU quotas by instance family class (Service Quotas, service code "ec2").
@@ -100,6 +103,24 @@ def quota_problem(job: JobSpec, clients: Clients, region: str) -> Iterator[str]:
                    "Service Quotas (it can take a day)")
 
 
+def secret_problem(job: JobSpec, clients: Clients, region: str) -> Iterator[str]:
+    """Each named secret exists; asked of its description only (DescribeParameters, DescribeSecret), so
+    no value is ever read on this machine."""
+    for ref in parse_refs(job.run.secrets):
+        if ref.service == SSM:
+            found = clients("ssm").describe_parameters(
+                ParameterFilters=[{"Key": "Name", "Option": "Equals", "Values": [ref.name]}])["Parameters"]
+            if not found:
+                yield f"run.secrets: {ref.env}: no parameter {ref.name} in Parameter Store in {region}"
+            continue
+        try:
+            clients("secretsmanager").describe_secret(SecretId=ref.name)
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+            yield f"run.secrets: {ref.env}: no secret {ref.name} in Secrets Manager in {region}"
+
+
 def network_problem(job: JobSpec, clients: Clients, region: str) -> Iterator[str]:
     if job.network.create or job.network.subnets:
         return
@@ -109,7 +130,7 @@ def network_problem(job: JobSpec, clients: Clients, region: str) -> Iterator[str
                "--parameters VpcId=vpc-… --parameters Subnets=subnet-…,subnet-… to cdk deploy")
 
 
-CHECKS = (bootstrap_problem, image_problem, offering_problem, quota_problem, network_problem)
+CHECKS = (bootstrap_problem, image_problem, offering_problem, quota_problem, network_problem, secret_problem)
 
 
 def problems(job: JobSpec, clients: Clients, region: str) -> list[str]:
@@ -123,9 +144,11 @@ def problems(job: JobSpec, clients: Clients, region: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stacks.preflight", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m stacks.preflight", description=first_paragraph(__doc__))
     parser.add_argument("--job", required=True, help="a job name (jobs/NAME.toml) or a job file's path")
     options = parser.parse_args(argv)
+    if NODE_LINE:  # loading the job starts the CDK's runtime on node
+        print(f"preflight: note: {NODE_LINE}", file=sys.stderr)
     try:
         job = load_job(options.job)
     except JobSpecError as error:

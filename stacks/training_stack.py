@@ -8,6 +8,7 @@ from aws_cdk import CfnCondition, CfnOutput, Fn, IgnoreMode, LegacyStackSynthesi
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
+from spot_trainer.secret_refs import parse_refs
 from spot_trainer.settings import env_setting
 from stacks.capacity_watch import CapacityWatch
 from stacks.checkpoint_bucket import CheckpointBucket
@@ -23,6 +24,7 @@ from stacks.nag_suppressions import acknowledge_findings
 from stacks.network import JobNetwork
 from stacks.notifications import JobTopic
 from stacks.runtime_wheel import runtime_wheel
+from stacks.secret_access import grant_secret_reads
 from stacks.spot_fleet import DRAIN_HOOK, SpotFleet, group_name
 from stacks.stall_alarm import StallAlarm
 from stacks.trainer_role import TrainerRole, s3_object_arn
@@ -54,6 +56,7 @@ class SpotTrainingStack(Stack):
             group_name=group_name(job.name), metrics_namespace=METRICS_NAMESPACE, topic_arn=topic.arn,
             readable_objects=self._artifact_arns(job),
         )
+        grant_secret_reads(role.role, parse_refs(job.run.secrets))
         DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.data_bucket.value_as_string,
                           prefix=params.data_prefix.value_as_string)
         network = JobNetwork(self, "Network", params=params, one_az=job.capacity.placement == "cluster")

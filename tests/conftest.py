@@ -27,6 +27,7 @@ LONGEST_MODULES = {
     "tests/e2e/test_interrupted_training.py": 130,
     "tests/integration/test_agent_plain_scripts.py": 118,
     "tests/e2e/test_own_folder_job.py": 107,
+    "tests/e2e/test_walkthrough.py": 60,
     "tests/integration/test_exact_resume.py": 76,
     "tests/integration/test_agent_frameworks.py": 62,
     "tests/integration/test_multinode_hf.py": 70,

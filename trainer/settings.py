@@ -97,7 +97,9 @@ SETTINGS: tuple[Setting, ...] = (
                 "CheckpointFolder", "Checkpoint folder", "Empty = the agent's own ($CHECKPOINT_DIR); else the "
                 "folder your command saves its checkpoints in, e.g. outputs (from the working directory)",
                 pattern_at_synth=True)),
-    Setting("run.setup", "a command run once in the working directory before training", env="SPOT_SETUP_COMMAND",
+    Setting("run.setup", "a command run once in the working directory before training, with the job's Python first "
+            "on `PATH`: `pip install torch==2.5.1` pins torch (see [Which torch runs your script]"
+            "(your-own-script.md#5-which-torch-runs-your-script))", env="SPOT_SETUP_COMMAND",
             console=_param("SetupCommand", "Setup command",
                            "Optional command run once in the working directory before training",
                            pattern_at_synth=True)),
@@ -116,6 +118,10 @@ SETTINGS: tuple[Setting, ...] = (
                 "Empty: the runtime shipped with this stack; else an s3:// wheel, URL or name==version",
                 pattern=pattern.PACKAGE, rule="empty, s3://bucket/key.whl, a URL, or a pip requirement pinned "
                 "with ==; no spaces, no local path")),
+    Setting("run.secrets", 'secrets put into the command\'s environment at start, by reference: `["HF_TOKEN='
+            'ssm:/team/hf-token", "WANDB_API_KEY=secretsmanager:wandb-key"]`; the instances may read exactly these '
+            '(see [Secrets](your-own-script.md#6-secrets))', (), default_text="`[]` (none)", env="SPOT_SECRETS",
+            attr="secrets", agent_default="", header_when_set=True),
     Setting("run.stop_signal", "the signal the command gets to save and stop: `SIGTERM`, `SIGINT`, `SIGUSR1` or "
             "`SIGUSR2`", "SIGTERM", env="SPOT_STOP_SIGNAL", attr="stop_signal"),
     Setting("run.grace_seconds", "how long the command may take for its emergency checkpoint (up to 7200)", 110,

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -27,6 +28,14 @@ def test_demo_finishes_reports_and_leaves_nothing_running(tmp_path: Path) -> Non
     roots = [root for root in (run_dir / "instances").glob("i-*") if root.is_dir()]
     instances = [Instance(root.name, "", root, {}) for root in roots]
     assert len(instances) == 4 and all(instance.processes() == [] for instance in instances)
+    # Beside the report, the picture of the job's life: a bar per instance, a mark per interruption.
+    picture = ElementTree.parse(run_dir / "example.svg").getroot()
+    ids = [element.get("id", "") for element in picture.iter()]
+    bars = sorted(i.removeprefix("instance-") for i in ids if i.startswith("instance-"))
+    assert bars == sorted(root.name for root in roots)
+    assert len([i for i in ids if i.startswith("interruption-")]) == report["interruptions"]
+    assert "step 40" in "".join("".join(e.itertext()) for e in picture.iter() if e.get("id") == "last-step")
+    assert f"plot: {run_dir / 'example.svg'}: 4 instance(s)" in done.stderr
 
 
 MULTINODE_ARGS = ("--model lm --synthetic --steps 150 --width 16 --context 16 --batch-size 12 "

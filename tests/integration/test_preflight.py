@@ -32,8 +32,8 @@ def client(server: MotoServer, service: str):  # type: ignore[no-untyped-def]
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
-def gpu_job(folder: Path, *, ami: str, types: str = GPU_TYPES, nodes: int = 2) -> Path:
-    text = (JOBS_DIR / "example.toml").read_text()
+def gpu_job(folder: Path, *, ami: str, types: str = GPU_TYPES, nodes: int = 2, secrets: str = "") -> Path:
+    text = (JOBS_DIR / "example.toml").read_text().replace("[run]", f"[run]\nsecrets = [{secrets}]", 1)
     lines = [line for line in text.splitlines() if not line.startswith(("instance_types", "ami", "nodes"))]
     text = "\n".join(lines).replace("[capacity]", f'[capacity]\ninstance_types = [{types}]\nami = "{ami}"\n'
                                     f"nodes = {nodes}", 1)
@@ -50,14 +50,17 @@ def preflight(server: MotoServer, job: Path) -> tuple[int, list[str]]:
 
 
 def test_a_new_account_is_told_each_thing_in_the_way_then_nothing(account: MotoServer, tmp_path: Path) -> None:
-    job = gpu_job(tmp_path, ami="/spot-trainer/images/gpu")
+    job = gpu_job(tmp_path, ami="/spot-trainer/images/gpu",
+                  secrets='"HF_TOKEN=ssm:/team/hf", "WANDB_API_KEY=secretsmanager:team/wandb"')
     code, lines = preflight(account, job)
     assert code == 1
+    assert "preflight: run.secrets: HF_TOKEN: no parameter /team/hf in Parameter Store in us-east-1" in lines
+    assert "preflight: run.secrets: WANDB_API_KEY: no secret team/wandb in Secrets Manager in us-east-1" in lines
     assert any("no CDK bootstrap in us-east-1: run `npx cdk bootstrap`" in line for line in lines), lines
     assert any("capacity.ami: /spot-trainer/images/gpu does not resolve in us-east-1" in line for line in lines)
     assert any("'All G and VT Spot Instance Requests' (L-3819A6DF) is 0 in us-east-1; the job needs 8 "
                "(2 x g5.xlarge's 4 vCPUs)" in line for line in lines), lines
-    assert lines[-1].endswith("3 problems") and len(lines) == 4
+    assert lines[-1].endswith("5 problems") and len(lines) == 6
 
     (tmp_path / "cloud").mkdir()
     LocalCloud(tmp_path / "cloud", moto=account).bootstrap()
@@ -65,6 +68,8 @@ def test_a_new_account_is_told_each_thing_in_the_way_then_nothing(account: MotoS
     client(account, "ssm").put_parameter(Name="/spot-trainer/images/gpu", Value=image, Type="String")
     client(account, "service-quotas").request_service_quota_increase(ServiceCode="ec2", QuotaCode="L-3819A6DF",
                                                                     DesiredValue=8)
+    client(account, "ssm").put_parameter(Name="/team/hf", Value="hf_x", Type="SecureString")
+    client(account, "secretsmanager").create_secret(Name="team/wandb", SecretString="w")
     assert preflight(account, job) == (0, ["preflight: SpotTrainer-gpu in us-east-1: nothing in the way"])
 
 

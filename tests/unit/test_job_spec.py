@@ -58,7 +58,12 @@ def test_a_path_works_as_well_as_a_name(tmp_path: Path) -> None:
 
 BAD_CASES = [
     (with_change(None, "colour", "blue"), "colour: unknown key"),
-    (with_change("run", "commnd", "x"), "run.commnd: unknown key"),
+    (with_change("run", "commnd", "x"), "run.commnd: unknown key: did you mean command? (known: command, "),
+    (with_change("capacity", "budget_usd", 40), "capacity.budget_usd: unknown key in [capacity]: it belongs in "
+     "[schedule] ([schedule] budget_usd = …)"),
+    (with_change(None, "nodes", 2), "nodes: unknown key at the top level: it belongs in [capacity] "
+     "([capacity] nodes = …)"),
+    (with_change(None, "descripton", "x"), "descripton: unknown key: did you mean description? (known: access, "),
     (with_change(None, "name", "Bad_Name"), "name: 'Bad_Name' must be 2-32 lowercase"),
     (with_change("run", "command", "  "), "run.command: missing"),
     (with_change("run", "command", "builtin "), "run.command: 'builtin ' has leading or trailing spaces"),
@@ -109,7 +114,8 @@ BAD_CASES = [
      "capacity.instance_types: 'c7i.nano' does not exist: c7i comes in large, xlarge, 2xlarge"),
     ({**with_change("network", "vpc_id", "vpc-0abc1234"), "network": {"subnets": "create", "vpc_id": "vpc-0abc1234"}},
      "network.vpc_id: only used with network.subnets"),
-    (with_change("run", "workdir", ".."), "run.workdir: '..' lies outside the job file's folder"),
+    (with_change("run", "workdir", ".."), "run.workdir: '..' lies outside the job file's folder, and all of it "
+     f"would be shipped: move your code to {JOBS_DIR / REPO.name}/ and set workdir = \"{REPO.name}\""),
     (with_change("run", "train_args", "--model resnet"),
      "run.train_args: the following arguments are required: --steps (in '--model resnet')"),
     (with_change("run", "train_args", "--model resnet --steps 10"),
@@ -200,7 +206,7 @@ BAD_CASES = [
     (with_change("notify", "email", "ml-team"), "notify.email: expected an e-mail address like ml-team@example.com"),
     (with_change("notify", "email", "a b@example.com"), "notify.email: expected an e-mail address"),
     (with_change("notify", "emails", "x@example.com"),
-     "notify.emails: unknown key (known: email, stall_minutes, restart_on_stall)"),
+     "notify.emails: unknown key: did you mean email? (known: email, stall_minutes, restart_on_stall)"),
     (with_change("notify", "stall_minutes", -1), "notify.stall_minutes: expected 0 (no stall alarm) to 1440"),
     (with_change("notify", "stall_minutes", 1441), "notify.stall_minutes: expected 0 (no stall alarm) to 1440"),
     (with_change("notify", "stall_minutes", "30"), "notify.stall_minutes: expected an integer"),

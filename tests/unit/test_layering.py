@@ -69,7 +69,7 @@ def offenders(package: str, forbidden: tuple[str, ...], *, allow: tuple[str, ...
 
 
 def test_the_rooms_exist_with_their_contract_written_down() -> None:
-    for room in ("agent", "storage", "builtin", "integrations", "distributed", "capacity", "costs"):
+    for room in ("agent", "storage", "builtin", "integrations", "distributed", "capacity", "costs", "ops"):
         init = ROOT / "trainer" / room / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and "import" in doc, f"trainer/{room}/__init__.py must say what it owns and may import"
@@ -103,6 +103,16 @@ def test_the_market_policy_and_the_cost_room_know_nothing_of_the_agent() -> None
                                           "trainer.costs", "trainer.distributed")) == []
     assert offenders("trainer.costs", ("trainer.agent", "trainer.builtin", "trainer.capacity",
                                        "trainer.distributed")) == []
+
+
+def test_the_job_commands_know_nothing_of_the_training_program_or_torch() -> None:
+    # They run on the user's machine, where none of those need be installed.
+    assert offenders("trainer.ops", ("trainer.builtin", "trainer.distributed", "trainer.storage.local",
+                                     "torch", "numpy")) == []
+    # Only the command line reaches them; the agent and the rest of the runtime never do.
+    users = sorted(m for m, targets in MODULES.items()
+                   if not under(m, "trainer.ops") and any(under(t, "trainer.ops") for t in targets))
+    assert users == ["trainer.__main__"]
 
 
 def test_the_capacity_watch_stands_alone_as_the_lambda_it_is_inlined_into() -> None:

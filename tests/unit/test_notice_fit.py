@@ -20,7 +20,7 @@ def test_a_grace_period_a_notice_cannot_hold_is_a_warning_at_synth(
     job = tmp_path / "long.toml"
     job.write_text((JOBS_DIR / "example.toml").read_text().replace("grace_seconds = 60", f"grace_seconds = {grace}"))
     build_app(cdk.App(context={**CDK_JSON_CONTEXT, "job": str(job)}, outdir=str(tmp_path / "out")))
-    lines = [line for line in capsys.readouterr().err.splitlines() if "grace_seconds" in line]
+    lines = [line for line in capsys.readouterr().err.splitlines() if "WARNING" in line and "grace_seconds" in line]
     assert len(lines) == int(warned)
     if warned:
         assert "cannot fit in a spot notice" in lines[0] and "scale-in and rebalancing" in lines[0]

@@ -8,6 +8,7 @@ stderr naming what is wrong: exit 2 for bad configuration or usage, 3 when the j
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import socket
@@ -36,6 +37,7 @@ from .fatal import end_job_as_failed
 from .imds import ImdsClient
 from .instance_record import InstanceRecord, instance_facts, price_source
 from .log_lines import agent_line, route_runtime_warnings
+from .secret_values import SecretError, secret_environment
 from .setting_names import unread_setting_warnings
 from .status import STATUS_NAME, describe_job
 from .supervisor import EXIT_FAILED, Agent, AgentError, Clients, install_stop_handlers
@@ -74,6 +76,10 @@ def run_agent(options: argparse.Namespace) -> int:
     except OSError as error:
         return give_up(env, None, f"cannot read {options.env_file}: {error.strerror or error}", EXIT_BAD_CONFIG)
     try:
+        config = with_secrets(config)
+    except SecretError as error:
+        return give_up(env, None, str(error), EXIT_FAILED) if error.final else fail(str(error), 1)
+    try:
         agent = build_agent(config, env)
         route_runtime_warnings(agent.log)
         for warning in unread_setting_warnings(from_file, ENV_NAMES):
@@ -99,6 +105,14 @@ def run_agent(options: argparse.Namespace) -> int:
         traceback.print_exc()
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         return give_up(env, None, f"agent stopped by {type(error).__name__}: {first}", EXIT_FAILED)
+
+
+def with_secrets(config: AgentConfig) -> AgentConfig:
+    """The job's secrets in the command's extra environment (secret_values.py), read in the job's region."""
+    session = boto3.session.Session()
+    values = secret_environment(config.secrets, lambda service: session.client(
+        service, region_name=config.region, config=client_config(max_attempts=4)))
+    return dataclasses.replace(config, extra_env={**config.extra_env, **values}) if values else config
 
 
 def build_agent(config: AgentConfig, env: Mapping[str, str]) -> Agent:

@@ -1,0 +1,107 @@
+"""The job commands' flags and their runs: each finds the job, does one thing, and says it in a line or
+a few; every problem is one line on stderr (exit 2: bad input, 1: the job or AWS is not as asked)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import boto3
+
+from ..agent.config import REGION
+from .aws_access import NO_REGION, client
+from .group_state import read_group
+from .job_stack import JobStack, check_job_name, find_job_stack, job_by_bucket
+from .logs import print_logs
+from .outputs import check_destination, download_checkpoint, download_final
+from .pause import pause, resume
+from .plot_command import check_plot_path, write_plot
+from .problem import JobProblem
+
+
+def region_of(option: str | None) -> str:
+    """The region given, else the one the user's AWS configuration names; checked for its shape."""
+    region = option or boto3.session.Session().region_name or ""
+    if region and not REGION.match(region):
+        raise JobProblem(f"--region {region!r} is not an AWS region name (like us-east-1)")
+    return region
+
+
+def locate(options: argparse.Namespace) -> JobStack:
+    """The job's resources: from --bucket when given (no region needed for S3), else its stack's outputs."""
+    check_job_name(options.job)
+    region = region_of(options.region)
+    if getattr(options, "bucket", None):
+        return job_by_bucket(options.job, options.bucket, region)
+    if not region:
+        raise JobProblem(NO_REGION)
+    return find_job_stack(client("cloudformation", region), options.job, region)
+
+
+def run(options: argparse.Namespace) -> int:
+    try:
+        return {"status": run_status, "logs": run_logs, "outputs": run_outputs, "pause": run_pause_or_resume,
+                "resume": run_pause_or_resume}[options.command](options)
+    except JobProblem as problem:
+        print(f"spot-trainer {options.command}: {problem}", file=sys.stderr)
+        return problem.code
+
+
+def run_status(options: argparse.Namespace) -> int:
+    """The job's record and cost (trainer/agent/cli.py), then its group and dashboard."""
+    from ..agent import cli
+
+    if options.plot is not None:
+        check_plot_path(options.plot)
+    job = locate(options)
+    options.bucket, options.region = job.bucket, job.region or None
+    code = cli.run_status(options)
+    if code == 0 and not options.json:
+        print("\n".join(group_lines(job)))
+    if code == 0 and options.plot is not None:
+        print(write_plot(job, options.plot))
+    return code
+
+
+def run_logs(options: argparse.Namespace) -> int:
+    job = locate(options)
+    since = 0 if options.since_minutes is None else int((time.time() - options.since_minutes * 60) * 1000)
+    printed = print_logs(client("logs", job.region), job.log_group, since_ms=since, follow=options.follow,
+                         emit=lambda line: print(line, flush=True))
+    if not printed and not options.follow:
+        print(f"(no log lines in {job.log_group} yet)", file=sys.stderr)
+    return 0
+
+
+def run_outputs(options: argparse.Namespace) -> int:
+    folder = options.to or Path(f"{options.job}-{'checkpoint' if options.checkpoint else 'outputs'}")
+    check_destination(folder)
+    job = locate(options)
+    s3 = client("s3", job.region)
+    if options.checkpoint:
+        step, path = download_checkpoint(s3, job, folder)
+        print(f"checkpoint step {step} of job {job.job!r} in {path}, every file checked against its manifest")
+        return 0
+    files = download_final(s3, job, folder)
+    print(f"{len(files)} final output file(s) of job {job.job!r} in {folder}, each checked against S3's ETag")
+    return 0
+
+
+def run_pause_or_resume(options: argparse.Namespace) -> int:
+    job = locate(options)
+    change = pause if options.command == "pause" else resume
+    print(change(client("s3", job.region), client("autoscaling", job.region), job))
+    return 0
+
+
+def group_lines(job: JobStack) -> list[str]:
+    """For `status`: the group's wish (paused or not) and the dashboard; nothing for a stack that is gone."""
+    if not job.group:
+        return []
+    group = read_group(client("autoscaling", job.region), job.group)
+    wish = (f"paused: the group wants 0 instances (`spot-trainer resume --job {job.job}` goes on)" if group.paused
+            else f"group: wants {group.desired} of at most {group.most} instance(s), {group.running} in it")
+    return [wish, f"dashboard: {job.dashboard_url}"]
+

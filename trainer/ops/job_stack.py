@@ -1,0 +1,87 @@
+"""A deployed job's resources, read from the outputs of its stack `SpotTrainer-<job>`.
+
+DescribeStacks answers a ValidationError for a stack that does not exist
+(https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeStacks.html); a stack in
+any *_IN_PROGRESS, failed or deleted state has outputs that cannot be trusted, and is named as such
+(states: https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_Stack.html).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from botocore.exceptions import ClientError
+
+from .aws_access import aws_errors
+from .problem import JobProblem
+
+STACK_PREFIX = "SpotTrainer-"
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")  # what a stack name allows after the prefix
+USABLE = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE")
+CREATING = ("CREATE_IN_PROGRESS", "REVIEW_IN_PROGRESS")
+
+
+@dataclass(frozen=True)
+class JobStack:
+    job: str
+    region: str
+    bucket: str
+    group: str  # "" for a stack that is gone (--bucket): no group to pause or resume
+    log_group: str
+
+    @property
+    def dashboard_url(self) -> str:
+        """The stack's dashboard `spot-trainer-<job>` (stacks/dashboard.py) in the CloudWatch console."""
+        name = quote(f"spot-trainer-{self.job}")
+        return f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}#dashboards:name={name}"
+
+
+def check_job_name(job: str) -> str:
+    if not JOB_NAME.fullmatch(job):
+        raise JobProblem(f"--job {job!r} is not a job name (the name of its job file, e.g. cifar)")
+    return job
+
+
+def stack_name(job: str) -> str:
+    return STACK_PREFIX + job
+
+
+def find_job_stack(cloudformation: Any, job: str, region: str) -> JobStack:
+    """The job's bucket, group and log group from its stack, or one line saying why they cannot be had."""
+    name = stack_name(check_job_name(job))
+    with aws_errors(f"cannot read stack {name}"):
+        try:
+            stack = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+        except ClientError as error:
+            if "does not exist" not in str(error):
+                raise
+            raise JobProblem(f"no stack {name} in {region}: deploy it with `npx cdk deploy -c job={job}`, "
+                             f"or give --bucket for a job whose stack is gone") from error
+    state = str(stack["StackStatus"])
+    if state not in USABLE:
+        later = "; try again once it is CREATE_COMPLETE" if state in CREATING else ": its resources cannot be used"
+        raise JobProblem(f"stack {name} is {_state_words(state)} ({state}){later}")
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    missing = [key for key in ("CheckpointBucket", "AutoScalingGroup", "LogGroup") if key not in outputs]
+    if missing:
+        raise JobProblem(f"stack {name} has no {missing[0]} output: is it a Spot Trainer stack?")
+    return JobStack(job=job, region=region, bucket=outputs["CheckpointBucket"], group=outputs["AutoScalingGroup"],
+                    log_group=outputs["LogGroup"])
+
+
+def job_by_bucket(job: str, bucket: str, region: str) -> JobStack:
+    """A job whose stack is gone: its records in `bucket`, its log group by the stack's naming."""
+    return JobStack(job=check_job_name(job), region=region, bucket=bucket, group="", log_group=f"/spot-trainer/{job}")
+
+
+def _state_words(state: str) -> str:
+    if state.startswith("DELETE"):
+        return "being deleted" if state.endswith("IN_PROGRESS") else "deleted or failed to delete"
+    if state in CREATING:
+        return "being created"
+    if state.endswith("IN_PROGRESS"):
+        return "being updated or rolled back"
+    return "in a failed state"
