@@ -1,0 +1,42 @@
+"""An environment as one archive: the venv and the runtime, packed from and unpacked into the app folder."""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+from pathlib import Path
+
+PARTS = ("venv", "lib")  # the job's Python and the runtime installed beside it
+
+
+def pack(app_dir: Path, archive: Path) -> int:
+    """Bytes of the archive written; symlinks stay links (a venv's python points at its base)."""
+    with tarfile.open(archive, "w:gz", compresslevel=6) as tar:
+        for part in PARTS:
+            tar.add(app_dir / part, arcname=part)
+    return archive.stat().st_size
+
+
+def unpack(archive: Path, app_dir: Path) -> None:
+    """Into place only once the whole archive has unpacked; raises on a damaged or foreign one."""
+    staging = app_dir / ".environment-restore"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            for member in tar.getmembers():
+                if member.name.split("/")[0] not in PARTS or ".." in Path(member.name).parts:
+                    raise ValueError(f"the archive holds {member.name}, outside {' and '.join(PARTS)}")
+            # Members checked above; "tar" keeps the venv's absolute link to its base Python, which the
+            # "data" filter (Python 3.14's default) would refuse.
+            if hasattr(tarfile, "tar_filter"):
+                tar.extractall(staging, filter="tar")
+            else:  # Python 3.9 to 3.11.3 (Amazon Linux 2023's python3): no filters
+                tar.extractall(staging)
+        if not (staging / "venv" / "bin" / "python3").is_symlink() and not (staging / "venv/bin/python3").exists():
+            raise ValueError("the archive holds no venv/bin/python3")
+        for part in PARTS:
+            shutil.rmtree(app_dir / part, ignore_errors=True)
+            (staging / part).rename(app_dir / part)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
