@@ -1,5 +1,7 @@
 """Real wheels made on the spot, for pip to install offline from a local folder (`--find-links`): a
-package of a given name, version and size, as a job's requirements or a pinned torch would bring."""
+package of a given name, version and size, as a job's requirements or a pinned torch would bring. A
+local instance's pip installs from such a folder (PIP_FIND_LINKS, PIP_NO_INDEX) what it would fetch
+from a package index on AWS: unpacking and installing cost what they cost, the download is local."""
 
 from __future__ import annotations
 
@@ -38,3 +40,19 @@ def make_wheel(folder: Path, name: str, version: str, *, payload_bytes: int = 0,
             archive.writestr(member, data)
         archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
     return path
+
+
+# A typical requirements file's packages at their wheels' sizes (transformers, datasets, tokenizers,
+# safetensors, accelerate, pyarrow, numpy, pandas and small dependencies, x86_64 wheels of 2026): 89 MB.
+TYPICAL_REQUIREMENTS = (("transformers-like", 11_000_000), ("datasets-like", 5_000_000),
+                        ("tokenizers-like", 3_000_000), ("safetensors-like", 500_000), ("accelerate-like", 350_000),
+                        ("pyarrow-like", 40_000_000), ("numpy-like", 16_000_000), ("pandas-like", 12_000_000),
+                        ("regex-like", 800_000), ("tqdm-like", 80_000), ("fsspec-like", 180_000),
+                        ("huggingface-hub-like", 500_000))
+
+
+def typical_requirements(folder: Path, fraction: float = 1.0) -> list[str]:
+    """Wheels of TYPICAL_REQUIREMENTS at `fraction` of their sizes in `folder`; their pip specs."""
+    for name, size in TYPICAL_REQUIREMENTS:
+        make_wheel(folder, name, "1.0", payload_bytes=int(size * fraction))
+    return [f"{name}==1.0" for name, _ in TYPICAL_REQUIREMENTS]

@@ -14,11 +14,11 @@ import pytest
 from localcloud.fake_imds import FakeImds
 from localcloud.images import IMAGES, ImageFacts
 from localcloud.moto_server import MotoServer
+from localcloud.wheels import make_wheel
 from stacks.job_spec import CURRENT_USERDATA_VERSION, DEFAULT_AMI
 from stacks.runtime_wheel import runtime_wheel
 from stacks.user_data import render_user_data, script_body
 from tests.support.userdata_sandbox import UserDataSandbox, job_header
-from tests.support.wheels import make_wheel
 
 
 @pytest.fixture(params=sorted(path for path, facts in IMAGES.items() if not facts.pytorch_env),
