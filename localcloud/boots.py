@@ -1,25 +1,11 @@
-"""What each instance spent before it trained, from the job's events (`boot`, `first_step`): when its agent
-started after the launch, how its environment came (built, restored from the env cache, the image's),
-and when it trained its first step. The report shows one line per instance, first to last."""
+"""The report's lines for each instance's boot (rows from spot_trainer.agent.boot_times): when its agent
+started after the launch, how its environment came, when it trained its first step."""
 
 from __future__ import annotations
 
 from typing import Any
 
-
-def boot_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per instance that booted, in the order they booted."""
-    rows: dict[str, dict[str, Any]] = {}
-    for event in events:
-        instance = str(event.get("instance"))
-        if event.get("kind") == "boot" and instance not in rows:
-            environment = event.get("environment") or {}
-            rows[instance] = {"instance": instance, "agent_started_s": event.get("agent_started_s"),
-                              "environment": environment.get("how"), "environment_s": environment.get("seconds"),
-                              "environment_bytes": environment.get("bytes"), "first_step_s": None}
-        elif event.get("kind") == "first_step" and instance in rows and rows[instance]["first_step_s"] is None:
-            rows[instance]["first_step_s"] = event.get("since_launch_s")
-    return list(rows.values())
+from spot_trainer.agent.boot_times import first_and_last
 
 
 def _seconds(value: Any) -> str:
@@ -37,9 +23,9 @@ def boot_line(row: dict[str, Any]) -> str:
 
 def replacement_phrase(rows: list[dict[str, Any]]) -> str:
     """The first instance's and the last replacement's launch → first step, and their ratio."""
-    timed = [row["first_step_s"] for row in rows if isinstance(row["first_step_s"], (int, float))]
-    if len(timed) < 2:
+    pair = first_and_last(rows)
+    if pair is None:
         return ""
-    first, last = timed[0], timed[-1]
+    first, last = pair[0]["first_step_s"], pair[1]["first_step_s"]
     return f"  launch → first step   first instance {first:.1f}s, last replacement {last:.1f}s" + \
         (f" ({last / first:.0%} of the first's)" if first else "")

@@ -16,12 +16,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from localcloud.boots import boot_line, boot_rows, replacement_phrase
+from localcloud.boots import boot_line, replacement_phrase
 from localcloud.instance import Instance
 from localcloud.interruptions import Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog, training_again_after
 from localcloud.player import Player
 from localcloud.work import logged_work
+from spot_trainer.agent.boot_times import boot_rows
 from spot_trainer.agent.status import FINAL_OUTPUTS
 from spot_trainer.costs.instance_records import InstanceLife, read_records
 from spot_trainer.costs.job_cost import JobCost, job_cost

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.boots import boot_rows
 from localcloud.cloud import LocalCloud
 from localcloud.interruptions import InterruptionPlan
 from localcloud.report import build_report
 from localcloud.wheels import typical_requirements
+from spot_trainer.agent.boot_times import boot_rows
 from tests.e2e.conftest import Scenario, play
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from spot_trainer.agent.boot_events import BootClock
+from spot_trainer.agent.boot_times import describe_boots
 from spot_trainer.agent.telemetry import RunTelemetry
 
 
@@ -52,3 +53,13 @@ def test_without_a_record_of_the_environment_the_boot_event_says_nothing_of_it(t
     (tmp_path / "boot-phases.jsonl").write_text("not json\n")
     run.event("start", attempt=1)
     assert dict(events.recorded)["boot"]["environment"] == {}
+
+
+def test_status_shows_the_last_replacements_launch_to_first_step_beside_the_first_instances() -> None:
+    events = [{"kind": "boot", "instance": "i-first", "agent_started_s": 11.3, "environment": {"how": "built"}},
+              {"kind": "first_step", "instance": "i-first", "since_launch_s": 14.1},
+              {"kind": "boot", "instance": "i-second", "agent_started_s": 4.0, "environment": {"how": "restored"}},
+              {"kind": "first_step", "instance": "i-second", "since_launch_s": 6.8}]
+    assert describe_boots(events) == ["replacement    i-second trained 6.8s after its launch, environment restored "
+                                      "(the first instance: 14.1s)"]
+    assert describe_boots(events[:2]) == []  # no replacement yet
