@@ -46,7 +46,7 @@ class Job:
             result = sandbox.run(render_user_data(CURRENT_USERDATA_VERSION, self.header))
             sandbox.stop_agent()
         assert result.returncode == 0, sandbox.read(sandbox.log_file)
-        return sandbox, sandbox.log_file.read_text()
+        return sandbox, stored_or_restored(sandbox)
 
     def objects(self) -> dict[str, int]:
         listed = self.s3.list_objects_v2(Bucket=self.bucket, Prefix="cifar/env-cache/").get("Contents", [])
@@ -55,6 +55,19 @@ class Job:
     def record(self) -> tuple[str, dict[str, Any]]:
         (key,) = [k for k in self.objects() if k.endswith("/env.json")]
         return key, json.loads(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+
+
+def stored_or_restored(sandbox: UserDataSandbox, timeout: float = 60) -> str:
+    """The bootstrap log once the environment is restored, or stored by the packing user data leaves
+    running in the background."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = sandbox.log_file.read_text()
+        if "environment restored from" in log or "[env-store]: environment stored in" in log \
+                or "[env-store]: environment cache: " in log:
+            return log
+        time.sleep(0.1)
+    raise AssertionError(f"neither restored nor stored in {timeout}s:\n{sandbox.log_file.read_text()}")
 
 
 @pytest.fixture(scope="module")

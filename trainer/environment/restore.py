@@ -48,6 +48,7 @@ def _restore(boot: Boot, plan: dict[str, object], started: float) -> tuple[bool,
     try:
         try:
             download(archive_uri, archive)
+            downloaded = time.time() - started
         except RemoteError as error:
             return False, f"environment cache: {archive_uri} cannot be read ({error}); installing instead"
         if sha256_of(archive) != record.get("sha256"):
@@ -62,4 +63,5 @@ def _restore(boot: Boot, plan: dict[str, object], started: float) -> tuple[bool,
     (boot.app_dir / "env-key").write_text(boot.key + "\n")
     seconds, size = time.time() - started, int(record.get("bytes") or 0)
     record_phase(boot.state_dir, "environment", "restored", seconds, size)
-    return True, f"environment restored from {archive_uri} ({size} bytes) in {seconds:.1f}s"
+    return True, f"environment restored from {archive_uri} ({size} bytes) in {seconds:.1f}s " \
+                 f"({downloaded:.1f}s to download)"

@@ -14,8 +14,9 @@ env_restore() {
   fi
 }
 
+# It packs and uploads in the background, its lock (fd 9) closed: a large environment takes a while.
 env_store() {
-  [[ ! -f "$STATE_DIR/environment.json" ]] || env_run "$PYTHON" "$LIB_DIR" store --python "$PYTHON"
+  [[ ! -f "$STATE_DIR/environment.json" ]] || env_run "$PYTHON" "$LIB_DIR" store --python "$PYTHON" --log "$LOG_FILE" 9>&-
 }
 
 # env_run PYTHON PYTHONPATH ARGS...: its one line into the log; its exit status.
