@@ -3,7 +3,8 @@
 
 # ... and its torch satisfies run.torch (pip's own version rules; any torch when the job pins none).
 TORCH_ON_311='import sys, importlib.metadata as m; assert sys.version_info >= (3, 11); v = m.version("torch")
-from pip._vendor.packaging.specifiers import SpecifierSet as S; assert v in S(sys.argv[1][5:]); print(v)'
+if sys.argv[1][5:]: from pip._vendor.packaging.specifiers import SpecifierSet as S; assert v in S(sys.argv[1][5:])
+print(v)'
 
 # The DLAMI's PyTorch env when present, else a venv with torch (CUDA build on a GPU host); Python >= 3.11.
 python_env() {
