@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import ast
 import sys
+import tarfile
 import zipfile
+import zlib
 from pathlib import Path
 
+import pytest
+
+from spot_trainer.environment.archive import pack, unpack
 from spot_trainer.environment.key import environment_key, key_lines, requirement_files
 
 ROOM = Path(__file__).resolve().parents[2] / "trainer" / "environment"
@@ -46,3 +51,20 @@ def test_the_room_imports_the_standard_library_only() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
             for name in names:
                 assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, f"{path.name} imports {name}"
+
+
+def test_an_archive_that_does_not_unpack_leaves_the_environment_as_it_was(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    (app / "venv" / "bin").mkdir(parents=True)
+    (app / "venv" / "bin" / "python3").symlink_to(sys.executable)
+    (app / "lib").mkdir()
+    (app / "lib" / "runtime.py").write_text("x = 1\n")
+    archive = tmp_path / "env.tar.gz"
+    pack(app, archive)
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])  # cut short
+    target = tmp_path / "instance"
+    (target / "lib").mkdir(parents=True)
+    (target / "lib" / "kept.py").write_text("")
+    with pytest.raises((OSError, EOFError, tarfile.TarError, zlib.error)):
+        unpack(archive, target)
+    assert sorted(p.name for p in target.iterdir()) == ["lib"] and (target / "lib" / "kept.py").exists()

@@ -24,16 +24,14 @@ def unpack(archive: Path, app_dir: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            for member in tar.getmembers():
+        # One pass over the stream, each member checked before it is written. "tar" keeps the venv's
+        # absolute link to its base Python, which the "data" filter (Python 3.14's default) would refuse.
+        options = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}  # 3.9 to 3.11.3: no filters
+        with tarfile.open(archive, "r|gz") as tar:
+            for member in tar:
                 if member.name.split("/")[0] not in PARTS or ".." in Path(member.name).parts:
                     raise ValueError(f"the archive holds {member.name}, outside {' and '.join(PARTS)}")
-            # Members checked above; "tar" keeps the venv's absolute link to its base Python, which the
-            # "data" filter (Python 3.14's default) would refuse.
-            if hasattr(tarfile, "tar_filter"):
-                tar.extractall(staging, filter="tar")
-            else:  # Python 3.9 to 3.11.3 (Amazon Linux 2023's python3): no filters
-                tar.extractall(staging)
+                tar.extract(member, staging, **options)  # type: ignore[arg-type]
         if not (staging / "venv" / "bin" / "python3").is_symlink() and not (staging / "venv/bin/python3").exists():
             raise ValueError("the archive holds no venv/bin/python3")
         for part in PARTS:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import tarfile
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +58,7 @@ def _restore(boot: Boot, plan: dict[str, object], started: float) -> tuple[bool,
                           "names); installing instead"
         try:
             unpack(archive, boot.app_dir)
-        except (OSError, ValueError, EOFError) as error:
+        except (OSError, ValueError, EOFError, tarfile.TarError, zlib.error) as error:
             return False, f"environment cache: {archive_uri} does not unpack ({error}); installing instead"
     finally:
         archive.unlink(missing_ok=True)
