@@ -62,10 +62,12 @@ class FakeImds:
         market: str = "spot",
         availability_zone: str | None = None,
         role: RoleCredentials | None = None,
+        ami_id: str = "ami-0123456789abcdef0",
     ) -> None:
         if market not in ("spot", "on-demand"):
             raise ValueError(f"market must be 'spot' or 'on-demand', got {market!r}")
         self.instance_id, self.region, self.instance_type = instance_id, region, instance_type
+        self.ami_id = ami_id  # the image it booted from (the environment cache's key holds it)
         self.market = market  # instance-life-cycle: what the instance is billed as
         self.availability_zone = availability_zone or region + "a"
         self.local_ipv4 = local_ipv4  # each node of a multi-node job gets its own loopback address
@@ -155,6 +157,7 @@ class FakeImds:
             documents: dict[str, object] = {
                 "/latest/meta-data/instance-id": self.instance_id,
                 "/latest/meta-data/instance-type": self.instance_type,
+                "/latest/meta-data/ami-id": self.ami_id,
                 "/latest/meta-data/local-ipv4": self.local_ipv4,
                 "/latest/meta-data/placement/region": self.region,
                 "/latest/meta-data/placement/availability-zone": self.availability_zone,

@@ -31,9 +31,18 @@ BASE_DLAMI_UBUNTU_2204 = ImageFacts(
     pytorch_env=None,  # a base DLAMI: drivers and CUDA, no framework; python3.11 is in Ubuntu 22.04's universe
     source="https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html",
 )
+PYTORCH_DLAMI_UBUNTU_2404 = ImageFacts(
+    name="Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.12 (Ubuntu 24.04)", python3="3.12",
+    package_manager="apt-get", pytorch_env="/opt/pytorch/bin/python",  # its python_location, torch 2.12 in it
+    # The env's own Python version is not in the release notes: user data checks it (>= 3.11) at boot.
+    source="https://docs.amazonaws.cn/dlami/latest/devguide/aws-deep-learning-ami-gpupt212oss-ul2404-2026-08-24.html"
+           " and, for python3 3.12.3, https://packages.ubuntu.com/en/noble/python3",
+)
+BASE_DLAMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 IMAGES = {
     "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64": AMAZON_LINUX_2023,
-    DEFAULT_AMI: BASE_DLAMI_UBUNTU_2204,
+    BASE_DLAMI: BASE_DLAMI_UBUNTU_2204,
+    DEFAULT_AMI: PYTORCH_DLAMI_UBUNTU_2404,
 }
 
 

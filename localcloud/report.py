@@ -16,11 +16,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from localcloud.boots import boot_line, replacement_phrase
 from localcloud.instance import Instance
 from localcloud.interruptions import Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog, training_again_after
 from localcloud.player import Player
 from localcloud.work import logged_work
+from spot_trainer.agent.boot_times import boot_rows
 from spot_trainer.agent.status import FINAL_OUTPUTS
 from spot_trainer.costs.instance_records import InstanceLife, read_records
 from spot_trainer.costs.job_cost import JobCost, job_cost
@@ -73,6 +75,7 @@ class Report:
     steps_redone: int = 0  # as the journals show them: every step a node printed
     nodes_together: int = 1  # the most nodes that trained as one world
     final_outputs: str = ""  # what the finished command left beside its checkpoints, and where it is kept
+    boots: list[dict[str, Any]] = field(default_factory=list)  # each instance's launch → first step (boots.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -111,6 +114,9 @@ class Report:
         for switch in self.market_switches:
             lines.append(f"  market switch          {switch['from']} → {switch['to']} after "
                          f"{switch['after_seconds']:.0f}s by {switch['by']}: {switch['reason']}")
+        lines += [boot_line(row) for row in self.boots]
+        if phrase := replacement_phrase(self.boots):
+            lines.append(phrase)
         if self.final_outputs:
             lines.append(f"  final outputs          {self.final_outputs}")
         if self.instances_without_record:
@@ -224,6 +230,7 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         steps_redone=work.redone,
         nodes_together=nodes,
         final_outputs=final_outputs(events),
+        boots=boot_rows(events),
     )
 
 

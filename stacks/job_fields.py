@@ -57,6 +57,9 @@ TOP_LEVEL = {*(s.field for s in SETTINGS if s.field and not s.section), *SECTION
 # Every place of the job file ("" = the top level) and its keys, for "it belongs in [schedule]".
 KEYS_BY_PLACE: dict[str, list[str]] = {
     "": sorted(TOP_LEVEL), **{name: [f.name for f in dataclasses.fields(cls)] for name, cls in SECTIONS.items()}}
+# torch, then one or more PEP 440 version clauses: what pip takes and user data compares with the image's.
+TORCH_REQUIREMENT = re.compile(r"^torch(?:(?:==|>=|<=|~=|!=|<|>)[0-9][0-9A-Za-z.+*]*)(?:,(?:==|>=|<=|~=|!=|<|>)"
+                               r"[0-9][0-9A-Za-z.+*]*)*$")
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
               tuple: "a list of strings"}
 
@@ -136,6 +139,9 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise field_error("run.restart_budget", f"expected 0 or more, got {run.restart_budget}")
     if problem := trainer_package_problem(run.trainer_package):
         raise field_error("run.trainer_package", problem)
+    if run.torch and not TORCH_REQUIREMENT.match(run.torch):
+        raise field_error("run.torch", f"expected a torch requirement without spaces, e.g. torch==2.13.0 or "
+                          f"torch>=2.5,<3, got {run.torch!r}")
     if run.data and not run.data.startswith("s3://"):
         raise field_error("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
     _check_dataset(run)  # its bucket: S3's own rule (storage/names.py), as for every bucket name

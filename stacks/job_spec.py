@@ -64,6 +64,8 @@ class RunSpec:
     workdir: str = setting("run.workdir").default
     checkpoint_dir: str = setting("run.checkpoint_dir").default
     data: str = setting("run.data").default
+    torch: str = setting("run.torch").default
+    env_cache: bool = setting("run.env_cache").default
     trainer_package: str = setting("run.trainer_package").default
     secrets: tuple[str, ...] = setting("run.secrets").default
     stop_signal: str = setting("run.stop_signal").default

@@ -92,7 +92,8 @@ class SpotTrainingStack(Stack):
             has_asset=self._code_asset is not None or self._runtime_asset is not None,
             data=(params.data_bucket.value_as_string, params.data_prefix.value_as_string),
         )
-        CfnOutput(self, "CheckpointBucket", value=bucket.name, description="Checkpoints live here")
+        CfnOutput(self, "CheckpointBucket", value=bucket.name,
+                  description="Checkpoints and the env cache (env-cache/) live here; cdk destroy keeps it")
         CfnOutput(self, "AutoScalingGroup", value=fleet.group_name)
         CfnOutput(self, "LogGroup", value=logs.name)
         CfnOutput(self, "NotificationTopic", value=topic.arn)

@@ -33,7 +33,7 @@ V1_HEADER = ("SPOT_USERDATA_VERSION", "SPOT_JOB", "SPOT_STACK", "SPOT_BUCKET", "
              "SPOT_LIFECYCLE_HOOK", "SPOT_LOG_GROUP", "SPOT_COMMAND", "SPOT_TRAIN_ARGS", "SPOT_WORKDIR",
              "SPOT_SETUP_COMMAND", "SPOT_CODE_URI", "SPOT_TRAINER_PACKAGE", "SPOT_STOP_SIGNAL", "SPOT_GRACE_SECONDS",
              "SPOT_RESTART_BUDGET", "SPOT_REACT_TO_REBALANCE", "SPOT_KEEP_CHECKPOINTS")
-_V2_PARTS = ("settings", "log", "steps", "failure_record", "retry", "aws", "header", "python_env",
+_V2_PARTS = ("settings", "log", "steps", "failure_record", "retry", "aws", "header", "python_env", "env_cache",
              "runtime_package", "job_code", "agent_config", "agent_service")
 
 USERDATA_VERSIONS = {

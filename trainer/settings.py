@@ -111,6 +111,12 @@ SETTINGS: tuple[Setting, ...] = (
                                  "ending in '/'; empty = the whole bucket", pattern=pattern.DATA_PREFIX,
                                  rule="empty (the whole bucket), or a key prefix ending in '/', e.g. datasets/cifar/"),
             )),
+    Setting("run.torch", "the torch the job needs, e.g. `torch==2.13.0`: installed over the image's when its own "
+            "does not satisfy it", default_text='`""` (the image\'s torch; `torch==2.13.0` on an image without one)',
+            env="SPOT_TORCH_SPEC", header_when_set=True),
+    Setting("run.env_cache", "keep the job's built environment (Python, torch, runtime, what `setup` installs) in "
+            "its bucket, so a replacement restores it instead of installing", True, env="SPOT_ENV_CACHE",
+            header_when_set=True),
     Setting("run.trainer_package", "what pip installs on each instance: `s3://bucket/key.whl`, a URL, or "
             "`name==X.Y.Z`", default_text='`""` (this checkout\'s runtime, shipped with the stack)',
             env="SPOT_TRAINER_PACKAGE", console=_param(
@@ -154,9 +160,13 @@ SETTINGS: tuple[Setting, ...] = (
             console=_param("SpotMaxPrice", "Spot max price (USD/hour)",
                            "Highest hourly price per instance; empty = the on-demand price", pattern=pattern.PRICE,
                            rule="empty, or USD per hour above 0 and below 1000, like 0.45")),
+    # The PyTorch DLAMI: its env (/opt/pytorch/bin/python) already has torch and CUDA, so no instance
+    # installs them. Release notes (python_location, Ubuntu 24.04, x86_64, G4dn to P6-B200):
+    # https://docs.amazonaws.cn/dlami/latest/devguide/aws-deep-learning-ami-gpupt212oss-ul2404-2026-08-24.html
+    # and the parameter's form: https://docs.aws.amazon.com/dlami/latest/devguide/find-dlami-id.html
     Setting("capacity.ami", "an SSM parameter path or an AMI id",
-            "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
-            default_text="the base GPU DLAMI's parameter (below)",
+            "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.12-ubuntu-24.04/latest/ami-id",
+            default_text="the PyTorch GPU DLAMI's parameter (below)",
             console=_param("ImageId", "Machine image (AMI)", "", pattern_at_synth=True)),
     Setting("capacity.volume_size", "the root volume in GiB", 100, console=_param(
         "VolumeSize", "Root volume size (GiB)", "Encrypted gp3 root volume", pattern=pattern.VOLUME,
@@ -278,7 +288,6 @@ SETTINGS: tuple[Setting, ...] = (
         ("SPOT_ROOT", "the runtime's folder on the instance"),
         ("SPOT_BASE_PYTHON", "the Python user data builds the runtime's environment with"),
         ("SPOT_PYTHON_CANDIDATES", "the Python interpreters user data tries, in order"),
-        ("SPOT_TORCH_SPEC", "the torch requirement user data installs when the image has none"),
         ("SPOT_PIP_ARGS", "extra arguments for user data's pip"),
         ("SPOT_WAIT", "user data's bound on a wait (seconds)"),
         ("SPOT_LAUNCHED_AT", "when the instance was launched (epoch seconds), for its cost"),

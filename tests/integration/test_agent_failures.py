@@ -38,7 +38,7 @@ def test_crash_looping_command_fails_after_the_budget_and_scales_to_zero(
     status = store.get_json("status.json")
     assert status["state"] == "FAILED" and status["failures"] == 3
     assert status["reason"] == "command exited with code 3: CUDA error: out of memory (attempt 3)"
-    assert [e["kind"] for e in store.events()] == ["start", "failure", "failure", "failure", "failed"]
+    assert [e["kind"] for e in store.events()] == ["start", "boot", "failure", "failure", "failure", "failed"]
     assert desired_capacity(autoscaling, group) == 0
 
 

@@ -5,7 +5,6 @@ what it left behind, then run it again."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -179,7 +178,8 @@ def test_code_fetched_and_setup_run_once(booted: Bootstrapped) -> None:
     work = booted.sandbox.root / "opt/spot-trainer/work"
     assert (work / "train.py").read_text() == TRAIN_PY
     assert (work / "setup.log").read_text() == "setup-ran\n"
-    assert (work / "python.txt").read_text().strip() == str(Path(sys.executable).parent / "python")
+    # What setup installs goes into a venv of the job's own over the image's env, not into the image's.
+    assert (work / "python.txt").read_text().strip() == str(booted.sandbox.root / "opt/spot-trainer/venv/bin/python")
 
 
 def test_second_run_is_a_no_op(booted: Bootstrapped) -> None:

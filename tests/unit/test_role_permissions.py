@@ -21,6 +21,7 @@ import botocore.session
 import pytest
 from botocore import xform_name
 
+from localcloud.iam_policy import ALLOWED, IMPLICIT_DENY, Request, decide
 from tests.unit.stack_support import REPO, Synthesized
 
 SERVICES = {"s3": "s3", "autoscaling": "autoscaling", "logs": "logs", "cloudwatch": "cloudwatch", "ec2": "ec2",
@@ -151,3 +152,46 @@ def test_the_instance_policy_exists_before_the_group_and_outlives_it(synthesized
                      if "Condition" not in resource and "JobCheckpoints" in str(resource)]
         (group,) = synth.resources("AWS::AutoScaling::AutoScalingGroup").values()
         assert policy in group.get("DependsOn", []), job
+
+
+# The environment cache calls S3 through the aws CLI (the image's python3 has no boto3), which the scan
+# above does not see: its calls are judged by the local spot cloud's IAM evaluator against the role.
+CACHE_BUCKET = "CheckpointsBucket6BA0C50D"  # the created bucket's Ref, as the resolver below names it
+# What spot_trainer.environment calls, per object: the record read (and replaced with If-Match, which
+# needs s3:GetObject too), the archive downloaded, uploaded (multipart when large) and, by an instance
+# that lost the race, removed; a missing record reads as 404, not 403, only with s3:ListBucket.
+CACHE_CALLS = [("s3:GetObject", "env.json"), ("s3:PutObject", "env.json"), ("s3:GetObject", "abc.tar.gz"),
+               ("s3:PutObject", "abc.tar.gz"), ("s3:AbortMultipartUpload", "abc.tar.gz"),
+               ("s3:DeleteObject", "abc.tar.gz")]
+
+
+def resolved(value: Any) -> Any:
+    """A template value as a string: joins joined, the partition `aws`, a condition's first branch, a
+    Ref its logical name."""
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(str(resolved(part)) for part in parts)
+    if isinstance(value, dict) and "Fn::If" in value:
+        return resolved(value["Fn::If"][1])
+    if isinstance(value, dict) and "Ref" in value:
+        return "aws" if value["Ref"] == "AWS::Partition" else value["Ref"]
+    if isinstance(value, list):
+        return [resolved(item) for item in value]
+    if isinstance(value, dict):
+        return {key: resolved(item) for key, item in value.items()}
+    return value
+
+
+def test_the_instance_role_allows_the_environment_cache_on_its_job_prefix_only(
+    synthesized: dict[str, Synthesized],
+) -> None:
+    documents = [{"Statement": resolved(role_statements(synthesized["example"], "ec2.amazonaws.com"))}]
+    prefix = f"arn:aws:s3:::{CACHE_BUCKET}/example/env-cache/0123abcd"
+    for action, name in CACHE_CALLS:
+        assert decide(documents, Request(action, f"{prefix}/{name}", {})) == ALLOWED, (action, name)
+    listing = Request("s3:ListBucket", f"arn:aws:s3:::{CACHE_BUCKET}",
+                      {"s3:prefix": "example/env-cache/0123abcd/env.json"})
+    assert decide(documents, listing) == ALLOWED
+    # Another job's cache in the same bucket stays out of reach.
+    assert decide(documents, Request("s3:GetObject", f"arn:aws:s3:::{CACHE_BUCKET}/other/env-cache/x/env.json", {})) \
+        == IMPLICIT_DENY

@@ -31,6 +31,7 @@ from ..storage.lease import Lease
 from ..storage.names import bucket_name_problem
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.s3client import client_config, s3_client
+from .boot_times import describe_boots
 from .cloudwatch import CloudWatchSink
 from .config import ENV_NAMES, REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
 from .fatal import end_job_as_failed
@@ -200,7 +201,7 @@ def run_status(options: argparse.Namespace) -> int:
             print(json.dumps({**(status or {}), "cost": cost.to_dict(), "outlook": ahead.to_dict()}, indent=1))
             return 0 if status else 1
         print(describe_job(status, store.get_json(LATEST), events))
-        print("\n".join([*describe_cost(cost), *describe_outlook(ahead)]))
+        print("\n".join([*describe_cost(cost), *describe_outlook(ahead), *describe_boots(events)]))
     except (RemoteStoreError, ClientError, BotoCoreError) as error:
         return fail(f"cannot read job {options.job!r} in bucket {options.bucket!r}: {error}", 1)
     return 0

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..storage.remote import RemoteStore
 from ..storage.upload_health import UPLOADS_FAILING, UploadWarning
 from ..storage.uploader import Uploaded
 from . import status as states
+from .boot_events import BOOT_EVENT, FIRST_STEP_EVENT, BootClock
 from .cloudwatch import CloudWatchSink
 from .log_lines import agent_line, write_line
 from .notify import Notifier
@@ -37,6 +38,7 @@ class RunTelemetry:
     group_stop_step: int | None = None  # several nodes: the step at which the world last stopped to save
     notifier: Notifier | None = None  # the job's SNS topic, when the stack gives one
     last_upload_seconds: float | None = None  # this job's last measured checkpoint upload (the notice's budget)
+    boot: BootClock = field(default_factory=BootClock.from_environment)  # the boot's phases, as events
 
     def log(self, line: str) -> None:
         agent_line(line)
@@ -68,6 +70,7 @@ class RunTelemetry:
             self.event(UPLOAD_FAILING, cause=warning.cause, step=warning.step, message=warning.message)
 
     def event(self, kind: str, **fields: Any) -> None:
+        fields = self.boot.timed(kind, fields)
         try:
             self.store.append_event(kind, **fields)
         except Exception as error:
@@ -76,6 +79,8 @@ class RunTelemetry:
             self.notifier.event(kind, {"instance": self.store.instance, **fields})
         if kind == "interruption" and self.cloud is not None:
             self.cloud.metric("Interruptions", 1, "Count")
+        if kind == "start" and (boot := self.boot.boot_fields()) is not None:
+            self.event(BOOT_EVENT, **boot)
 
     def publish_status(self, record: dict[str, Any]) -> None:
         try:
@@ -110,6 +115,8 @@ class RunTelemetry:
 
     def _progress(self, event: dict[str, Any]) -> None:
         self.update(step=event.get("step"), loss=event.get("loss"), samples_per_s=event.get("samples_per_s"))
+        if (first := self.boot.first_step(event.get("step"))) is not None:
+            self.event(FIRST_STEP_EVENT, **first)
         now = time.monotonic()
         if self.cloud is None or now - self._last_metric < METRIC_INTERVAL_SECONDS:
             return

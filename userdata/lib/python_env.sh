@@ -1,15 +1,23 @@
 # shellcheck shell=bash
 # A Python >= 3.11 with torch for the runtime and the job.
 
-TORCH_ON_311='import sys, importlib.metadata as m; assert sys.version_info >= (3, 11); print(m.version("torch"))'
+# ... and its torch satisfies run.torch (pip's own version rules; any torch when the job pins none).
+TORCH_ON_311='import sys, importlib.metadata as m; assert sys.version_info >= (3, 11); v = m.version("torch")
+if sys.argv[1][5:]: from pip._vendor.packaging.specifiers import SpecifierSet as S; assert v in S(sys.argv[1][5:])
+print(v)'
 
 # The DLAMI's PyTorch env when present, else a venv with torch (CUDA build on a GPU host); Python >= 3.11.
 python_env() {
   local candidate version gpus index=() base
-  for candidate in ${SPOT_BASE_PYTHON:-$PYTHONS} "$APP_DIR/venv/bin/python3"; do
-    if version="$("$candidate" -c "$TORCH_ON_311" 2>/dev/null)"; then
+  for candidate in ${RESTORED:-} ${SPOT_BASE_PYTHON:-$PYTHONS} "$APP_DIR/venv/bin/python3"; do
+    if version="$("$candidate" -c "$TORCH_ON_311" "${SPOT_TORCH_SPEC:-torch}" 2>/dev/null)"; then
       PYTHON="$candidate"
       log "python $PYTHON with torch $version"
+      # What setup installs, the env cache keeps: in a venv of its own, not in the image's env.
+      if [[ -f "$STATE_DIR/environment.json" && -n "${SPOT_SETUP_COMMAND:-}" && "$PYTHON" != "$APP_DIR"/venv/* ]]; then
+        env_run "$PYTHON" "$WHEEL" overlay
+        PYTHON="$APP_DIR/venv/bin/python3"
+      fi
       return 0
     fi
     [[ -z "${SPOT_BASE_PYTHON:-}" ]] || fail "SPOT_BASE_PYTHON=$SPOT_BASE_PYTHON is not Python >= 3.11 with torch"
@@ -21,7 +29,7 @@ python_env() {
   else
     index=(--index-url https://download.pytorch.org/whl/cpu)
   fi
-  log "no PyTorch env found; installing ${SPOT_TORCH_SPEC:=torch==2.13.0} into $APP_DIR/venv"
+  log "no PyTorch env that fits; installing ${SPOT_TORCH_SPEC:=torch==2.13.0} into $APP_DIR/venv"
   "$base" -m venv "$APP_DIR/venv"
   retry "install of $SPOT_TORCH_SPEC" "$PYTHON" -m pip install -q "${index[@]}" "$SPOT_TORCH_SPEC"
 }

@@ -12,8 +12,8 @@ main() {
   [[ -z "${SPOT_REGION:-}" ]] || export AWS_DEFAULT_REGION="$SPOT_REGION"
   WORKDIR="$SPOT_ROOT${SPOT_WORKDIR:-/opt/spot-trainer/work}"
   local name
-  for name in check_header instance_metadata python_env trainer_package job_code setup_command \
-    agent_config agent_service; do
+  for name in check_header instance_metadata env_restore python_env trainer_package job_code setup_command \
+    env_store agent_config agent_service; do
     step "${name//_/-}" "$name"
   done
   echo "{\"state\": \"AGENT_STARTED\", \"instance_id\": \"$INSTANCE_ID\"}" >"$STATE_DIR/bootstrap-status.json"

@@ -1,0 +1,136 @@
+"""What the environment cache saves a replacement: user data run in the sandbox (moto as S3, fake IMDS,
+the systemctl stand-in) on an image without a PyTorch env, for a job whose environment is torch (the
+real CPU wheel, installed from a local folder) plus a typical requirements file (localcloud/wheels.py's
+89 MB of real wheels, installed by its setup). Three boots: one with the cache off, the first with it on
+(installs, then packs and uploads in the background while its agent starts), and a replacement (restores).
+Each is timed from the start of user data (the instance's launch, less the OS's boot) to its agent
+running; the first's pack and upload are timed until its record is in S3. Prints JSON.
+
+    python benchmarks/env_cache.py [--wheels /opt/wheels]   # a folder holding torch-2.13.0+cpu-*.whl
+
+Without that wheel, a stand-in of its size (random bytes, so it packs worse than torch) takes its place.
+pip installs without dependencies here (offline): torch's own (sympy, networkx, …) are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from localcloud.fake_imds import FakeImds  # noqa: E402
+from localcloud.moto_server import MotoServer  # noqa: E402
+from localcloud.wheels import make_wheel, typical_requirements  # noqa: E402
+from stacks.job_spec import CURRENT_USERDATA_VERSION  # noqa: E402
+from stacks.user_data import render_user_data  # noqa: E402
+from tests.support.userdata_sandbox import UNIT, UserDataSandbox, asset_key, build_trainer_wheel, job_header, zip_files  # noqa: E402, I001
+
+BUCKET = "bench-env-cache"
+TORCH = "torch==2.13.0+cpu"
+TORCH_WHEEL_BYTES = 191_794_682  # torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl
+STORE_BOUND_SECONDS = 900  # packing a torch environment on a busy machine
+
+
+def boot(root: Path, moto: MotoServer, wheels: str, header: dict[str, str]) -> tuple[float, UserDataSandbox]:
+    """Seconds from user data's start to its agent running (the unit's pid written)."""
+    with FakeImds(instance_id=f"i-0{root.name:0>16}"[:19], ami_id="ami-0bench000000000001") as imds:
+        sandbox = UserDataSandbox(root, moto.env(), imds.url, overrides={
+            # No PyTorch env on this image: a venv from python3.11, torch installed into it.
+            "SPOT_BASE_PYTHON": "", "SPOT_PYTHON_CANDIDATES": "/nonexistent/python3",
+            "PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1", "PIP_FIND_LINKS": wheels})
+        started = time.time()
+        result = sandbox.run(render_user_data(CURRENT_USERDATA_VERSION, header), timeout=1800)
+        if result.returncode != 0:
+            raise SystemExit(f"bootstrap of {root.name} failed:\n{sandbox.read(sandbox.log_file)}")
+        agent = (sandbox.run_dir / f"{UNIT}.pid").stat().st_mtime
+        sandbox.stop_agent()
+    return round(agent - started, 2), sandbox
+
+
+def stored(sandbox: UserDataSandbox) -> dict[str, Any]:
+    """The first instance's pack and upload, once its background store has said so in the log."""
+    deadline = time.monotonic() + STORE_BOUND_SECONDS
+    while time.monotonic() < deadline:
+        lines = [line for line in sandbox.log_file.read_text().splitlines() if "[env-store]: environment " in line]
+        done = [line for line in lines if "stored in" in line or "not stored" in line]
+        if done:
+            if "not stored" in done[-1]:
+                raise SystemExit(done[-1])
+            seconds = float(done[-1].rsplit(" in ", 1)[1].rstrip("s)"))
+            size = int(done[-1].split("(")[1].split(" bytes")[0])
+            return {"pack_and_upload_s": seconds, "archive_bytes": size}
+        time.sleep(0.5)
+    raise SystemExit(f"no store in {STORE_BOUND_SECONDS}s:\n{sandbox.log_file.read_text()}")
+
+
+def download_seconds(sandbox: UserDataSandbox) -> float | None:
+    """How much of a restore was the archive's download (its log line says)."""
+    line = next((x for x in sandbox.log_file.read_text().splitlines() if "environment restored from" in x), "")
+    return float(line.rsplit("(", 1)[1].split("s to download")[0]) if "s to download" in line else None
+
+
+def environment_seconds(sandbox: UserDataSandbox) -> float | None:
+    phases = (sandbox.root / "var/lib/spot-trainer/boot-phases.jsonl")
+    lines = [json.loads(line) for line in phases.read_text().splitlines()] if phases.exists() else []
+    return next((p["seconds"] for p in lines if p["phase"] == "environment"), None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wheels", type=Path, default=Path("/opt/wheels"), help="a folder with the torch wheel")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, MotoServer() as moto:
+        work = Path(tmp)
+        torch = "the real CPU wheel"
+        if not list(args.wheels.glob("torch-2.13.0+cpu-*.whl")):  # a wheel of its size, random bytes
+            make_wheel(work / "torch-stand-in", "torch", "2.13.0+cpu", payload_bytes=TORCH_WHEEL_BYTES)
+            args.wheels, torch = work / "torch-stand-in", f"a stand-in wheel of {TORCH_WHEEL_BYTES} random bytes"
+        s3 = boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+        s3.create_bucket(Bucket=BUCKET)
+        wheel = build_trainer_wheel(work)
+        s3.upload_file(str(wheel), BUCKET, asset_key(wheel))
+        index = work / "index"
+        requirements = typical_requirements(index)
+        code = zip_files({"requirements.txt": "\n".join(requirements) + "\n"}, work / "code.zip")
+        s3.upload_file(str(code), BUCKET, "bench/code/code.zip")
+        header = job_header(BUCKET, f"s3://{BUCKET}/{asset_key(wheel)}", SPOT_JOB="bench", SPOT_TORCH_SPEC=TORCH,
+                            SPOT_COMMAND="sleep 600", SPOT_CODE_URI=f"s3://{BUCKET}/bench/code/code.zip",
+                            SPOT_SETUP_COMMAND="pip install -q -r requirements.txt")
+        wheels = f"{args.wheels} {index}"
+        without, _ = boot(work / "nocache", moto, wheels, {**header, "SPOT_ENV_CACHE": "false"})
+        first, first_box = boot(work / "first", moto, wheels, header)
+        cost = stored(first_box)
+        replacement, replacement_box = boot(work / "replacement", moto, wheels, header)
+        first_environment, replacement_environment = environment_seconds(first_box), environment_seconds(
+            replacement_box)
+        download = download_seconds(replacement_box)
+    print(json.dumps({
+        "benchmark": "env_cache",
+        "what": f"{CURRENT_USERDATA_VERSION} user data in the sandbox on an image without a PyTorch env: a venv "
+                f"with {TORCH} (local wheel) and a typical requirements file (12 packages, 89 MB of wheels) "
+                "installed by run.setup; user data start → agent running",
+        "torch": torch,
+        "without_cache_s": without,
+        "with_cache_first_s": first,
+        "with_cache_first_environment_s": first_environment,
+        "with_cache_replacement_s": replacement,
+        "with_cache_replacement_environment_s": replacement_environment,
+        "with_cache_replacement_download_s": download,
+        "replacement_vs_without": round(replacement / without, 3),
+        **cost,
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()

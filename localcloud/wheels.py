@@ -1,0 +1,58 @@
+"""Real wheels made on the spot, for pip to install offline from a local folder (`--find-links`): a
+package of a given name, version and size, as a job's requirements or a pinned torch would bring. A
+local instance's pip installs from such a folder (PIP_FIND_LINKS, PIP_NO_INDEX) what it would fetch
+from a package index on AWS: unpacking and installing cost what they cost, the download is local."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import zipfile
+from pathlib import Path
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def make_wheel(folder: Path, name: str, version: str, *, payload_bytes: int = 0,
+               requires: tuple[str, ...] = ()) -> Path:
+    """`name-version-py3-none-any.whl` in `folder`: a module `name` that knows its version, with
+    `payload_bytes` of incompressible data beside it (what a real package costs to unpack and pack)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    module = name.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    files = {
+        f"{module}/__init__.py": f"__version__ = {version!r}\n".encode(),
+        f"{info}/METADATA": "\n".join(["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
+                                       *(f"Requires-Dist: {r}" for r in requires), ""]).encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: spot-trainer-tests\nRoot-Is-Purelib: true\n"
+                         b"Tag: py3-none-any\n",
+    }
+    if payload_bytes:
+        files[f"{module}/payload.bin"] = os.urandom(payload_bytes)
+    record = [_record_line(path, data) for path, data in files.items()] + [f"{info}/RECORD,,"]
+    path = folder / f"{module}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+# A typical requirements file's packages at their wheels' sizes (transformers, datasets, tokenizers,
+# safetensors, accelerate, pyarrow, numpy, pandas and small dependencies, x86_64 wheels of 2026): 89 MB.
+TYPICAL_REQUIREMENTS = (("transformers-like", 11_000_000), ("datasets-like", 5_000_000),
+                        ("tokenizers-like", 3_000_000), ("safetensors-like", 500_000), ("accelerate-like", 350_000),
+                        ("pyarrow-like", 40_000_000), ("numpy-like", 16_000_000), ("pandas-like", 12_000_000),
+                        ("regex-like", 800_000), ("tqdm-like", 80_000), ("fsspec-like", 180_000),
+                        ("huggingface-hub-like", 500_000))
+
+
+def typical_requirements(folder: Path, fraction: float = 1.0) -> list[str]:
+    """Wheels of TYPICAL_REQUIREMENTS at `fraction` of their sizes in `folder`; their pip specs."""
+    for name, size in TYPICAL_REQUIREMENTS:
+        make_wheel(folder, name, "1.0", payload_bytes=int(size * fraction))
+    return [f"{name}==1.0" for name, _ in TYPICAL_REQUIREMENTS]

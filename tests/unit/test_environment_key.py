@@ -1,0 +1,70 @@
+"""The environment cache's key holds everything that decides a job's environment, and only that; the room
+runs on the image's own python3 before anything is installed, so it imports the standard library only."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+
+from spot_trainer.environment.archive import pack, unpack
+from spot_trainer.environment.key import environment_key, key_lines, requirement_files
+
+ROOM = Path(__file__).resolve().parents[2] / "trainer" / "environment"
+
+
+def test_the_requirement_files_a_setup_command_names_are_found() -> None:
+    setup = "pip install -r requirements.txt && pip install --requirement=extra.txt -rdev.txt --requirement b.txt"
+    assert requirement_files(setup) == ["requirements.txt", "extra.txt", "dev.txt", "b.txt"]
+    assert requirement_files("pip install transformers") == []
+    assert requirement_files("pip install 'unbalanced") == []
+
+
+def key_of(tmp_path: Path, requirements: str = "transformers==4.50\n", **changes: str) -> str:
+    wheel, code = tmp_path / "runtime.whl", tmp_path / "code.zip"
+    wheel.write_bytes(changes.pop("wheel", "wheel").encode())
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("requirements.txt", requirements)
+    settings = {"image": "ami-0aaa", "arch": "x86_64", "torch": "", "setup": "pip install -r requirements.txt",
+                "userdata_version": "v2", **changes}
+    return environment_key(key_lines(runtime_wheel=wheel, code=code, **settings))
+
+
+def test_the_key_changes_with_each_thing_that_decides_the_environment(tmp_path: Path) -> None:
+    same = key_of(tmp_path)
+    assert key_of(tmp_path) == same
+    changed = [key_of(tmp_path, requirements="transformers==4.51\n"), key_of(tmp_path, image="ami-0bbb"),
+               key_of(tmp_path, arch="aarch64"), key_of(tmp_path, torch="torch==2.13.0"),
+               key_of(tmp_path, wheel="another runtime"), key_of(tmp_path, setup="pip install -r requirements.txt -q")]
+    assert len({same, *changed}) == 1 + len(changed)
+
+
+def test_the_room_imports_the_standard_library_only() -> None:
+    for path in ROOM.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            for name in names:
+                assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, f"{path.name} imports {name}"
+
+
+def test_an_archive_that_does_not_unpack_leaves_the_environment_as_it_was(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    (app / "venv" / "bin").mkdir(parents=True)
+    (app / "venv" / "bin" / "python3").symlink_to(sys.executable)
+    (app / "lib").mkdir()
+    (app / "lib" / "runtime.py").write_text("x = 1\n")
+    archive = tmp_path / "env.tar.gz"
+    pack(app, archive)
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])  # cut short
+    target = tmp_path / "instance"
+    (target / "lib").mkdir(parents=True)
+    (target / "lib" / "kept.py").write_text("")
+    with pytest.raises((OSError, EOFError, tarfile.TarError, zlib.error)):
+        unpack(archive, target)
+    assert sorted(p.name for p in target.iterdir()) == ["lib"] and (target / "lib" / "kept.py").exists()
