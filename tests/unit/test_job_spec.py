@@ -259,6 +259,8 @@ BAD_CASES = [
       "userdata_version": "v1"}, "run.checkpoint_dir: user data v1 always uses the agent's own folder"),
     ({**with_changes("run", save_warn_seconds=600, trainer_package="spot-trainer==0.1.0"),
       "userdata_version": "v1"}, "run.save_warn_seconds: user data v1 does not carry it: use v2"),
+    ({**with_changes("run", secrets=["HF_TOKEN=ssm:/team/hf-token"], trainer_package="spot-trainer==0.1.0"),
+      "userdata_version": "v1"}, "run.secrets: user data v1 does not carry it: use v2"),
 ]
 
 
