@@ -15,7 +15,7 @@ from .aws_access import aws_errors
 from .etag_check import etag_problem
 from .job_stack import JobStack
 from .problem import JobProblem
-from .progress_line import ProgressLine
+from .progress_line import DownloadBar, ProgressLine
 
 PART_BYTES = 8 * 1024 * 1024
 
@@ -61,6 +61,8 @@ def download_final(s3: Any, job: JobStack, folder: Path) -> list[Path]:
 def download_checkpoint(s3: Any, job: JobStack, folder: Path) -> tuple[int, Path]:
     """The newest published checkpoint that restores (the manifest's sizes and SHA-256s), as training would."""
     store = RemoteStore(s3, job.bucket, job.job, instance="user")
+    bar = DownloadBar()
+    store.on_download = bar
     created = not folder.exists()
     try:
         with aws_errors(f"cannot read s3://{job.bucket}/{job.job}/"):
@@ -68,6 +70,8 @@ def download_checkpoint(s3: Any, job: JobStack, folder: Path) -> tuple[int, Path
     except (RemoteStoreError, JobProblem):
         _clear(folder, created)
         raise
+    finally:
+        bar.end()
     if restored is None or store.restored_step is None:
         _clear(folder, created)
         raise JobProblem(f"job {job.job!r} has no checkpoint that restores in s3://{job.bucket}/{job.job}/", 1)

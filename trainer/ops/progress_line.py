@@ -34,3 +34,26 @@ class ProgressLine:
         if self.shown:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class DownloadBar:
+    """A ProgressLine for a download whose size is known only once it begins (a checkpoint's restore, which
+    reads its manifest first): the line starts with the first chunk, and a fallback to an older
+    checkpoint starts a new one."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+        self.line: ProgressLine | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, chunk: int, total_bytes: int) -> None:
+        with self._lock:
+            if self.line is None or self.line.total != total_bytes:
+                self.end()
+                self.line = ProgressLine(total_bytes, self.stream)
+            line = self.line
+        line(chunk)
+
+    def end(self) -> None:
+        if self.line is not None:
+            self.line.end()

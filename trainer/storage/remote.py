@@ -24,6 +24,7 @@ from typing import Any
 
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
 from botocore.exceptions import BotoCoreError, ClientError
+from s3transfer.subscribers import BaseSubscriber
 
 from . import job_keys as keys
 from .checksums import BLOCK_BYTES, digest_files
@@ -136,6 +137,16 @@ def _version(path: Path) -> tuple[int, int]:
     return found.st_size, found.st_mtime_ns
 
 
+class _Chunks(BaseSubscriber):  # type: ignore[misc]  # s3transfer ships no types
+    """s3transfer's progress of a download, chunk by chunk, to one callable."""
+
+    def __init__(self, told: Callable[[int], None]) -> None:
+        self.told = told
+
+    def on_progress(self, future: Any, bytes_transferred: int, **kwargs: Any) -> None:
+        self.told(bytes_transferred)
+
+
 class RemoteStore:
     def __init__(
         self,
@@ -157,6 +168,8 @@ class RemoteStore:
         self.damaged_steps: set[int] = set()  # steps a restore proved damaged (not merely unreachable)
         # Told which files of a step were left out (names S3 cannot take), beside the log line.
         self.on_left_out: Callable[[int, list[str]], None] = lambda step, names: None
+        # Told of each chunk a restore downloads, and the restore's whole download (a progress bar's).
+        self.on_download: Callable[[int, int], None] | None = None
 
     # ---- keys ---------------------------------------------------------------------------------
     def key(self, name: str) -> str:
@@ -516,11 +529,13 @@ class RemoteStore:
         # Downloads: few large ranged GETs; uploads: many small parts (see trainer/s3client.py).
         # total_bytes bounds the largest file, so the part-count limit holds for uploads.
         config = self.transfer or (transfer_config_for(total_bytes) if download else upload_config_for(total_bytes))
+        told = self.on_download
+        watched = [_Chunks(lambda chunk: told(chunk, total_bytes))] if download and told is not None else None
         with create_transfer_manager(self.s3, config) as manager:
             futures = []
             for source, dest in pairs:
                 if download:
-                    futures.append((source, manager.download(self.bucket, source, dest)))
+                    futures.append((source, manager.download(self.bucket, source, dest, subscribers=watched)))
                 else:
                     futures.append((dest, manager.upload(source, self.bucket, dest)))
             for key, future in futures:
