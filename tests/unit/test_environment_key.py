@@ -53,6 +53,20 @@ def test_the_room_imports_the_standard_library_only() -> None:
                 assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, f"{path.name} imports {name}"
 
 
+def test_the_room_needs_no_python_newer_than_amazon_linux_2023s() -> None:
+    """Amazon Linux 2023's python3 is 3.9: vermin reads the syntax and the standard library's APIs each
+    file uses (a `match`, `zip(strict=)`, `hashlib.file_digest` would each need a newer one)."""
+    import vermin
+
+    config = vermin.Config()
+    config.add_target((True, (3, 9)))  # 3.9 or later
+    config.set_eval_annotations(True)
+    for path in ROOM.glob("*.py"):
+        found = vermin.visit(path.read_text(), config, str(path))
+        minimum = found.minimum_versions()[1]
+        assert minimum is not None and minimum <= (3, 9), f"{path.name} needs Python {minimum}"
+
+
 def test_an_archive_that_does_not_unpack_leaves_the_environment_as_it_was(tmp_path: Path) -> None:
     app = tmp_path / "app"
     (app / "venv" / "bin").mkdir(parents=True)
