@@ -50,6 +50,9 @@ class ShardedSaves:
             return None
 
     def _ready(self, *, writer_done: bool, above: int | None) -> layouts.Checkpoint | None:
+        newer = [found for found in layouts.checkpoints_in(self.directory) if above is None or found.step > above]
+        if not any(shards.is_sharded(found.path) for found in newer):  # each poll of a job saving whole files
+            return None
         own = self.coordinator_part(writer_done=writer_done)
         candidates = [own] if own is not None else []
         if (pending := self.pending_here(above)) is not None and self._coordinator_sent(pending):

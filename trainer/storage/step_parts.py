@@ -96,10 +96,11 @@ class StepParts:
         found = (self.store.read_record(name, absolute=True) for name in sorted(names))
         return [record for record in found if isinstance(record, dict) and isinstance(record.get("files"), dict)]
 
-    def coordinator_save(self, step: int) -> Save | None:
+    def coordinator_save(self, step: int, records: list[dict[str, Any]] | None = None) -> Save | None:
         """The save the coordinator's record of `step` describes, read from the `.metadata` it sent; None
-        while there is none."""
-        coordinator = _newest([r for r in self.records(step) if r.get("coordinator") is True])
+        while there is none. `records`: the step's part records, when the caller has just listed them."""
+        parts = self.records(step) if records is None else records
+        coordinator = _newest([r for r in parts if r.get("coordinator") is True])
         if coordinator is None:
             return None
         bodies: dict[str, bytes] = {}
@@ -190,20 +191,22 @@ class StepParts:
         return entries
 
     # ---- publish --------------------------------------------------------------------------------
-    def missing(self, step: int) -> tuple[Save | None, list[str]]:
-        """The coordinator's save of `step` and the shards no part of that save holds yet (while the
-        coordinator's own record is not complete, its files are missing too: `Save.complete`)."""
-        save = self.coordinator_save(step)
+    def missing(self, step: int) -> tuple[Save | None, list[str], list[dict[str, Any]]]:
+        """The coordinator's save of `step`, the shards no part of that save holds yet (while the
+        coordinator's own record is not complete, its files are missing too: `Save.complete`), and the
+        complete parts of that save, from one listing."""
+        records = self.records(step)
+        save = self.coordinator_save(step, records)
         if save is None:
-            return None, []
-        held = {local_name(key, entry) for record in self.records(step) if record.get("metadata") == save.identity
-                and record.get("complete") for key, entry in record["files"].items()}
-        return save, sorted(save.listed - held)
+            return None, [], []
+        parts = [record for record in records if record.get("metadata") == save.identity and record.get("complete")]
+        held = {local_name(key, entry) for record in parts for key, entry in record["files"].items()}
+        return save, sorted(save.listed - held), parts
 
     def publish_if_whole(self, step: int) -> bool:
         """MANIFEST.json from the parts of one save, then latest.json, once every listed shard is in S3. Of
         the nodes that find it whole, and a node abandoning it, one settles it (a conditional write)."""
-        save, missing = self.missing(step)
+        save, missing, records = self.missing(step)
         if save is None or missing or not save.complete:
             return False
         if (latest := self.store.latest_step()) is not None and latest >= step:
@@ -211,7 +214,6 @@ class StepParts:
         if not self.store.create_once(self.settled_name(step, save.identity), {"outcome": "published",
                                                                                 "instance": self.store.instance}):
             return False  # another node publishes it, or abandoned it
-        records = [r for r in self.records(step) if r.get("metadata") == save.identity and r.get("complete")]
         files: dict[str, Any] = {}
         for record in sorted(records, key=lambda r: bool(r.get("coordinator"))):  # the coordinator's win
             files.update(record["files"])
@@ -237,7 +239,7 @@ class StepParts:
     def missing_parts(self, step: int) -> str:
         """Which parts of `step` are not in S3, for a line: the ranks by their shards' names, or the part of
         the node holding `.metadata`."""
-        save, missing = self.missing(step)
+        save, missing, _ = self.missing(step)
         if save is None or not save.complete:
             return "the part of the node holding its .metadata"
         ranks = sorted({rank for name in missing if (rank := shards.rank_of(name)) is not None})
