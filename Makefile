@@ -50,8 +50,9 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck --severity=info userdata/*/*.sh localcloud/bin/* tests/load/*.sh
 
+# Each benchmark's JSON figures, stamped with the machine, the date and the commit they were measured on.
 bench: $(STAMP)
-	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done
+	for script in benchmarks/[!_]*.py; do $(PY) benchmarks/_stamp.py $$script || exit 1; done
 
 # On a machine with CUDA and torch, a bare one too (no venv, no boto3, nothing installed): exact resume on
 # the GPU (it fails here rather than skip) and P9. `spot_trainer` is imported through a link to trainer/.
