@@ -117,7 +117,7 @@ def test_unknown_bucket_is_one_line_and_nothing_runs(aws_env: dict[str, str], tm
                                 capture_output=True, text=True, timeout=120)
     lines = [line for line in result.stderr.strip().splitlines() if "cannot work with" in line]
     assert result.returncode == EXIT_FAILED, "no restart can create the bucket: systemd must not retry"
-    assert lines and lines[0].startswith("spot-trainer: cannot work with s3://no-such-bucket-anywhere/j: ")
+    assert lines and lines[0].startswith("spot-trainer: cannot work with s3://no-such-bucket-anywhere/job: ")
     assert "NoSuchBucket" in lines[0] and "Traceback" not in result.stderr
     assert not marker.exists()
 
