@@ -7,12 +7,12 @@ has one, else the job file's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Aws
+from aws_cdk import Aws, CfnParameter
 
 from spot_trainer.settings import SETTINGS, Setting
-from stacks.console import JobParameters
 from stacks.job_spec import JobSpec
 from stacks.userdata_versions import userdata_version
 
@@ -29,13 +29,14 @@ def _job_value(setting: Setting, job: JobSpec) -> Any:
     return getattr(holder, setting.key)
 
 
-def job_settings(job: JobSpec, params: JobParameters) -> dict[str, str]:
-    """Each setting the job decides that reaches the instance, in the table's order. One that is
+def job_settings(job: JobSpec, parameters: Mapping[str, CfnParameter]) -> dict[str, str]:
+    """Each setting the job decides that reaches the instance, in the table's order; `parameters`: the
+    template's, by their names in the settings table. One that is
     `header_when_set` is written only when the job sets it: every byte of a built-in job's template
     counts against the CLI's 50 KiB, and the agent's default is the table's."""
     values: dict[str, str] = {}
     for setting in SETTINGS:
-        parameter = next((params.by_name[p.name] for p in setting.console if p.name in params.by_name), None)
+        parameter = next((parameters[p.name] for p in setting.console if p.name in parameters), None)
         if not setting.env or not (setting.field or parameter):
             continue
         if parameter is not None and len(setting.console) == 1:
@@ -45,9 +46,10 @@ def job_settings(job: JobSpec, params: JobParameters) -> dict[str, str]:
     return values
 
 
-def user_data_header(job: JobSpec, params: JobParameters, *, made_by_stack: dict[str, str]) -> dict[str, str]:
+def user_data_header(job: JobSpec, parameters: Mapping[str, CfnParameter], *,
+                     made_by_stack: dict[str, str]) -> dict[str, str]:
     """`made_by_stack`: the names of what the stack made, and the package user data installs."""
-    header = {**job_settings(job, params), "SPOT_REGION": Aws.REGION, **made_by_stack}
+    header = {**job_settings(job, parameters), "SPOT_REGION": Aws.REGION, **made_by_stack}
     names = userdata_version(job.userdata_version).frozen_header
     if names is not None:
         return {name: header[name] for name in names}

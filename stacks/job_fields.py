@@ -11,18 +11,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from spot_trainer.builtin.arguments import arguments_problem
+from spot_trainer.aws_names import JOB_NAME, JOB_NAME_RULE, bucket_name_problem
+from spot_trainer.builtin_arguments import arguments_problem
 from spot_trainer.command_text import has_control_character, shadows_builtin
 from spot_trainer.secret_refs import SecretRefError, parse_refs
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
 from spot_trainer.signals import STOP_SIGNALS
-from spot_trainer.storage.names import bucket_name_problem
 from stacks.checkpoint_dir_field import check_checkpoint_dir
 from stacks.instance_types import check_image_architecture, check_instance_types
 from stacks.job_spec import (
     AMI_ID,
     CURRENT_USERDATA_VERSION,
-    JOB_NAME,
     PLACEMENTS,
     SHIPPED_TRAINER_PACKAGE,
     SSM_PATH,
@@ -131,10 +130,9 @@ def _check_run(run: RunSpec, source: Path) -> None:
         _check_builtin_arguments(run.train_args)
     if run.stop_signal not in STOP_SIGNALS:
         raise field_error("run.stop_signal", f"expected one of {', '.join(STOP_SIGNALS)}, got {run.stop_signal!r}")
-    if not 10 <= run.grace_seconds <= 7200:
-        raise field_error("run.grace_seconds", f"expected 10..7200 seconds, got {run.grace_seconds}")
-    if not 60 <= run.save_warn_seconds <= 86400:
-        raise field_error("run.save_warn_seconds", f"expected 60..86400 seconds, got {run.save_warn_seconds}")
+    for field, value in (("run.grace_seconds", run.grace_seconds), ("run.save_warn_seconds", run.save_warn_seconds)):
+        if (problem := _out_of_bounds(field, value)) is not None:
+            raise field_error(field, f"expected {problem} seconds, got {value}")
     if run.restart_budget < 0:
         raise field_error("run.restart_budget", f"expected 0 or more, got {run.restart_budget}")
     if problem := trainer_package_problem(run.trainer_package):
@@ -144,7 +142,7 @@ def _check_run(run: RunSpec, source: Path) -> None:
                           f"torch>=2.5,<3, got {run.torch!r}")
     if run.data and not run.data.startswith("s3://"):
         raise field_error("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
-    _check_dataset(run)  # its bucket: S3's own rule (storage/names.py), as for every bucket name
+    _check_dataset(run)  # its bucket: S3's own rule (aws_names.py), as for every bucket name
     check_checkpoint_dir(run)
     try:
         parse_refs(run.secrets)
@@ -157,6 +155,14 @@ def _check_run(run: RunSpec, source: Path) -> None:
         name = (source.parent / run.workdir).resolve().name
         raise field_error("run.workdir", f"{run.workdir!r} lies outside the job file's folder, and all of it would be "
                           f"shipped: move your code to {source.parent / name}/ and set workdir = \"{name}\"")
+
+
+def _out_of_bounds(field: str, value: float) -> str | None:
+    """The field's range in the settings table ("10..7200") when `value` lies outside it, else None."""
+    bounds = setting(field).bounds
+    if bounds is None or bounds[0] <= value <= bounds[1]:
+        return None
+    return "{}..{}".format(*bounds)
 
 
 def _check_builtin_arguments(train_args: str) -> None:
@@ -245,8 +251,8 @@ def _check_capacity(cap: CapacitySpec) -> None:
         raise field_error("capacity.ami", f"expected an SSM parameter path or ami-… id, got {cap.ami!r}")
     if problem := check_image_architecture(cap.ami, cap.instance_types):
         raise field_error("capacity.ami", problem)
-    if not 8 <= cap.volume_size <= 16384:
-        raise field_error("capacity.volume_size", f"expected 8..16384 GiB, got {cap.volume_size}")
+    if (problem := _out_of_bounds("capacity.volume_size", cap.volume_size)) is not None:
+        raise field_error("capacity.volume_size", f"expected {problem} GiB, got {cap.volume_size}")
 
 
 def _check_distributed(cap: CapacitySpec, given: Collection[str]) -> CapacitySpec:
@@ -336,7 +342,7 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
         raise field_error(unknown[0], unknown_key_message("", unknown[0], sorted(TOP_LEVEL), KEYS_BY_PLACE))
     name = _check_type("name", data.get("name", source.stem), str)
     if not JOB_NAME.match(name):
-        raise field_error("name", f"{name!r} must be 2-32 lowercase letters, digits or '-', starting with a letter")
+        raise field_error("name", f"{name!r} must be {JOB_NAME_RULE}")
     sections = {key: _read_section(key, data.get(key, {}), cls) for key, cls in SECTIONS.items()}
     _check_run(sections["run"], source)
     _check_capacity(sections["capacity"])

@@ -7,11 +7,10 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from spot_trainer.builtin.arguments import ArgumentsError, check_arguments
+from spot_trainer.builtin_arguments import ArgumentsError, check_arguments
 from spot_trainer.settings import setting
 
 JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
-JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 SSM_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 PLACEMENTS = ("", "cluster")

@@ -6,7 +6,7 @@ https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-no
 
 from __future__ import annotations
 
-from spot_trainer.agent.notice_deadline import AFTER_UPLOAD_SECONDS, NOTICE_SECONDS
+from spot_trainer.settings import AFTER_UPLOAD_SECONDS, NOTICE_SECONDS
 from stacks.job_spec import JobSpec
 
 

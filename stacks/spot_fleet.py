@@ -9,12 +9,13 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from spot_trainer.settings import HOOK_ALLOWANCE_SECONDS
 from stacks.console import JobParameters
 
 # Scale-in (a lower desired capacity, capacity rebalancing, the job's own scale to zero) waits in
 # Terminating:Wait until the agent has its emergency checkpoint in S3 and completes this action.
 DRAIN_HOOK = "spot-trainer-drain"
-UPLOAD_ALLOWANCE_SECONDS = 300  # after the grace period, for the final upload
+HOOK_TIMEOUT_MAX_SECONDS = 7200  # the longest a lifecycle hook's heartbeat may wait
 IN_SERVICE_METRIC = "GroupInServiceInstances"
 
 
@@ -34,7 +35,7 @@ def drain_hook(grace_seconds: int) -> autoscaling.CfnAutoScalingGroup.LifecycleH
     return autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
         lifecycle_hook_name=DRAIN_HOOK,
         lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
-        heartbeat_timeout=min(7200, grace_seconds + UPLOAD_ALLOWANCE_SECONDS),
+        heartbeat_timeout=min(HOOK_TIMEOUT_MAX_SECONDS, grace_seconds + HOOK_ALLOWANCE_SECONDS),
         default_result="CONTINUE",
     )
 

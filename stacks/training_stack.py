@@ -60,11 +60,11 @@ class SpotTrainingStack(Stack):
         DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.data_bucket.value_as_string,
                           prefix=params.data_prefix.value_as_string)
         network = JobNetwork(self, "Network", params=params, one_az=job.capacity.placement == "cluster")
-        header = user_data_header(job, params, made_by_stack={
+        header = user_data_header(job, params.by_name, made_by_stack={
             "SPOT_STACK": job.stack_name, "SPOT_BUCKET": bucket.name, "SPOT_ASG_NAME": group_name(job.name),
             "SPOT_LIFECYCLE_HOOK": DRAIN_HOOK, "SPOT_LOG_GROUP": logs.name, "SPOT_NOTIFY_TOPIC": topic.arn,
             "SPOT_CODE_URI": code_uri, "SPOT_TRAINER_PACKAGE": trainer_package})
-        bound_user_data(job, params, header)
+        bound_user_data(job, params.by_name, header)
         fleet = SpotFleet(
             self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),
             subnet_ids=network.subnet_ids, security_group_id=network.security_group.attr_group_id,

@@ -8,7 +8,8 @@ v1 keeps its quoted here-document form, byte for byte, for the stacks deployed w
 
 From v2 the script is assembled from shared parts (userdata/lib/<part>.sh, in the order the version table
 stacks/userdata_versions.py gives) followed by the version's own bootstrap.sh, which has the shebang and
-calls them: one self-contained script on the instance.
+calls them: one self-contained script on the instance. Before the parts go the settings table's values
+they fall back on (`table_values`), so no script restates a default or an allowance.
 
 From v2 the script body (less its full-line comments and blank lines) travels gzip-compressed and
 base64-encoded on one line after the header, and is decoded and run at boot. `cdk deploy` without a
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from aws_cdk import Fn, Token
 
+from spot_trainer.settings import STOP_TIMEOUT_ALLOWANCE_SECONDS, env_setting
 from stacks.job_spec import CURRENT_USERDATA_VERSION
 from stacks.userdata_versions import userdata_version
 
@@ -62,13 +64,32 @@ def part_paths(version: str) -> list[Path]:
     return [USERDATA_ROOT / SHARED_PARTS / f"{part}.sh" for part in userdata_version(version).parts]
 
 
+def table_values() -> dict[str, str]:
+    """What the shared parts fall back on where the header leaves a setting out (a test's partial header,
+    the checkpoint folder a job does not set), and the stop timeout's allowance past the grace period:
+    each from the settings table (trainer/settings.py)."""
+    return {
+        "DEFAULT_SPOT_GRACE_SECONDS": str(env_setting("SPOT_GRACE_SECONDS").default),
+        "DEFAULT_SPOT_WORKDIR": env_setting("SPOT_WORKDIR").default,
+        "DEFAULT_SPOT_CHECKPOINT_DIR": env_setting("SPOT_CHECKPOINT_DIR").agent_value,  # the agent's own folder
+        "STOP_TIMEOUT_ALLOWANCE_SECONDS": str(STOP_TIMEOUT_ALLOWANCE_SECONDS),
+    }
+
+
+def table_values_part() -> str:
+    lines = "".join(f"{name}={shlex.quote(value)}\n" for name, value in table_values().items())
+    return f"# The settings table's values (trainer/settings.py), written by stacks/user_data.py\n{lines}"
+
+
 def script_body(version: str) -> str:
-    """What follows the shebang and the header once rendered, before any compression: the shared parts,
-    then the version's own script after its shebang; from v2 without comments and blank lines."""
+    """What follows the shebang and the header once rendered, before any compression: the shared parts
+    after the table's values they read, then the version's own script after its shebang; from v2 without
+    comments and blank lines."""
     shebang, _, own = script_path(version).read_text().partition("\n")
     if not shebang.startswith("#!"):
         raise UserDataError(f"{script_path(version)} must start with a shebang line")
-    body = "".join(path.read_text() for path in part_paths(version)) + own
+    parts = part_paths(version)
+    body = (table_values_part() if parts else "") + "".join(path.read_text() for path in parts) + own
     return body if userdata_version(version).heredoc_header else without_comments(body)
 
 

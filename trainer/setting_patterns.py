@@ -7,14 +7,14 @@ template's parameters from that table.
 
 from __future__ import annotations
 
-from .storage.names import RESERVED_BUCKET_PREFIXES, RESERVED_BUCKET_SUFFIXES
+from .aws_names import RESERVED_BUCKET_PREFIXES, RESERVED_BUCKET_SUFFIXES
 
 # Empty (the on-demand price caps it) or a plain decimal above 0 and below 1000 USD (job_fields.MAX_PRICE_USD).
 PRICE = r"^$|^(?=[^1-9]*[1-9])[0-9]{0,3}(\.[0-9]+)?$"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 # Empty (no SSH) or an IPv4 range narrower than the whole internet (/0 refused, as in the job file).
 CIDR = rf"^$|^({_OCTET}\.){{3}}{_OCTET}/([1-9]|[12][0-9]|3[0-2])$"
-# S3's rules (storage/names.py): 3-63 of [a-z0-9.-], no "..", not an IP address, no reserved affix.
+# S3's rules (aws_names.py): 3-63 of [a-z0-9.-], no "..", not an IP address, no reserved affix.
 BUCKET_RULE = "empty, or a bucket name S3 accepts (3-63 of a-z 0-9 . -)"
 BUCKET = (r"^$|^(?!.*\.\.)(?![0-9]+(\.[0-9]+){3}$)"
           rf"(?!{'|'.join(RESERVED_BUCKET_PREFIXES)})(?!.*({'|'.join(RESERVED_BUCKET_SUFFIXES)})$)"

@@ -15,10 +15,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import setting_patterns as pattern
+from .aws_names import JOB_NAME_RULE
 
 MAX_NODES = 64  # instances of one job
 MAX_KEEP_CHECKPOINTS = 999
 MAX_STALL_MINUTES = 1440  # an alarm looks back at most one day at one-minute periods
+GRACE_SECONDS = 110  # run.grace_seconds when the job file leaves it out
+GRACE_SECONDS_RANGE = (10, 7200)  # what a job file may ask for
+SAVE_WARN_SECONDS = 1800
+SAVE_WARN_SECONDS_RANGE = (60, 86400)
+VOLUME_GIB_RANGE = (8, 16384)
+# Waits that stretch the grace period by what follows the command's save: the termination hook's, for
+# the final upload (the stack), and systemd's stop timeout, for the agent's upload and hand-back (user
+# data's unit; bash drops the grace period's fraction, hence the odd second).
+HOOK_ALLOWANCE_SECONDS = 300
+STOP_TIMEOUT_ALLOWANCE_SECONDS = 31
+# A spot notice: the instance goes at the notice's own `time`, two minutes after it appears; what the
+# agent keeps of that for itself (agent/notice_deadline.py acts on these, the stack warns with them).
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+NOTICE_SECONDS = 120.0  # a notice that names no usable time: reclaimed two minutes after it appeared
+AFTER_UPLOAD_SECONDS = 3.0  # the lease handed back and the interruption recorded: a few small S3 writes
+UPLOAD_SAFETY = 1.5  # the emergency checkpoint may be larger, and S3 slower, than the last one
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
                       2557, 2922, 3288, 3653)  # CloudWatch's values
 NO_DEFAULT: Any = object()  # the agent cannot start without it (SPOT_JOB, SPOT_BUCKET, SPOT_COMMAND)
@@ -41,6 +58,21 @@ class ConsoleParameter:
 
 
 @dataclass(frozen=True)
+class Floor:
+    """The least the agent acts on, looser than the job file's range (tests and the local spot cloud use
+    shorter times than a job may); `open`: the value itself is refused too."""
+
+    value: float
+    open: bool = False
+
+    def admits(self, number: float) -> bool:
+        return number > self.value if self.open else number >= self.value
+
+
+NOT_NEGATIVE, POSITIVE, AT_LEAST_ONE = Floor(0), Floor(0, open=True), Floor(1)
+
+
+@dataclass(frozen=True)
 class Setting:
     field: str  # "section.key" in the job file ("" for one set by the stack or the instance)
     help: str  # one line for the job-file reference
@@ -51,6 +83,8 @@ class Setting:
     console: tuple[ConsoleParameter, ...] = ()
     default_text: str = ""  # the reference's words for a default that is not a literal
     header_when_set: bool = False  # in the instance's header only when the job sets it (bytes are scarce)
+    bounds: tuple[int, int] | None = None  # the least and most a job file may give (both allowed)
+    agent_floor: Floor | None = None  # the least the agent acts on
 
     @property
     def section(self) -> str:
@@ -71,9 +105,8 @@ def _param(name: str, label: str, description: str, **rest: Any) -> tuple[Consol
 
 SETTINGS: tuple[Setting, ...] = (
     # ---- top level ----
-    Setting("name", "the job's name: 2-32 lowercase letters, digits or `-`, starting with a letter; its S3 prefix, "
-            "log group and stack suffix", default_text="the job file's name, less `.toml`", env="SPOT_JOB",
-            attr="job", agent_default=NO_DEFAULT),
+    Setting("name", f"the job's name: {JOB_NAME_RULE}; its S3 prefix, log group and stack suffix",
+            default_text="the job file's name, less `.toml`", env="SPOT_JOB", attr="job", agent_default=NO_DEFAULT),
     Setting("description", 'the stack\'s description, after "Spot Trainer job NAME: "'),
     Setting("userdata_version", "the bootstrap script in `userdata/<version>/` (see [User data versions]"
             "(architecture.md#user-data-versions-and-what-each-supports))", "v2", env="SPOT_USERDATA_VERSION"),
@@ -130,13 +163,15 @@ SETTINGS: tuple[Setting, ...] = (
             attr="secrets", agent_default="", header_when_set=True),
     Setting("run.stop_signal", "the signal the command gets to save and stop: `SIGTERM`, `SIGINT`, `SIGUSR1` or "
             "`SIGUSR2`", "SIGTERM", env="SPOT_STOP_SIGNAL", attr="stop_signal"),
-    Setting("run.grace_seconds", "how long the command may take for its emergency checkpoint (up to 7200)", 110,
-            env="SPOT_GRACE_SECONDS", attr="grace_seconds", agent_default=110.0),
+    Setting("run.grace_seconds", "how long the command may take for its emergency checkpoint (up to "
+            f"{GRACE_SECONDS_RANGE[1]})", GRACE_SECONDS, env="SPOT_GRACE_SECONDS", attr="grace_seconds",
+            agent_default=float(GRACE_SECONDS), bounds=GRACE_SECONDS_RANGE, agent_floor=NOT_NEGATIVE),
     Setting("run.restart_budget", "failures before the job is marked FAILED and scaled to zero", 3,
-            env="SPOT_RESTART_BUDGET", attr="restart_budget"),
+            env="SPOT_RESTART_BUDGET", attr="restart_budget", agent_floor=NOT_NEGATIVE),
     Setting("run.save_warn_seconds", "warn once when the command has saved no checkpoint the agent recognises this "
-            "long after it starts (60 to 86400)", 1800, env="SPOT_SAVE_WARN_SECONDS", attr="save_warn_seconds",
-            agent_default=1800.0, header_when_set=True),
+            "long after it starts ({} to {})".format(*SAVE_WARN_SECONDS_RANGE), SAVE_WARN_SECONDS,
+            env="SPOT_SAVE_WARN_SECONDS", attr="save_warn_seconds", agent_default=float(SAVE_WARN_SECONDS),
+            header_when_set=True, bounds=SAVE_WARN_SECONDS_RANGE, agent_floor=POSITIVE),
     Setting("run.react_to_rebalance", "also checkpoint and leave on rebalance recommendations", False,
             env="SPOT_REACT_TO_REBALANCE", attr="react_to_rebalance"),
     # ---- [capacity] ----
@@ -168,9 +203,9 @@ SETTINGS: tuple[Setting, ...] = (
             "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.12-ubuntu-24.04/latest/ami-id",
             default_text="the PyTorch GPU DLAMI's parameter (below)",
             console=_param("ImageId", "Machine image (AMI)", "", pattern_at_synth=True)),
-    Setting("capacity.volume_size", "the root volume in GiB", 100, console=_param(
+    Setting("capacity.volume_size", "the root volume in GiB", 100, bounds=VOLUME_GIB_RANGE, console=_param(
         "VolumeSize", "Root volume size (GiB)", "Encrypted gp3 root volume", pattern=pattern.VOLUME,
-        rule="a whole number of GiB from 8 to 16384")),
+        rule="a whole number of GiB from {} to {}".format(*VOLUME_GIB_RANGE))),
     Setting("capacity.root_device", "the root volume's device name (`jobs/example.toml` uses `/dev/xvda`)",
             "/dev/sda1"),
     # ---- [network] ----
@@ -186,7 +221,7 @@ SETTINGS: tuple[Setting, ...] = (
                 pattern=pattern.DEADLINE,
                 rule="empty, a UTC time like 2026-12-01T18:00:00Z, or a duration like 36h")),
     Setting("schedule.total_steps", "own commands: the job's size (the built-in trainer uses its `--steps`)", 0,
-            env="SPOT_TOTAL_STEPS", attr="total_steps", console=_param(
+            env="SPOT_TOTAL_STEPS", attr="total_steps", agent_floor=NOT_NEGATIVE, console=_param(
                 "TotalSteps", "Total steps", "Steps your own command takes; empty = the built-in trainer's --steps",
                 pattern=pattern.TOTAL_STEPS, rule="empty, or a whole number above 0")),
     Setting("schedule.max_spot_wait", 'e.g. `"2h"`: no spot instance running this long → on-demand',
@@ -199,7 +234,7 @@ SETTINGS: tuple[Setting, ...] = (
                 "DeadlineMargin", "Deadline margin", "Kept in hand before the deadline for boot and restore",
                 pattern=pattern.DURATION, rule=pattern.DURATION_RULE)),
     Setting("schedule.budget_usd", "spending cap: at it the job saves and stops", 0.0, default_text="none",
-            env="SPOT_BUDGET_USD", attr="budget_usd", console=_param(
+            env="SPOT_BUDGET_USD", attr="budget_usd", agent_floor=NOT_NEGATIVE, console=_param(
                 "BudgetUSD", "Budget (USD)",
                 "Empty = none; else at this spend the job saves and stops (raise it to go on)",
                 pattern=pattern.BUDGET, rule="empty, or USD above 0 like 50 or 0.25")),
@@ -209,7 +244,7 @@ SETTINGS: tuple[Setting, ...] = (
                 "NotifyEmail", "Notification e-mail", "Empty = none; else it gets the job's notifications",
                 pattern=pattern.EMAIL, rule="empty, or an e-mail address")),
     Setting("notify.stall_minutes", "alarm after this long without a step while an instance runs; `0` = none", 30,
-            env="SPOT_STALL_MINUTES", attr="stall_minutes", agent_default=0.0, console=_param(
+            env="SPOT_STALL_MINUTES", attr="stall_minutes", agent_default=0.0, agent_floor=NOT_NEGATIVE, console=_param(
                 "StallAlarmMinutes", "Stall alarm (minutes)",
                 "Alarm after this long without a step while an instance runs; 0 = none", pattern=pattern.STALL,
                 rule=f"0 to {MAX_STALL_MINUTES}")),
@@ -228,8 +263,9 @@ SETTINGS: tuple[Setting, ...] = (
                            "(e.g. kept by a destroyed stack): training resumes from it", pattern=pattern.BUCKET,
                            rule=pattern.BUCKET_RULE)),
     Setting("storage.keep_checkpoints", "checkpoints kept", 3, env="SPOT_KEEP_CHECKPOINTS", attr="keep_checkpoints",
-            console=_param("KeepCheckpoints", "Checkpoints kept", "How many of the newest checkpoints are kept in S3",
-                           pattern=pattern.KEEP, rule=f"a whole number from 1 to {MAX_KEEP_CHECKPOINTS}")),
+            agent_floor=AT_LEAST_ONE, console=_param(
+                "KeepCheckpoints", "Checkpoints kept", "How many of the newest checkpoints are kept in S3",
+                pattern=pattern.KEEP, rule=f"a whole number from 1 to {MAX_KEEP_CHECKPOINTS}")),
     Setting("storage.noncurrent_days", "how long replaced checkpoints stay recoverable", 30, console=_param(
         "CheckpointVersionRetentionDays", "Replaced checkpoint retention (days)",
         "Days a deleted or overwritten checkpoint object stays recoverable", pattern=pattern.DAYS,
@@ -257,31 +293,32 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("", "the job's code in S3 (`run.workdir` shipped as an asset)", env="SPOT_CODE_URI"),
     # ---- the agent's own, for tuning and tests ----
     Setting("", "how often the agent polls for notices and progress (seconds)", 5.0, env="SPOT_POLL_SECONDS",
-            attr="poll_seconds"),
+            attr="poll_seconds", agent_floor=POSITIVE),
     Setting("", "how long the job lease lasts unrenewed (seconds; above twice the poll)", 60.0,
             env="SPOT_LEASE_TTL_SECONDS", attr="lease_ttl_seconds"),
     Setting("", "this instance's id (default: from the metadata service)", env="SPOT_INSTANCE_ID", attr="instance_id"),
     Setting("", "the CloudWatch namespace of the job's metrics", "SpotTrainer", env="SPOT_METRICS_NAMESPACE",
             attr="metrics_namespace"),
     Setting("", "how often status.json is refreshed while training (seconds)", 15.0, env="SPOT_STATUS_INTERVAL",
-            attr="status_interval_seconds"),
+            attr="status_interval_seconds", agent_floor=POSITIVE),
     Setting("", "user data's log file, forwarded to the log stream when the agent starts", env="SPOT_BOOTSTRAP_LOG",
             attr="bootstrap_log"),
-    Setting("", "workers per node (one per GPU)", 1, env="SPOT_PROCS_PER_NODE", attr="procs_per_node"),
+    Setting("", "workers per node (one per GPU)", 1, env="SPOT_PROCS_PER_NODE", attr="procs_per_node",
+            agent_floor=AT_LEAST_ONE),
     Setting("", "this node's address for its peers (default: the metadata service's local-ipv4)",
             env="SPOT_LOCAL_ADDR", attr="local_addr"),
     Setting("", "after min_nodes joined, how long a round waits for more (seconds)", 15.0,
-            env="SPOT_RDZV_LAST_CALL_SECONDS", attr="rdzv_last_call_seconds"),
+            env="SPOT_RDZV_LAST_CALL_SECONDS", attr="rdzv_last_call_seconds", agent_floor=NOT_NEGATIVE),
     # A node that stops heartbeating is dropped from the rendezvous after 3 intervals; each beat is a
     # conditional PUT of the state object (3 nodes at 5 s: about 52,000 PUTs a day, $0.26).
     Setting("", "the rendezvous heartbeat (seconds)", 5.0, env="SPOT_RDZV_KEEP_ALIVE_SECONDS",
-            attr="rdzv_keep_alive_seconds"),
+            attr="rdzv_keep_alive_seconds", agent_floor=AT_LEAST_ONE),
     Setting("", "how often this instance's record (for its cost) is refreshed (seconds)", 60.0,
-            env="SPOT_HEARTBEAT_SECONDS", attr="heartbeat_seconds"),
+            env="SPOT_HEARTBEAT_SECONDS", attr="heartbeat_seconds", agent_floor=POSITIVE),
     Setting("", "how often the deadline is decided (seconds)", 30.0, env="SPOT_DEADLINE_CHECK_SECONDS",
-            attr="deadline_check_seconds"),
+            attr="deadline_check_seconds", agent_floor=POSITIVE),
     Setting("", "how often the spend is read for the budget (seconds)", 60.0, env="SPOT_BUDGET_CHECK_SECONDS",
-            attr="budget_check_seconds"),
+            attr="budget_check_seconds", agent_floor=POSITIVE),
     *(Setting("", help, env=name) for name, help in (
         # ---- read by user data, the command's processes, or the local spot cloud's stand-ins ----
         ("SPOT_AUTO_RESUME", "`off`: the agent does not reach into the command's Trainer (resume, stop callback)"),

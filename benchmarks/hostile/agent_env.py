@@ -74,7 +74,7 @@ def env_cases() -> list[EnvCase]:
 
 
 def env_file_bytes(case: EnvCase, folder: Path) -> bytes:
-    settings = {"SPOT_JOB": "j", "SPOT_BUCKET": "some-bucket", "SPOT_COMMAND": "'python train.py'",
+    settings = {"SPOT_JOB": "job", "SPOT_BUCKET": "some-bucket", "SPOT_COMMAND": "'python train.py'",
                 "SPOT_CHECKPOINT_DIR": str(folder / "ck"), "SPOT_REGION": "us-east-1"}
     settings.update({k: v.format(dir=folder) for k, v in case.values.items()})
     return "".join(f"{k}={v}\n" for k, v in settings.items()).encode() + case.raw

@@ -73,7 +73,7 @@ def test_bad_setting_is_one_line_ends_the_job_failed_and_stops_paying(
     autoscaling = create_group(aws_env, group)
     (tmp_path / "file").write_text("not a directory")
     command = "builtin" if setting == "SPOT_TRAIN_ARGS" else "'python train.py'"
-    lines = [f"SPOT_JOB=j\nSPOT_BUCKET={bucket}\nSPOT_COMMAND={command}\nSPOT_ASG_NAME={group}",
+    lines = [f"SPOT_JOB=job\nSPOT_BUCKET={bucket}\nSPOT_COMMAND={command}\nSPOT_ASG_NAME={group}",
              f"SPOT_CHECKPOINT_DIR={tmp_path / 'c'}", f"{setting}={value.format(file=tmp_path / 'file')}"]
     env_file = tmp_path / "agent.env"
     env_file.write_bytes("\n".join(lines).encode(errors="surrogateescape") + b"\n")
@@ -85,7 +85,7 @@ def test_bad_setting_is_one_line_ends_the_job_failed_and_stops_paying(
     assert "Traceback" not in result.stderr and result.stdout == ""
     assert desired_capacity(autoscaling, group) == 0, "a job that cannot run must not keep an instance"
     if setting != "SPOT_BUCKET":
-        status = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "j")
+        status = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "job")
         record = status.get_json("status.json")
         assert record is not None and record["state"] == "FAILED" and message in record["reason"]
 
@@ -111,13 +111,13 @@ def test_a_misspelt_setting_is_said_in_the_log_and_the_job_still_runs(
 def test_unknown_bucket_is_one_line_and_nothing_runs(aws_env: dict[str, str], tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     with FakeImds(instance_id="i-nobucket") as imds:
-        env = agent_env(aws_env, bucket="no-such-bucket-anywhere", job="j", checkpoint_dir=tmp_path / "c",
+        env = agent_env(aws_env, bucket="no-such-bucket-anywhere", job="job", checkpoint_dir=tmp_path / "c",
                         imds_url=imds.url, instance_id="i-nobucket", command=f"touch {marker}")
         result = subprocess.run([sys.executable, "-m", "spot_trainer", "agent"], env=env, cwd=REPO_ROOT,
                                 capture_output=True, text=True, timeout=120)
     lines = [line for line in result.stderr.strip().splitlines() if "cannot work with" in line]
     assert result.returncode == EXIT_FAILED, "no restart can create the bucket: systemd must not retry"
-    assert lines and lines[0].startswith("spot-trainer: cannot work with s3://no-such-bucket-anywhere/j: ")
+    assert lines and lines[0].startswith("spot-trainer: cannot work with s3://no-such-bucket-anywhere/job: ")
     assert "NoSuchBucket" in lines[0] and "Traceback" not in result.stderr
     assert not marker.exists()
 

@@ -13,7 +13,7 @@ from spot_trainer.agent.setting_names import unread_setting_warnings
 from spot_trainer.agent.supervisor import newest_local_checkpoint
 
 TRAIN_ARGS = "--model lm --synthetic --steps 10"
-BASE = {"SPOT_JOB": "j", "SPOT_BUCKET": "bucket-b", "SPOT_COMMAND": "builtin", "SPOT_TRAIN_ARGS": TRAIN_ARGS}
+BASE = {"SPOT_JOB": "job", "SPOT_BUCKET": "bucket-b", "SPOT_COMMAND": "builtin", "SPOT_TRAIN_ARGS": TRAIN_ARGS}
 
 
 def test_lifecycle_hook_and_status_interval_are_read() -> None:
@@ -44,7 +44,7 @@ def test_lifecycle_hook_and_status_interval_are_read() -> None:
      "SPOT_MIN_NODES=3 is out of range (1 to SPOT_MAX_NODES=2; in the console, MinNodes at most Nodes)"),
 ])
 def test_settings_the_agent_cannot_act_on_are_named(change: dict, message: str) -> None:
-    config = dataclasses.replace(AgentConfig(job="j", bucket="bucket-b", command="builtin", train_args=TRAIN_ARGS),
+    config = dataclasses.replace(AgentConfig(job="job", bucket="bucket-b", command="builtin", train_args=TRAIN_ARGS),
                                  **change)
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_config(config)
@@ -77,7 +77,7 @@ def test_a_number_of_seconds_must_be_finite(value: str) -> None:
 
 
 def test_a_topic_arn_and_a_one_letter_job_name_are_accepted(tmp_path: Path) -> None:
-    config = config_from_env({**BASE, "SPOT_JOB": "a", "SPOT_CHECKPOINT_DIR": str(tmp_path),
+    config = config_from_env({**BASE, "SPOT_JOB": "ab", "SPOT_CHECKPOINT_DIR": str(tmp_path),
                               "SPOT_NOTIFY_TOPIC": "arn:aws:sns:us-east-1:123456789012:spot-trainer-cifar"})
     check_config(config)
 

@@ -17,7 +17,7 @@ from spot_trainer.agent.deadline_watch import DeadlineWatch, Pace, deadline_watc
 from spot_trainer.agent.notify import message_for
 from spot_trainer.agent.status import JobStatus, StatusReporter
 from spot_trainer.agent.telemetry import RunTelemetry
-from spot_trainer.builtin.arguments import total_steps
+from spot_trainer.builtin_arguments import total_steps
 from spot_trainer.capacity.market import group_market
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
 from spot_trainer.storage.remote import RemoteStore
@@ -121,7 +121,7 @@ def test_the_builtin_trainer_states_its_own_size_as_the_trainer_reads_it() -> No
 ])
 def test_a_schedule_setting_the_agent_cannot_read_is_refused_at_start(
         tmp_path: Any, name: str, value: str, named: str) -> None:
-    env = {"SPOT_JOB": "j", "SPOT_BUCKET": "bucket-1", "SPOT_COMMAND": "builtin",
+    env = {"SPOT_JOB": "job", "SPOT_BUCKET": "bucket-1", "SPOT_COMMAND": "builtin",
            "SPOT_CHECKPOINT_DIR": str(tmp_path), name: value}
     with pytest.raises(ConfigError) as refused:
         check_config(config_from_env(env))

@@ -14,7 +14,6 @@ import torch
 import torch.utils.deterministic
 from torch import nn
 
-from spot_trainer.builtin.arguments import ArgumentsError, check_arguments
 from spot_trainer.builtin.determinism import (
     OFF,
     STRICT,
@@ -24,6 +23,7 @@ from spot_trainer.builtin.determinism import (
     kernel_problem,
 )
 from spot_trainer.builtin.models import ByteLM
+from spot_trainer.builtin_arguments import ArgumentsError, check_arguments
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..aws_names import bucket_name_problem
 from ..costs.budget import outlook
 from ..costs.cost_text import describe_cost, describe_outlook
 from ..costs.job_cost import stored_job_cost
@@ -28,7 +29,6 @@ from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, NoPrices, PriceError, SpotPriceSource
 from ..storage.job_keys import LATEST
 from ..storage.lease import Lease
-from ..storage.names import bucket_name_problem
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.s3client import client_config, s3_client
 from .boot_times import describe_boots

@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..builtin.arguments import arguments_problem, total_steps
+from ..aws_names import JOB_NAME, JOB_NAME_RULE, bucket_name_problem
+from ..builtin_arguments import arguments_problem, total_steps
 from ..capacity.policy import parse_deadline, parse_duration
 from ..command_text import has_control_character, shadows_builtin
-from ..settings import NO_DEFAULT, agent_default, agent_env_names
+from ..settings import NO_DEFAULT, SETTINGS, agent_default, agent_env_names
 from ..signals import STOP_SIGNALS, UNCATCHABLE, parse_signal
-from ..storage.names import bucket_name_problem
 from .env_file import read_env_text
 
 
@@ -138,8 +138,6 @@ def parse_env_file(path: Path, *, strict: bool = True) -> dict[str, str]:
 
 
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
-# The job's S3 prefix, log group and stack suffix: the stack's job-name rule, one letter allowed.
-JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$")
 
 
@@ -157,8 +155,7 @@ def check_config(config: AgentConfig) -> None:
     if problem := bucket_name_problem(config.bucket):
         raise ConfigError(f"SPOT_BUCKET: {problem}")
     if not JOB_NAME.match(config.job):
-        raise ConfigError(f"SPOT_JOB={config.job!r} is not a job name (lowercase letters, digits and '-', "
-                          "starting with a letter: the job file's name)")
+        raise ConfigError(f"SPOT_JOB={config.job!r} is not a job name ({JOB_NAME_RULE}: the job file's name)")
     if config.notify_topic and not SNS_TOPIC_ARN.match(config.notify_topic):
         raise ConfigError(f"SPOT_NOTIFY_TOPIC={config.notify_topic!r} is not an SNS topic ARN "
                           "(arn:aws:sns:REGION:ACCOUNT:NAME)")
@@ -168,25 +165,12 @@ def check_config(config: AgentConfig) -> None:
     for name, text in (("SPOT_COMMAND", config.command), ("SPOT_TRAIN_ARGS", config.train_args)):
         if has_control_character(text):
             raise ConfigError(f"{name} holds a control character: {text!r}")
-    checks = [
-        ("SPOT_GRACE_SECONDS", config.grace_seconds, config.grace_seconds >= 0),
-        ("SPOT_RESTART_BUDGET", config.restart_budget, config.restart_budget >= 0),
-        ("SPOT_POLL_SECONDS", config.poll_seconds, config.poll_seconds > 0),
+    checks = [(s.env, getattr(config, s.attr), s.agent_floor.admits(getattr(config, s.attr)))
+              for s in SETTINGS if s.agent_floor is not None]
+    checks += [
         ("SPOT_LEASE_TTL_SECONDS", config.lease_ttl_seconds,
          config.lease_ttl_seconds > 2 * config.poll_seconds),
-        ("SPOT_KEEP_CHECKPOINTS", config.keep_checkpoints, config.keep_checkpoints >= 1),
-        ("SPOT_STATUS_INTERVAL", config.status_interval_seconds, config.status_interval_seconds > 0),
-        ("SPOT_SAVE_WARN_SECONDS", config.save_warn_seconds, config.save_warn_seconds > 0),
         ("SPOT_MIN_NODES", config.min_nodes, not config.distributed or 1 <= config.min_nodes <= config.max_nodes),
-        ("SPOT_PROCS_PER_NODE", config.procs_per_node, config.procs_per_node >= 1),
-        ("SPOT_RDZV_LAST_CALL_SECONDS", config.rdzv_last_call_seconds, config.rdzv_last_call_seconds >= 0),
-        ("SPOT_RDZV_KEEP_ALIVE_SECONDS", config.rdzv_keep_alive_seconds, config.rdzv_keep_alive_seconds >= 1),
-        ("SPOT_STALL_MINUTES", config.stall_minutes, config.stall_minutes >= 0),
-        ("SPOT_TOTAL_STEPS", config.total_steps, config.total_steps >= 0),
-        ("SPOT_HEARTBEAT_SECONDS", config.heartbeat_seconds, config.heartbeat_seconds > 0),
-        ("SPOT_DEADLINE_CHECK_SECONDS", config.deadline_check_seconds, config.deadline_check_seconds > 0),
-        ("SPOT_BUDGET_USD", config.budget_usd, config.budget_usd >= 0),
-        ("SPOT_BUDGET_CHECK_SECONDS", config.budget_check_seconds, config.budget_check_seconds > 0),
     ]
     for name, value, ok in checks:
         if not ok:

@@ -10,10 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-NOTICE_SECONDS = 120.0  # a notice that names no usable time: reclaimed two minutes after it appeared
-# The lease handed back and the interruption recorded after the upload: a few small S3 writes.
-AFTER_UPLOAD_SECONDS = 3.0
-UPLOAD_SAFETY = 1.5  # the emergency checkpoint may be larger, and S3 slower, than the last one
+from ..settings import AFTER_UPLOAD_SECONDS, NOTICE_SECONDS, UPLOAD_SAFETY
 
 
 def reclaim_time(action: dict[str, Any] | None, seen_at: float) -> float:

@@ -21,7 +21,7 @@ import re
 import torch
 import torch.utils.deterministic
 
-from .arguments import DETERMINISM_MODES
+from ..builtin_arguments import DETERMINISM_MODES
 from .models import compute_loss
 
 STRICT, OFF = DETERMINISM_MODES

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..builtin_arguments import build_parser, complete
 from ..progress import emit
 from ..storage.local import (
     AsyncCheckpointer,
@@ -35,7 +36,6 @@ from ..storage.local import (
     load_latest_valid,
     remove_stale_temps,
 )
-from .arguments import build_parser, complete
 from .data import BatchOrder, DataError, augment_images, default_cache_dir, load_dataset
 from .determinism import (
     STRICT,

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .arguments import MODEL_NAMES
+from ..builtin_arguments import MODEL_NAMES
 
 BYTE_VOCAB = 256
 

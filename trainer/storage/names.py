@@ -55,18 +55,3 @@ def read_marker(path: Path) -> dict[str, Any] | None:
         return None
     return marker
 
-
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_IP_ADDRESS = re.compile(r"^[0-9]+(\.[0-9]+){3}$")
-RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")  # S3's bucket naming rules
-RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", "--x-s3", "--table-s3")
-
-
-def bucket_name_problem(name: str) -> str | None:
-    """Why S3 would refuse `name` as a bucket name, or None: one rule for the job file, the agent and status."""
-    if not _BUCKET.match(name) or ".." in name or _IP_ADDRESS.match(name):
-        return (f"{name!r} is not an S3 bucket name (3-63 lowercase letters, digits, '.' or '-', starting "
-                "and ending with a letter or digit, no '..', not an IP address)")
-    if name.startswith(RESERVED_BUCKET_PREFIXES) or name.endswith(RESERVED_BUCKET_SUFFIXES):
-        return f"{name!r} is not an S3 bucket name (S3 reserves its prefix or suffix)"
-    return None

@@ -20,7 +20,7 @@ install_file() {
 
 agent_config() {
   local name
-  local checkpoints="${SPOT_CHECKPOINT_DIR:-/opt/spot-trainer/checkpoints}"
+  local checkpoints="${SPOT_CHECKPOINT_DIR:-$DEFAULT_SPOT_CHECKPOINT_DIR}"
   # A relative folder is where the job's script saves from its working directory (run.checkpoint_dir).
   if [[ "$checkpoints" == /* ]]; then checkpoints="$SPOT_ROOT$checkpoints"; else checkpoints="$WORKDIR/$checkpoints"; fi
   export SPOT_WORKDIR="$WORKDIR" SPOT_CHECKPOINT_DIR="$checkpoints"
@@ -54,7 +54,7 @@ RestartPreventExitStatus=2 3
 RestartSec=${SPOT_RESTART_SEC:-10}
 KillMode=mixed
 KillSignal=SIGTERM
-TimeoutStopSec=$((10#${SPOT_GRACE_SECONDS%.*} + 31))
+TimeoutStopSec=$((10#${SPOT_GRACE_SECONDS%.*} + STOP_TIMEOUT_ALLOWANCE_SECONDS))
 StandardOutput=journal
 StandardError=journal
 SyslogIdentifier=spot-trainer-agent

@@ -10,7 +10,7 @@ main() {
   log "Spot Trainer user data ${SPOT_USERDATA_VERSION:-?} for job ${SPOT_JOB:-?} (stack ${SPOT_STACK:-?})"
   trap 'on_error $? $LINENO "$BASH_COMMAND"' ERR
   [[ -z "${SPOT_REGION:-}" ]] || export AWS_DEFAULT_REGION="$SPOT_REGION"
-  WORKDIR="$SPOT_ROOT${SPOT_WORKDIR:-/opt/spot-trainer/work}"
+  WORKDIR="$SPOT_ROOT${SPOT_WORKDIR:-$DEFAULT_SPOT_WORKDIR}"
   local name
   for name in check_header instance_metadata env_restore python_env trainer_package job_code setup_command \
     env_store agent_config agent_service; do
