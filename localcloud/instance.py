@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localcloud.fake_imds import FakeImds, RoleCredentials
+from localcloud.image_bin import image_bin
+from localcloud.images import ImageFacts
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STAND_INS = REPO_ROOT / "localcloud" / "bin"
@@ -49,6 +51,9 @@ class Instance:
     market: str = "spot"  # what IMDS instance-life-cycle says, and what the cost report bills it as
     role: RoleCredentials | None = None  # its instance profile's: then its IMDS is its only credentials
     imds: FakeImds | None = None
+    # Played as it is (its commands, its Python, nothing installed) instead of this machine's interpreter
+    # with torch; pip finds packages only where the instance's environment points it (PIP_FIND_LINKS).
+    image: ImageFacts | None = None
     bootstrap: subprocess.Popen[bytes] | None = None
     launched_at: float = 0.0
     ended_at: float | None = None
@@ -68,22 +73,38 @@ class Instance:
     # ---- lifecycle -------------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
         assert self.imds is not None
-        path = os.pathsep.join([str(STAND_INS), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
         return {
-            "PATH": path,
+            **(self._image_env() if self.image else self._this_machine_env()),
             "HOME": str(self.root / "root"),
             "LANG": "C.UTF-8",
             "SPOT_ROOT": str(self.root),
             "AWS_EC2_METADATA_SERVICE_ENDPOINT": self.imds.url,
-            # This interpreter has torch, as the Deep Learning AMI's env does; no network for pip.
-            "SPOT_BASE_PYTHON": sys.executable,
-            "SPOT_PIP_ARGS": "--no-deps --no-index",
             **AGENT_TUNING,
             **self._aws_env(),
             **self.settings,
             # Its boot time: this host's /proc/uptime is not the instance's.
             "SPOT_LAUNCHED_AT": f"{self.launched_at:.3f}",
         }
+
+    @staticmethod
+    def _this_machine_env() -> dict[str, str]:
+        """This interpreter has torch, as the Deep Learning AMI's env does; no network for pip."""
+        return {"PATH": os.pathsep.join([str(STAND_INS), str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+                "SPOT_BASE_PYTHON": sys.executable, "SPOT_PIP_ARGS": "--no-deps --no-index"}
+
+    def _image_env(self) -> dict[str, str]:
+        """The image's commands only; no PyTorch env where it has none; pip with no configuration of this
+        machine's, so it installs the runtime's dependencies as on AWS, from the sources it is given."""
+        assert self.image is not None
+        if self.image.pytorch_env:
+            raise ValueError(f"{self.image.name}: an image with a PyTorch env is played by this machine's "
+                             "interpreter (leave the image unset)")
+        folder = self.root.parent / f"{self.instance_id}-image-bin"
+        if not folder.exists():
+            image_bin(self.image, folder, aws_cli=Path(sys.executable).parent / "aws")
+        return {"PATH": os.pathsep.join([str(STAND_INS), str(folder)]), "PIP_CONFIG_FILE": os.devnull,
+                "SPOT_BASE_PYTHON": "", "SPOT_PYTHON_CANDIDATES": str(self.root / "opt/pytorch/bin/python"),
+                "SPOT_PIP_ARGS": ""}
 
     def _aws_env(self) -> dict[str, str]:
         """Endpoint and region; the deployer's credentials only for an instance without a role."""

@@ -24,6 +24,7 @@ from localcloud.cloud import CloudError, Deployment, LocalCloud
 from localcloud.fake_imds import RoleCredentials
 from localcloud.iam_policy import ALLOWED
 from localcloud.iam_report import of_stack
+from localcloud.images import ImageFacts
 from localcloud.instance import STATIC_CREDENTIALS, Instance
 from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog
@@ -53,6 +54,10 @@ class RunOptions:
     outages: list[SpotOutage] = field(default_factory=list)  # windows with no spot capacity
     watch_seconds: float = 2.0  # how often the capacity watch runs (AWS: every minute)
     price_trace: Path | None = None  # spot prices for the cost report (default: a flat 30% of on-demand)
+    image: ImageFacts | None = None  # instances play this image as it is (default: an env with torch)
+    # An instance is interrupted only once this says so (default: as the plan places it), e.g. once the
+    # environment it built is stored.
+    may_interrupt: Callable[[Instance], bool] | None = None
 
 
 @dataclass
@@ -147,7 +152,7 @@ class Player:
             template = self._launch_template_data(member, group)
             instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge", root, self.cloud.aws_env,
                                 self._instance_settings(), local_ipv4=f"127.0.0.{len(self.instances) % 250 + 2}",
-                                market=market, role=self._instance_role(template, iid))
+                                market=market, role=self._instance_role(template, iid), image=self.options.image)
             self.instances[iid] = instance.launch(base64.b64decode(template["UserData"]).decode())
             self.logs[iid] = TrainingLog(instance.journal)
             self.market_of[iid] = market
@@ -244,6 +249,8 @@ class Player:
             target = booting[0] if booting else None
         if target is None or self.market_of.get(target.instance_id) == ON_DEMAND:
             return  # on-demand capacity is not reclaimed
+        if self.options.may_interrupt is not None and not self.options.may_interrupt(target):
+            return
         log = self.logs[target.instance_id]
         # Placed in time, an interruption counts from the instance's first progress (a step line, or
         # for a command that prints none its first new checkpoint): start-up is not training time.

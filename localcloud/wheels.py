@@ -8,8 +8,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
+
+DOWNLOAD_SECONDS = 1800  # torch's CPU wheel is 190 MB; from a package index that takes a while
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -56,3 +60,25 @@ def typical_requirements(folder: Path, fraction: float = 1.0) -> list[str]:
     for name, size in TYPICAL_REQUIREMENTS:
         make_wheel(folder, name, "1.0", payload_bytes=int(size * fraction))
     return [f"{name}==1.0" for name, _ in TYPICAL_REQUIREMENTS]
+
+
+class WheelhouseError(RuntimeError):
+    """pip could not download the requirements; str() is its last line."""
+
+
+def wheelhouse(folder: Path, requirements: list[str]) -> Path:
+    """`folder` holding the wheels of `requirements` and of their dependencies, downloaded by this
+    machine's pip from the package sources it is configured with (an index, a local mirror); kept, so a
+    later call with the same requirements downloads nothing. An instance installs from it offline
+    (PIP_NO_INDEX, PIP_FIND_LINKS), as it would from an index on AWS, never from this machine's site-packages."""
+    stamp, wanted = folder / "requirements.txt", "\n".join(requirements) + "\n"
+    if stamp.is_file() and stamp.read_text() == wanted:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest",
+                           str(folder), *requirements], capture_output=True, text=True, timeout=DOWNLOAD_SECONDS)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or ["pip download failed"]
+        raise WheelhouseError(f"cannot download {' '.join(requirements)} into {folder}: {lines[-1]}")
+    stamp.write_text(wanted)
+    return folder

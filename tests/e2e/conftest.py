@@ -71,17 +71,19 @@ def example_app(local_cloud: LocalCloud) -> Path:
 
 def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[str, str],
          total_steps: int | None = TOTAL_STEPS, command_env: dict[str, str] | None = None,
-         outages: list[SpotOutage] | None = None, price_trace: Path | None = None) -> Iterator[Scenario]:
-    """Deploy, run to the end, hand the scenario to the tests, destroy the stack if a test did not."""
+         outages: list[SpotOutage] | None = None, price_trace: Path | None = None, timeout_seconds: float = 420,
+         **options: Any) -> Iterator[Scenario]:
+    """Deploy, run to the end, hand the scenario to the tests, destroy the stack if a test did not.
+    `options`: more of the player's RunOptions (an image to play, hooks)."""
     deployment = cloud.deploy(app, parameters)
     scenario = None
     try:
         # The commands take the tests' torch threads (tests/conftest.py), as a reference run in a test does.
         threads = {"OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"]}
-        options = RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=420,
-                             command_env={**threads, **(command_env or {})}, outages=outages or [],
-                             price_trace=price_trace)
-        player = Player(cloud, deployment, options)
+        run_options = RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=timeout_seconds,
+                                 command_env={**threads, **(command_env or {})}, outages=outages or [],
+                                 price_trace=price_trace, **options)
+        player = Player(cloud, deployment, run_options)
         scenario = Scenario(cloud, deployment, player.run())
         print("\n".join(summary_lines(cloud.iam_decisions, cloud.client("iam"), deployment.stack)))
         yield scenario
@@ -94,5 +96,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A scenario's run is bounded by the player (RunOptions.timeout_seconds, 420 s) and a deploy and a
     destroy; the suite's 300 s per test would cut a loaded machine's run short first."""
     for item in items:
-        if item.path.parent == Path(__file__).parent:
+        if item.path.parent == Path(__file__).parent and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(540))

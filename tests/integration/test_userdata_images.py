@@ -39,6 +39,7 @@ def pytorch_env(root: Path, facts: ImageFacts) -> str:
 
 
 def boot(root: Path, moto: MotoServer, facts: ImageFacts, wheels: Path, **header: str) -> UserDataSandbox:
+    make_wheel(wheels, "numpy", "2.0.0")  # installed with torch into a venv, as the built-in trainer needs it
     with FakeImds(instance_id="i-0image000000000001") as imds:
         candidates = pytorch_env(root, facts) if facts.pytorch_env else "/opt/pytorch/bin/python"
         sandbox = UserDataSandbox(root, moto.env(), imds.url, image=facts, overrides={

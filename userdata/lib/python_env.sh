@@ -31,7 +31,8 @@ python_env() {
   fi
   log "no PyTorch env that fits; installing ${SPOT_TORCH_SPEC:=torch==2.13.0} into $APP_DIR/venv"
   "$base" -m venv "$APP_DIR/venv"
-  retry "install of $SPOT_TORCH_SPEC" "$PYTHON" -m pip install -q "${index[@]}" "$SPOT_TORCH_SPEC"
+  # numpy with it, as the DLAMI's PyTorch env has it: torch's wheel does not bring it, the built-in trainer needs it.
+  retry "install of $SPOT_TORCH_SPEC" "$PYTHON" -m pip install -q "${index[@]}" "$SPOT_TORCH_SPEC" numpy
 }
 
 newest_python() {
