@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from stacks.job_spec import JOBS_DIR, JobSpec, JobSpecError
+from stacks.job.spec import JOBS_DIR, JobSpec, JobSpecError
 
 
 def resolve_job_path(job: str) -> Path:
@@ -47,7 +47,7 @@ def load_job(job: str) -> JobSpec:
 
 
 def parse_job(data: dict[str, Any], source: Path) -> JobSpec:
-    from stacks.job_fields import build_job  # imports the CDK: read_job_file callers must not pay for it
+    from stacks.job.fields import build_job  # imports the CDK: read_job_file callers must not pay for it
 
     try:
         return build_job(data, source)

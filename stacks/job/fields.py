@@ -17,9 +17,14 @@ from spot_trainer.command_text import has_control_character, shadows_builtin
 from spot_trainer.secret_refs import SecretRefError, parse_refs
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
 from spot_trainer.signals import STOP_SIGNALS
-from stacks.checkpoint_dir_field import check_checkpoint_dir
-from stacks.instance_types import check_image_architecture, check_instance_types
-from stacks.job_spec import (
+from stacks.instance.user_data import available_versions
+from stacks.instance.userdata_versions import SHIPPED_RUNTIME_IMPORT, userdata_version
+from stacks.job.checkpoint_dir_field import check_checkpoint_dir
+from stacks.job.instance_types import check_image_architecture, check_instance_types
+from stacks.job.key_hints import unknown_key_message
+from stacks.job.launcher_command import own_launcher
+from stacks.job.schedule_fields import check_notify, check_schedule, utc_text
+from stacks.job.spec import (
     AMI_ID,
     CURRENT_USERDATA_VERSION,
     PLACEMENTS,
@@ -37,11 +42,6 @@ from stacks.job_spec import (
     field_error,
     plain_decimal,
 )
-from stacks.key_hints import unknown_key_message
-from stacks.launcher_command import own_launcher
-from stacks.schedule_fields import check_notify, check_schedule, utc_text
-from stacks.user_data import available_versions
-from stacks.userdata_versions import SHIPPED_RUNTIME_IMPORT, userdata_version
 
 SECTIONS: dict[str, type] = {
     "run": RunSpec,
