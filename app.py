@@ -6,16 +6,16 @@ from __future__ import annotations
 import sys
 
 # isort: off
-from stacks.node_version import NODE_LINE  # first: aws_cdk starts the jsii runtime on node as it is imported
+from stacks.synth.node_version import NODE_LINE  # first: aws_cdk starts the jsii runtime on node as it is imported
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 # isort: on
 
+from stacks.job.spec import JobSpecError
 from stacks.job_file import parse_job, read_job_file
-from stacks.job_spec import JobSpecError
-from stacks.notice_fit import grace_warning
-from stacks.synth_summary import summary_lines
-from stacks.template_size import too_large_warning
+from stacks.synth.notice_fit import grace_warning
+from stacks.synth.summary import summary_lines
+from stacks.synth.template_size import too_large_warning
 from stacks.training_stack import SpotTrainingStack
 
 

@@ -22,8 +22,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
-from stacks.job_spec import CURRENT_USERDATA_VERSION  # noqa: E402
-from stacks.user_data import render_user_data  # noqa: E402
+from stacks.instance.user_data import render_user_data  # noqa: E402
+from stacks.job.spec import CURRENT_USERDATA_VERSION  # noqa: E402
 from tests.support.userdata_sandbox import (  # noqa: E402
     UNIT,
     UserDataSandbox,

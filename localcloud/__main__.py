@@ -105,8 +105,8 @@ class JobFile:
 def read_job(job: str) -> JobFile:
     """What the player needs from a job file. Its full validation runs in `cdk synth` (app.py); the
     stack code is not imported here, as it would start a Node.js process in this one."""
+    from stacks.job.spec import JobSpecError
     from stacks.job_file import read_job_file
-    from stacks.job_spec import JobSpecError
 
     try:
         data, path = read_job_file(job)

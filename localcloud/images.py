@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stacks.job_spec import DEFAULT_AMI
+from stacks.job.spec import DEFAULT_AMI
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spot_trainer.aws_names import bucket_name_problem
 from spot_trainer.help_text import first_paragraph
-from stacks.runtime_wheel import REPO_ROOT, runtime_wheel
+from stacks.instance.runtime_wheel import REPO_ROOT, runtime_wheel
 
 KEY_PREFIX = "spot-trainer/"
 

@@ -1,4 +1,5 @@
-"""Job files on disk: `-c job=NAME` or a path → the raw TOML table → a checked JobSpec."""
+"""Job files on disk: `-c job=NAME` or a path → the raw TOML table → a JobSpec checked field by field
+(stacks/job/) and against what its user data version can carry (stacks/instance/)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from stacks.job_spec import JOBS_DIR, JobSpec, JobSpecError
+from stacks.job.spec import JOBS_DIR, JobSpec, JobSpecError
 
 
 def resolve_job_path(job: str) -> Path:
@@ -47,9 +48,14 @@ def load_job(job: str) -> JobSpec:
 
 
 def parse_job(data: dict[str, Any], source: Path) -> JobSpec:
-    from stacks.job_fields import build_job  # imports the CDK: read_job_file callers must not pay for it
+    # The version check imports the CDK (the renderer lists the versions on disk): read_job_file callers
+    # must not pay for it.
+    from stacks.instance.version_fit import check_version_fit
+    from stacks.job.fields import build_job
 
     try:
-        return build_job(data, source)
+        job = build_job(data, source)
+        check_version_fit(job)
     except JobSpecError as err:
         raise JobSpecError(f"{source}: {err}") from None
+    return job

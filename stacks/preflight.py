@@ -21,9 +21,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spot_trainer.help_text import first_paragraph
 from spot_trainer.secret_refs import SSM, parse_refs
+from stacks.job.spec import SHIPPED_TRAINER_PACKAGE, SSM_PATH, JobSpec, JobSpecError
 from stacks.job_file import load_job
-from stacks.job_spec import SHIPPED_TRAINER_PACKAGE, SSM_PATH, JobSpec, JobSpecError
-from stacks.node_version import NODE_LINE
+from stacks.synth.node_version import NODE_LINE
 
 TOOLKIT_STACK = "CDKToolkit"
 # EC2's spot vCPU quotas by instance family class (Service Quotas, service code "ec2").

@@ -10,26 +10,26 @@ from constructs import Construct
 
 from spot_trainer.secret_refs import parse_refs
 from spot_trainer.settings import env_setting
-from stacks.capacity_watch import CapacityWatch
-from stacks.checkpoint_bucket import CheckpointBucket
-from stacks.checkpoint_dir_field import shipped_path
-from stacks.console import JobParameters, add_job_parameters
-from stacks.console_rules import add_console_rules
-from stacks.dashboard import JobDashboard
-from stacks.dataset_access import DatasetReadAccess
-from stacks.instance_header import user_data_header
-from stacks.job_spec import SHIPPED_TRAINER_PACKAGE, JobSpec
-from stacks.log_group import JobLogGroup
-from stacks.nag_suppressions import acknowledge_findings
-from stacks.network import JobNetwork
-from stacks.notifications import JobTopic
-from stacks.runtime_wheel import runtime_wheel
-from stacks.secret_access import grant_secret_reads
-from stacks.spot_fleet import DRAIN_HOOK, SpotFleet, group_name
-from stacks.stall_alarm import StallAlarm
-from stacks.trainer_role import TrainerRole, s3_object_arn
-from stacks.user_data import render_user_data
-from stacks.user_data_budget import bound_user_data
+from stacks.console.parameters import JobParameters, add_job_parameters
+from stacks.console.rules import add_console_rules
+from stacks.instance.header import user_data_header
+from stacks.instance.runtime_wheel import runtime_wheel
+from stacks.instance.user_data import render_user_data
+from stacks.instance.user_data_budget import bound_user_data
+from stacks.job.checkpoint_dir_field import shipped_path
+from stacks.job.spec import SHIPPED_TRAINER_PACKAGE, JobSpec
+from stacks.resources.capacity_watch import CapacityWatch
+from stacks.resources.checkpoint_bucket import CheckpointBucket
+from stacks.resources.dashboard import JobDashboard
+from stacks.resources.dataset_access import DatasetReadAccess
+from stacks.resources.log_group import JobLogGroup
+from stacks.resources.nag_suppressions import acknowledge_findings
+from stacks.resources.network import JobNetwork
+from stacks.resources.notifications import JobTopic
+from stacks.resources.secret_access import grant_secret_reads
+from stacks.resources.spot_fleet import DRAIN_HOOK, SpotFleet, group_name
+from stacks.resources.stall_alarm import StallAlarm
+from stacks.resources.trainer_role import TrainerRole, s3_object_arn
 
 METRICS_NAMESPACE: str = env_setting("SPOT_METRICS_NAMESPACE").default
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 
 from localcloud.moto_server import MotoServer
-from stacks.runtime_wheel import REPO_ROOT, runtime_wheel
+from stacks.instance.runtime_wheel import REPO_ROOT, runtime_wheel
 
 
 def console_template(moto_server: MotoServer, *args: str) -> subprocess.CompletedProcess[str]:

@@ -22,8 +22,8 @@ from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
 from localcloud.wheels import make_wheel
 from spot_trainer.environment.remote import write_record
-from stacks.job_spec import CURRENT_USERDATA_VERSION
-from stacks.user_data import render_user_data
+from stacks.instance.user_data import render_user_data
+from stacks.job.spec import CURRENT_USERDATA_VERSION
 from tests.support.userdata_sandbox import UserDataSandbox, asset_key, build_trainer_wheel, job_header, zip_files
 
 SETUP = "pip install -q -r requirements.txt && echo ran >> setup.log"

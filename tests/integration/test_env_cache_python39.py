@@ -21,8 +21,8 @@ import pytest
 
 from localcloud.interpreters import python_of_version
 from localcloud.moto_server import MotoServer
-from stacks.job_spec import CURRENT_USERDATA_VERSION
-from stacks.runtime_wheel import runtime_wheel
+from stacks.instance.runtime_wheel import runtime_wheel
+from stacks.job.spec import CURRENT_USERDATA_VERSION
 
 PYTHON39 = python_of_version("3.9")
 pytestmark = pytest.mark.skipif(PYTHON39 is None, reason="no Python 3.9 on this machine (python3.9 on the PATH "

@@ -14,8 +14,8 @@ import pytest
 
 from localcloud.cloud import LocalCloud
 from localcloud.moto_server import MotoServer
-from stacks.job_spec import JOBS_DIR
-from stacks.runtime_wheel import REPO_ROOT
+from stacks.instance.runtime_wheel import REPO_ROOT
+from stacks.job.spec import JOBS_DIR
 
 GPU_TYPES = '"g5.xlarge", "g4dn.xlarge"'
 

@@ -13,8 +13,8 @@ import pytest
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer, free_port
 from spot_trainer.agent.failed_record import failed_record
-from stacks.job_spec import CURRENT_USERDATA_VERSION as CURRENT
-from stacks.user_data import render_user_data
+from stacks.instance.user_data import render_user_data
+from stacks.job.spec import CURRENT_USERDATA_VERSION as CURRENT
 from tests.integration.fleet import create_group, desired_capacity
 from tests.support.userdata_sandbox import UserDataSandbox, asset_key, build_trainer_wheel, job_header
 

@@ -15,9 +15,9 @@ from localcloud.fake_imds import FakeImds
 from localcloud.images import IMAGES, ImageFacts
 from localcloud.moto_server import MotoServer
 from localcloud.wheels import make_wheel
-from stacks.job_spec import CURRENT_USERDATA_VERSION, DEFAULT_AMI
-from stacks.runtime_wheel import runtime_wheel
-from stacks.user_data import render_user_data, script_body
+from stacks.instance.runtime_wheel import runtime_wheel
+from stacks.instance.user_data import render_user_data, script_body
+from stacks.job.spec import CURRENT_USERDATA_VERSION, DEFAULT_AMI
 from tests.support.userdata_sandbox import UserDataSandbox, job_header
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from localcloud.image_bin import image_bin
 from localcloud.images import ImageFacts
-from stacks.job_spec import CURRENT_USERDATA_VERSION
-from stacks.runtime_wheel import runtime_wheel
+from stacks.instance.runtime_wheel import runtime_wheel
+from stacks.job.spec import CURRENT_USERDATA_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STAND_INS = REPO_ROOT / "localcloud" / "bin"

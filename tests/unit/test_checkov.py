@@ -1,5 +1,5 @@
 """checkov, an IaC scanner independent of cdk-nag, on every job's synthesized template: no failed check,
-and each skip carries its reason in the template (stacks/nag_suppressions.py)."""
+and each skip carries its reason in the template (stacks/resources/nag_suppressions.py)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_checkov_scanned_the_template(results: dict[str, dict[str, list[Check]]]
 def test_checkov_has_no_failed_check(results: dict[str, dict[str, list[Check]]], job: str) -> None:
     failed = [describe(check) for check in results[job]["failed"]]
     assert not failed, ("checkov failed checks: fix each, or skip it with its reason via skip_checkov "
-                        "(stacks/nag_suppressions.py):\n" + "\n".join(failed))
+                        "(stacks/resources/nag_suppressions.py):\n" + "\n".join(failed))
 
 
 @pytest.mark.parametrize("job", JOBS)

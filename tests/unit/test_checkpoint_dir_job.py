@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stacks.checkpoint_dir_field import checkpoint_dir_problem
+from stacks.job.checkpoint_dir_field import checkpoint_dir_problem
 from tests.unit.stack_support import Synthesized, synth, user_data_text
 
 JOB = """\

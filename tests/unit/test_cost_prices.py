@@ -15,7 +15,7 @@ from spot_trainer.costs.on_demand_prices import AS_OF, SOURCE, USD_PER_HOUR, on_
 from spot_trainer.costs.price_integral import cost_over, covers
 from spot_trainer.costs.price_pools import PooledPrices
 from spot_trainer.costs.spot_prices import Ec2SpotPrices, PriceError, PricePoint, TracePrices
-from stacks.instance_types import ON_DEMAND_USD_PER_HOUR
+from stacks.job.instance_types import ON_DEMAND_USD_PER_HOUR
 
 T0 = 1_800_000_000.0
 

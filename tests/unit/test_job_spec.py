@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from stacks.instance_types import architecture, instance_type_problem
+from stacks.job.instance_types import architecture, instance_type_problem
+from stacks.job.spec import JOBS_DIR, JobSpecError, RunSpec, data_location
 from stacks.job_file import load_job, parse_job
-from stacks.job_spec import JOBS_DIR, JobSpecError, RunSpec, data_location
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = tomllib.loads((JOBS_DIR / "example.toml").read_text())

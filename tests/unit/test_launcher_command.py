@@ -7,9 +7,9 @@ import tomllib
 
 import pytest
 
+from stacks.job.launcher_command import own_launcher
+from stacks.job.spec import JOBS_DIR, JobSpecError
 from stacks.job_file import parse_job
-from stacks.job_spec import JOBS_DIR, JobSpecError
-from stacks.launcher_command import own_launcher
 
 DDP = tomllib.loads((JOBS_DIR / "ddp.toml").read_text())
 

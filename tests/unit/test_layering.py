@@ -1,4 +1,5 @@
-"""The rooms of the runtime import one way, and nothing in the product imports in a circle.
+"""The rooms of the runtime and the wings of the stack import one way, and nothing in the product imports
+in a circle.
 
 Read from the source with `ast` (imports inside functions count too), so a lazy import cannot
 hide a wrong dependency; one check imports the agent for real and looks for torch.
@@ -211,3 +212,35 @@ def test_everything_outside_the_runtime_imports_it_as_the_package_it_installs_as
     wrong = [f"{path.relative_to(ROOT)} imports {name}" for path in outside for name in imports_of(path)
              if name == "trainer" or name.startswith("trainer.")]
     assert wrong == []
+
+
+# stacks/ in wings, each importing only the wings it names; at the top the stack that composes them, the job
+# file's door and the commands run as `python -m stacks.<name>`, which no wing imports.
+STACK_WINGS: dict[str, tuple[str, ...]] = {
+    "stacks.job": (),
+    "stacks.instance": ("stacks.job",),
+    "stacks.console": ("stacks.job", "stacks.instance"),
+    "stacks.resources": ("stacks.job", "stacks.instance", "stacks.console"),
+    "stacks.synth": ("stacks.job",),
+}
+STACK_TOP = ("stacks.training_stack", "stacks.job_file", "stacks.preflight", "stacks.console_template",
+             "stacks.settings_reference")
+
+
+def test_each_wing_of_the_stack_says_what_it_owns_and_may_import() -> None:
+    for wing in STACK_WINGS:
+        init = ROOT / wing.replace(".", "/") / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and "import" in doc, f"{init.relative_to(ROOT)} must say what it owns and may import"
+
+
+def test_every_module_of_the_stack_stands_in_a_wing_or_at_the_top() -> None:
+    loose = sorted(m for m in MODULES if under(m, "stacks") and m != "stacks" and m not in STACK_TOP
+                   and not any(under(m, wing) for wing in STACK_WINGS))
+    assert loose == []
+
+
+def test_no_wing_of_the_stack_imports_one_above_it_or_the_top() -> None:
+    for wing, below in STACK_WINGS.items():
+        above = tuple(w for w in STACK_WINGS if w != wing and w not in below) + STACK_TOP
+        assert offenders(wing, above) == [], wing

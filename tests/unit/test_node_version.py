@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stacks.node_version import node_major, quiet_jsii_banner, support_line
+from stacks.synth.node_version import node_major, quiet_jsii_banner, support_line
 
 
 def fake_node(folder: Path, version: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ import aws_cdk as cdk
 import pytest
 
 from app import build_app
-from stacks.job_spec import JOBS_DIR
+from stacks.job.spec import JOBS_DIR
 from tests.unit.stack_support import CDK_JSON_CONTEXT
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from spot_trainer.secret_refs import SecretRef, SecretRefError, parse_refs, refs_from_text, refs_text
+from stacks.job.spec import JOBS_DIR, JobSpecError
 from stacks.job_file import parse_job
-from stacks.job_spec import JOBS_DIR, JobSpecError
 from tests.unit.stack_support import synth, user_data_text
 
 EXAMPLE = tomllib.loads((JOBS_DIR / "example.toml").read_text())

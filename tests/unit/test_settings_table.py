@@ -12,7 +12,7 @@ import pytest
 
 from spot_trainer.agent.config import ENV_NAMES, AgentConfig, ConfigError, config_from_env
 from spot_trainer.settings import NO_DEFAULT, SETTINGS, agent_env_names, env_setting, setting
-from stacks.job_fields import SECTIONS, TOP_LEVEL
+from stacks.job.fields import SECTIONS, TOP_LEVEL
 from stacks.settings_reference import REFERENCE, render
 from tests.unit.stack_support import synth
 
@@ -61,7 +61,7 @@ def test_the_agent_reads_exactly_the_table_s_names_with_its_defaults() -> None:
         config_from_env({"SPOT_JOB": "j", "SPOT_COMMAND": "builtin"})
 
 
-@pytest.mark.parametrize("module", ["stacks/job_spec.py", "trainer/agent/config.py"])
+@pytest.mark.parametrize("module", ["stacks/job/spec.py", "trainer/agent/config.py"])
 def test_no_default_is_written_again_beside_the_table(module: str) -> None:
     """A literal default in a spec or the agent's configuration would be a second definition."""
     tree = ast.parse((ROOT / module).read_text())

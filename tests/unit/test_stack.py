@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Match
 
-from stacks.job_spec import JOBS_DIR
-from stacks.template_size import INLINE_TEMPLATE_LIMIT, inline_template_bytes, too_large_warning
-from stacks.user_data import export_line
+from stacks.instance.user_data import export_line
+from stacks.job.spec import JOBS_DIR
+from stacks.synth.template_size import INLINE_TEMPLATE_LIMIT, inline_template_bytes, too_large_warning
 from tests.unit.stack_support import JOBS, Synthesized, synth, user_data_text
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -525,7 +525,7 @@ def test_a_runtime_named_at_synth_is_checked_as_the_job_files(tmp_path: Path) ->
     import aws_cdk as cdk
 
     from app import build_app
-    from stacks.job_spec import JobSpecError
+    from stacks.job.spec import JobSpecError
 
     app = cdk.App(context={"job": "example", "trainer_package": "spot-trainer"}, outdir=str(tmp_path))
     with pytest.raises(JobSpecError, match=r"run.trainer_package: 'spot-trainer' is not pinned to one version"):

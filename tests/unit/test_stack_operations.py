@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from stacks.capacity_watch import WATCH_SOURCE, watch_code
-from stacks.job_spec import JOBS_DIR, JobSpecError
-from stacks.user_data import script_body
+from stacks.instance.user_data import script_body
+from stacks.job.spec import JOBS_DIR, JobSpecError
+from stacks.resources.capacity_watch import WATCH_SOURCE, watch_code
 from tests.unit.stack_support import Synthesized, synth
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import tomllib
 
+from stacks.job.spec import JOBS_DIR
 from stacks.job_file import parse_job
-from stacks.job_spec import JOBS_DIR
-from stacks.synth_summary import summary_lines
+from stacks.synth.summary import summary_lines
 
 EXAMPLE = tomllib.loads((JOBS_DIR / "example.toml").read_text())
 PYTORCH_IMAGE = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04/latest/ami-id"

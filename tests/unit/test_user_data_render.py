@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from aws_cdk import App, CfnParameter, Stack
 
-from stacks import user_data
-from stacks.user_data import UserDataError, render_user_data
+from stacks.instance import user_data
+from stacks.instance.user_data import UserDataError, render_user_data
 
 
 def test_header_follows_the_shebang_and_quotes_plain_values() -> None:

@@ -14,8 +14,7 @@ from aws_cdk import Fn
 
 from spot_trainer.agent.config import ENV_NAMES, parse_env_file
 from spot_trainer.agent.failed_record import failed_record
-from stacks.job_spec import CURRENT_USERDATA_VERSION
-from stacks.user_data import (
+from stacks.instance.user_data import (
     MAX_USER_DATA_BYTES,
     USERDATA_ROOT,
     available_versions,
@@ -23,6 +22,7 @@ from stacks.user_data import (
     script_body,
     script_path,
 )
+from stacks.job.spec import CURRENT_USERDATA_VERSION
 from tests.support.userdata_sandbox import REPO_ROOT, STAND_INS, UserDataSandbox, job_header
 
 CURRENT = script_path(CURRENT_USERDATA_VERSION)

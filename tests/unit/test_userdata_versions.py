@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stacks.user_data import SHARED_PARTS, USERDATA_ROOT, available_versions, part_paths
-from stacks.userdata_versions import USERDATA_VERSIONS
+from stacks.instance.user_data import SHARED_PARTS, USERDATA_ROOT, available_versions, part_paths
+from stacks.instance.userdata_versions import USERDATA_VERSIONS
 
 
 def test_every_version_on_disk_is_in_the_table() -> None:

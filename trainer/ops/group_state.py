@@ -13,7 +13,7 @@ from .problem import JobProblem
 class GroupState:
     name: str
     desired: int
-    most: int  # MaxSize: the job's nodes (stacks/spot_fleet.py sets it from the Nodes parameter)
+    most: int  # MaxSize: the job's nodes (stacks/resources/spot_fleet.py sets it from the Nodes parameter)
     running: int  # instances still in the group, whatever their lifecycle state
 
     @property

@@ -34,7 +34,7 @@ class JobStack:
 
     @property
     def dashboard_url(self) -> str:
-        """The stack's dashboard `spot-trainer-<job>` (stacks/dashboard.py) in the CloudWatch console."""
+        """The stack's dashboard `spot-trainer-<job>` (stacks/resources/dashboard.py) in the CloudWatch console."""
         name = quote(f"spot-trainer-{self.job}")
         return f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}#dashboards:name={name}"
 

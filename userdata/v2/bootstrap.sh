@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Spot Trainer user data v2: Python env, runtime, job code, agent under systemd; reruns are safe. Paths,
 # endpoints, commands: env overrides. v2: runtime = spot_trainer, run with -P so no job file shadows it.
-# Rendered after the shared parts of userdata/lib/ that stacks/userdata_versions.py lists for v2.
+# Rendered after the shared parts of userdata/lib/ that stacks/instance/userdata_versions.py lists for v2.
 # shellcheck disable=SC2034  # globals shared by the parts of the rendered script
 set -Eeuo pipefail
 

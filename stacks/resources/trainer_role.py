@@ -6,8 +6,8 @@ from aws_cdk import Aws, CfnResource
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from stacks.nag_suppressions import WRITE_WITHOUT_RESOURCE, skip_checkov
-from stacks.spot_fleet import group_arn
+from stacks.resources.nag_suppressions import WRITE_WITHOUT_RESOURCE, skip_checkov
+from stacks.resources.spot_fleet import group_arn
 
 SESSION_MANAGER_ACTIONS = ["ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
                            "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",

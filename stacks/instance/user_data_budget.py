@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from aws_cdk import CfnParameter
 
 from spot_trainer.settings import env_setting
-from stacks.checkpoint_dir_field import MAX_LENGTH as CHECKPOINT_DIR_MAX
-from stacks.job_spec import JobSpec, JobSpecError
-from stacks.user_data import MAX_USER_DATA_BYTES, deployed_size
+from stacks.instance.user_data import MAX_USER_DATA_BYTES, deployed_size
+from stacks.job.checkpoint_dir_field import MAX_LENGTH as CHECKPOINT_DIR_MAX
+from stacks.job.spec import JobSpec, JobSpecError
 
 # Names only known at deploy time (bucket, region, topic ARN) are measured as their short synth-time
 # tokens; this covers their real length.

@@ -7,7 +7,7 @@ from aws_cdk import CfnCondition, Fn, Tags
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from stacks.console import SINGLE_SUBNET_TYPE, JobParameters
+from stacks.console.parameters import SINGLE_SUBNET_TYPE, JobParameters
 
 
 class JobNetwork(Construct):

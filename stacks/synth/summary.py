@@ -9,8 +9,8 @@ API_InstancesDistribution.html), so the cap buys at least budget / (nodes x that
 from __future__ import annotations
 
 from spot_trainer.costs.on_demand_prices import USD_PER_HOUR
-from stacks.job_spec import JobSpec
-from stacks.notice_fit import grace_warning
+from stacks.job.spec import JobSpec
+from stacks.synth.notice_fit import grace_warning
 
 
 def nodes_line(job: JobSpec) -> str:

@@ -11,7 +11,7 @@ from aws_cdk import CfnCondition, Fn, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from stacks.spot_fleet import IN_SERVICE_METRIC
+from stacks.resources.spot_fleet import IN_SERVICE_METRIC
 
 PERIOD_SECONDS = 60  # one evaluation per minute: N minutes = N periods (CloudWatch allows up to a day)
 STALLED = "IF(FILL(live, 0) > 0 AND FILL(steps, 0) == 0, 1, 0)"

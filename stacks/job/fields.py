@@ -17,9 +17,12 @@ from spot_trainer.command_text import has_control_character, shadows_builtin
 from spot_trainer.secret_refs import SecretRefError, parse_refs
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
 from spot_trainer.signals import STOP_SIGNALS
-from stacks.checkpoint_dir_field import check_checkpoint_dir
-from stacks.instance_types import check_image_architecture, check_instance_types
-from stacks.job_spec import (
+from stacks.job.checkpoint_dir_field import check_checkpoint_dir
+from stacks.job.instance_types import check_image_architecture, check_instance_types
+from stacks.job.key_hints import unknown_key_message
+from stacks.job.launcher_command import own_launcher
+from stacks.job.schedule_fields import check_notify, check_schedule, utc_text
+from stacks.job.spec import (
     AMI_ID,
     CURRENT_USERDATA_VERSION,
     PLACEMENTS,
@@ -37,11 +40,6 @@ from stacks.job_spec import (
     field_error,
     plain_decimal,
 )
-from stacks.key_hints import unknown_key_message
-from stacks.launcher_command import own_launcher
-from stacks.schedule_fields import check_notify, check_schedule, utc_text
-from stacks.user_data import available_versions
-from stacks.userdata_versions import SHIPPED_RUNTIME_IMPORT, userdata_version
 
 SECTIONS: dict[str, type] = {
     "run": RunSpec,
@@ -325,17 +323,6 @@ def _check_storage(storage: StorageSpec) -> None:
                     f"({', '.join(map(str, LOG_RETENTION_DAYS[:8]))}, …), got {storage.log_retention_days}")
 
 
-def _check_frozen_header(version: str, sections: dict[str, Any]) -> None:
-    """A setting written only when the job sets it (`header_when_set`) that a version's frozen header cannot
-    carry would be dropped silently: refuse it instead."""
-    if (carried := userdata_version(version).frozen_header) is None:
-        return
-    for item in SETTINGS:
-        if item.header_when_set and item.env not in carried and \
-                getattr(sections[item.section], item.key) != item.default:
-            raise field_error(item.field, f"user data {version} does not carry it: use {CURRENT_USERDATA_VERSION}")
-
-
 def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     unknown = sorted(set(data) - TOP_LEVEL)
     if unknown:
@@ -358,30 +345,6 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     check_notify(sections["notify"])
     check_schedule(sections["schedule"], sections["run"], given=data.get("schedule", {}))
     version = _check_type("userdata_version", data.get("userdata_version", CURRENT_USERDATA_VERSION), str)
-    if version not in available_versions():
-        raise field_error("userdata_version", f"{version!r} not found (available: {', '.join(available_versions())})")
-    supports = userdata_version(version)
-    if supports.runtime_import != SHIPPED_RUNTIME_IMPORT and sections["run"].trainer_package == SHIPPED_TRAINER_PACKAGE:
-        raise field_error("userdata_version", "v1 starts the runtime as `trainer`, which this checkout installs as "
-                    f"`spot_trainer`: use {CURRENT_USERDATA_VERSION}, or pin run.trainer_package to 0.1.0")
-    if supports.heredoc_header and any(c in sections["run"].setup for c in "\r\n"):
-        # v1's header carries deploy-time values in here-documents: a line equal to their delimiter
-        # would end one and run the rest as root at boot.
-        raise field_error("run.setup", f"must be one line with user data {version} (its header carries values "
-                          f"in here-documents): join the commands with &&, or use {CURRENT_USERDATA_VERSION}")
-    if not supports.checkpoint_dir and sections["run"].checkpoint_dir:
-        raise field_error("run.checkpoint_dir", "user data v1 always uses the agent's own folder: use "
-                          f"{CURRENT_USERDATA_VERSION}")
-    if not supports.multi_node and sections["capacity"].distributed:
-        raise field_error("capacity.distributed", "user data v1 and spot-trainer 0.1 have no multi-node training: "
-                    f"use {CURRENT_USERDATA_VERSION}")
-    if sections["schedule"].budget_usd and not supports.budget:
-        raise field_error("schedule.budget_usd", "user data v1's agent keeps no budget: use "
-                          f"{CURRENT_USERDATA_VERSION}")
-    if sections["notify"].restart_on_stall and (not supports.restart_on_stall or sections["capacity"].distributed):
-        raise field_error("notify.restart_on_stall", "the agent restarts a hung command on single-node jobs with "
-                          f"user data {CURRENT_USERDATA_VERSION}; several nodes keep the stall alarm alone")
-    _check_frozen_header(version, sections)
     description = _check_type("description", data.get("description", setting("description").default), str)
     # The template's Description is "Spot Trainer job NAME: " + this; the limit applies to the whole.
     whole = len(f"Spot Trainer job {name}: {description}".encode())

@@ -6,7 +6,7 @@ from aws_cdk import CfnParameter, RemovalPolicy
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.nag_suppressions import LOGS_WITHOUT_CUSTOMER_KEY, skip_checkov
+from stacks.resources.nag_suppressions import LOGS_WITHOUT_CUSTOMER_KEY, skip_checkov
 
 
 def log_group_name(job: str) -> str:

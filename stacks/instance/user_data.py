@@ -7,7 +7,7 @@ user types, newlines and here-document delimiters included, can end the value an
 v1 keeps its quoted here-document form, byte for byte, for the stacks deployed with it.
 
 From v2 the script is assembled from shared parts (userdata/lib/<part>.sh, in the order the version table
-stacks/userdata_versions.py gives) followed by the version's own bootstrap.sh, which has the shebang and
+stacks/instance/userdata_versions.py gives) followed by the version's own bootstrap.sh, which has the shebang and
 calls them: one self-contained script on the instance. Before the parts go the settings table's values
 they fall back on (`table_values`), so no script restates a default or an allowance.
 
@@ -29,10 +29,10 @@ from pathlib import Path
 from aws_cdk import Fn, Token
 
 from spot_trainer.settings import STOP_TIMEOUT_ALLOWANCE_SECONDS, env_setting
-from stacks.job_spec import CURRENT_USERDATA_VERSION
-from stacks.userdata_versions import userdata_version
+from stacks.instance.userdata_versions import userdata_version
+from stacks.job.spec import CURRENT_USERDATA_VERSION
 
-USERDATA_ROOT = Path(__file__).resolve().parent.parent / "userdata"
+USERDATA_ROOT = Path(__file__).resolve().parents[2] / "userdata"
 BOOTSTRAP_NAME = "bootstrap.sh"
 SHARED_PARTS = "lib"  # userdata/lib/: not a version (it has no bootstrap.sh)
 MAX_USER_DATA_BYTES = 16 * 1024
@@ -78,7 +78,7 @@ def table_values() -> dict[str, str]:
 
 def table_values_part() -> str:
     lines = "".join(f"{name}={shlex.quote(value)}\n" for name, value in table_values().items())
-    return f"# The settings table's values (trainer/settings.py), written by stacks/user_data.py\n{lines}"
+    return f"# The settings table's values (trainer/settings.py), written by stacks/instance/user_data.py\n{lines}"
 
 
 def script_body(version: str) -> str:

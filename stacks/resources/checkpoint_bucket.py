@@ -7,7 +7,7 @@ from aws_cdk import Aws, CfnCondition, CfnResource, Duration, Fn, RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from stacks.nag_suppressions import NO_BUCKET_ACCESS_LOGS, skip_checkov
+from stacks.resources.nag_suppressions import NO_BUCKET_ACCESS_LOGS, skip_checkov
 
 
 class CheckpointBucket(Construct):

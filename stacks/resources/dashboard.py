@@ -13,7 +13,7 @@ from aws_cdk import Fn
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from stacks.spot_fleet import IN_SERVICE_METRIC
+from stacks.resources.spot_fleet import IN_SERVICE_METRIC
 
 
 def dashboard_body(job: str, namespace: str, group_name: str) -> str:

@@ -7,7 +7,7 @@ https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-no
 from __future__ import annotations
 
 from spot_trainer.settings import AFTER_UPLOAD_SECONDS, NOTICE_SECONDS
-from stacks.job_spec import JobSpec
+from stacks.job.spec import JobSpec
 
 
 def grace_warning(job: JobSpec) -> str | None:

@@ -11,11 +11,11 @@ from aws_cdk import CfnParameter, Stack
 
 from spot_trainer import setting_patterns as pattern
 from spot_trainer.settings import console_parameter, env_setting, field_of_parameter
-from stacks.checkpoint_dir_field import CHECKPOINT_FOLDER_PATTERN, CHECKPOINT_FOLDER_RULE
-from stacks.instance_types import architecture
-from stacks.job_spec import AMI_ID, JobSpec, JobSpecError, data_location
-from stacks.schedule_fields import budget_text
-from stacks.userdata_versions import userdata_version
+from stacks.instance.userdata_versions import userdata_version
+from stacks.job.checkpoint_dir_field import CHECKPOINT_FOLDER_PATTERN, CHECKPOINT_FOLDER_RULE
+from stacks.job.instance_types import architecture
+from stacks.job.schedule_fields import budget_text
+from stacks.job.spec import AMI_ID, JobSpec, JobSpecError, data_location
 
 SINGLE_SUBNET_TYPE = "AWS::EC2::Subnet::Id"
 # The type is fixed by the job file's `ami`: each takes one form only, so say which.

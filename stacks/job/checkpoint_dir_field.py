@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from stacks.job_spec import RunSpec, field_error
+from stacks.job.spec import RunSpec, field_error
 
 MAX_LENGTH = 200
 # One word in the agent's environment file and bootstrap's paths: no spaces or quotes.

@@ -4,7 +4,7 @@ to the deadline). It exists only when MaxSpotWait or Deadline is given; its code
 trainer/capacity/watch.py, inlined in the template. It logs into the job's own log group, beside the
 instances, so one `aws logs tail` shows every switch.
 
-The code travels zlib-compressed on one line, as the user data does (stacks/user_data.py): as a YAML
+The code travels zlib-compressed on one line, as the user data does (stacks/instance/user_data.py): as a YAML
 block every line of it would be indented, and `cdk deploy` without a bootstrapped account takes at
 most 50 KiB of YAML."""
 
@@ -20,17 +20,17 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from stacks.job_spec import JobSpecError
-from stacks.nag_suppressions import (
+from stacks.job.spec import JobSpecError
+from stacks.resources.nag_suppressions import (
     WATCH_ENV_NOT_KMS,
     WATCH_NO_RESERVED_CONCURRENCY,
     WATCH_OUTSIDE_VPC,
     WATCH_WITHOUT_DLQ,
     skip_checkov,
 )
-from stacks.spot_fleet import group_arn
+from stacks.resources.spot_fleet import group_arn
 
-WATCH_SOURCE = Path(__file__).resolve().parent.parent / "trainer" / "capacity" / "watch.py"
+WATCH_SOURCE = Path(__file__).resolve().parents[2] / "trainer" / "capacity" / "watch.py"
 MAX_INLINE_BYTES = 4096  # CloudFormation's limit on a Lambda's inline ZipFile code
 # The newest Python runtime aws-cdk-lib knows: cdk-nag's AwsSolutions-L1 accepts no other.
 RUNTIME = lambda_.Runtime.PYTHON_3_14.name

@@ -12,7 +12,7 @@ from spot_trainer import setting_patterns as pattern
 from spot_trainer.builtin_arguments import total_steps
 from spot_trainer.capacity.policy import is_duration, parse_deadline, parse_duration
 from spot_trainer.settings import MAX_STALL_MINUTES
-from stacks.job_spec import NotifySpec, RunSpec, ScheduleSpec, field_error, plain_decimal
+from stacks.job.spec import NotifySpec, RunSpec, ScheduleSpec, field_error, plain_decimal
 
 
 def utc_text(moment: datetime) -> str:

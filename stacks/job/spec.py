@@ -10,12 +10,12 @@ from pathlib import Path
 from spot_trainer.builtin_arguments import ArgumentsError, check_arguments
 from spot_trainer.settings import setting
 
-JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
+JOBS_DIR = Path(__file__).resolve().parents[2] / "jobs"
 SSM_PATH = re.compile(r"^/[A-Za-z0-9_./-]+$")
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 PLACEMENTS = ("", "cluster")
 DEFAULT_AMI = setting("capacity.ami").default
-# Empty: the wheel of this checkout, built at synth and shipped with the stack (stacks/runtime_wheel.py).
+# Empty: the wheel of this checkout, built at synth and shipped with the stack (stacks/instance/runtime_wheel.py).
 SHIPPED_TRAINER_PACKAGE = setting("run.trainer_package").default
 
 # v2 starts the runtime as spot_trainer (spot-trainer >= 0.2); v1 starts it as trainer (0.1 only).

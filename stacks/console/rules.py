@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aws_cdk import CfnRule, CfnRuleAssertion, Fn, Stack, Token
 
-from stacks.console import SINGLE_SUBNET_TYPE, JobParameters
+from stacks.console.parameters import SINGLE_SUBNET_TYPE, JobParameters
 
 
 def add_console_rules(stack: Stack, params: JobParameters) -> None:

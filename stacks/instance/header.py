@@ -13,8 +13,8 @@ from typing import Any
 from aws_cdk import Aws, CfnParameter
 
 from spot_trainer.settings import SETTINGS, Setting
-from stacks.job_spec import JobSpec
-from stacks.userdata_versions import userdata_version
+from stacks.instance.userdata_versions import userdata_version
+from stacks.job.spec import JobSpec
 
 
 def env_text(value: Any) -> str:

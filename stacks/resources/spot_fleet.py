@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from spot_trainer.settings import HOOK_ALLOWANCE_SECONDS
-from stacks.console import JobParameters
+from stacks.console.parameters import JobParameters
 
 # Scale-in (a lower desired capacity, capacity rebalancing, the job's own scale to zero) waits in
 # Terminating:Wait until the agent has its emergency checkpoint in S3 and completes this action.

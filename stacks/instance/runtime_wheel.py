@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 WHEEL_CACHE = REPO_ROOT / "build" / "runtime-wheels"
 
 

@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from stacks.nag_suppressions import TOPIC_WITHOUT_KMS, skip_checkov
+from stacks.resources.nag_suppressions import TOPIC_WITHOUT_KMS, skip_checkov
 
 
 class JobTopic(Construct):

@@ -1,0 +1,5 @@
+"""The console's side of the template: the parameters a person fills in (AWS-specific types, defaults
+from the job file, grouped and labelled) and the Rules that check one parameter against another.
+
+It may import `stacks.job` and `stacks.instance` (what the job's user data version supports).
+"""
