@@ -1,8 +1,10 @@
-"""The job-file reference's tables (docs/job-file.md), made from the settings table.
+"""The settings' reference tables, made from the settings table: the job file's sections and what the
+instance sets (docs/job-file.md), and the knobs only tests and the local spot cloud turn
+(docs/development.md).
 
 Each table stands between `<!-- settings: SECTION -->` and `<!-- /settings -->`; the prose around
 them is written by hand. `python -m stacks.settings_reference` rewrites the tables in place;
-tests/unit/test_settings_table.py fails while the file differs from what this makes.
+tests/unit/test_settings_table.py fails while a page differs from what this makes.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from typing import Any
 
 from spot_trainer.settings import NO_DEFAULT, SETTINGS, Setting
 
-REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "job-file.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+REFERENCE = DOCS / "job-file.md"
+PAGES = (REFERENCE, DOCS / "development.md")
 _TABLE = re.compile(r"(<!-- settings: (?P<section>[a-z]*) -->\n).*?(<!-- /settings -->)", re.DOTALL)
 INSTANCE = "instance"  # the table of SPOT_* names no job-file field sets
+TUNING = "tuning"  # the table of SPOT_* names only tests and the local spot cloud set
 TOP_LEVEL = "top"  # the fields outside any [section]
 
 
@@ -52,9 +57,9 @@ def _instance_row(setting: Setting) -> str:
 
 
 def table(section: str) -> str:
-    """The markdown table of one job-file section, of TOP_LEVEL or of INSTANCE."""
-    if section == INSTANCE:
-        rows = [_instance_row(s) for s in SETTINGS if not s.field and s.env]
+    """The markdown table of one job-file section, of TOP_LEVEL, of INSTANCE or of TUNING."""
+    if section in (INSTANCE, TUNING):
+        rows = [_instance_row(s) for s in SETTINGS if not s.field and s.env and s.tuning == (section == TUNING)]
         header = ["| name | the agent's default | parameter | what it sets |", "| --- | --- | --- | --- |"]
         return "\n".join([*header, *rows])
     wanted = "" if section == TOP_LEVEL else section
@@ -69,9 +74,10 @@ def render(text: str) -> str:
 
 
 def main() -> int:
-    text = REFERENCE.read_text()
-    REFERENCE.write_text(render(text))
-    print(f"{REFERENCE}: {len(_TABLE.findall(text))} tables made from the settings table")
+    for page in PAGES:
+        text = page.read_text()
+        page.write_text(render(text))
+        print(f"{page}: {len(_TABLE.findall(text))} tables made from the settings table")
     return 0
 
 

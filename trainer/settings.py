@@ -85,6 +85,7 @@ class Setting:
     header_when_set: bool = False  # in the instance's header only when the job sets it (bytes are scarce)
     bounds: tuple[int, int] | None = None  # the least and most a job file may give (both allowed)
     agent_floor: Floor | None = None  # the least the agent acts on
+    tuning: bool = False  # set only by tests and the local spot cloud (documented in docs/development.md)
 
     @property
     def section(self) -> str:
@@ -291,37 +292,43 @@ SETTINGS: tuple[Setting, ...] = (
                 "Directory on the instance where the job's code lives and the command runs",
                 pattern=pattern.ABSOLUTE_PATH, rule="an absolute path without spaces")),
     Setting("", "the job's code in S3 (`run.workdir` shipped as an asset)", env="SPOT_CODE_URI"),
-    # ---- the agent's own, for tuning and tests ----
+    # ---- the agent's own: tests and the local spot cloud tune those marked `tuning` ----
     Setting("", "how often the agent polls for notices and progress (seconds)", 5.0, env="SPOT_POLL_SECONDS",
-            attr="poll_seconds", agent_floor=POSITIVE),
+            attr="poll_seconds", agent_floor=POSITIVE, tuning=True),
     Setting("", "how long the job lease lasts unrenewed (seconds; above twice the poll)", 60.0,
-            env="SPOT_LEASE_TTL_SECONDS", attr="lease_ttl_seconds"),
-    Setting("", "this instance's id (default: from the metadata service)", env="SPOT_INSTANCE_ID", attr="instance_id"),
+            env="SPOT_LEASE_TTL_SECONDS", attr="lease_ttl_seconds", tuning=True),
+    Setting("", "this instance's id (user data writes the metadata service's)", env="SPOT_INSTANCE_ID",
+            attr="instance_id"),
     Setting("", "the CloudWatch namespace of the job's metrics", "SpotTrainer", env="SPOT_METRICS_NAMESPACE",
             attr="metrics_namespace"),
     Setting("", "how often status.json is refreshed while training (seconds)", 15.0, env="SPOT_STATUS_INTERVAL",
-            attr="status_interval_seconds", agent_floor=POSITIVE),
+            attr="status_interval_seconds", agent_floor=POSITIVE, tuning=True),
     Setting("", "user data's log file, forwarded to the log stream when the agent starts", env="SPOT_BOOTSTRAP_LOG",
             attr="bootstrap_log"),
     Setting("", "workers per node (one per GPU)", 1, env="SPOT_PROCS_PER_NODE", attr="procs_per_node",
             agent_floor=AT_LEAST_ONE),
     Setting("", "this node's address for its peers (default: the metadata service's local-ipv4)",
-            env="SPOT_LOCAL_ADDR", attr="local_addr"),
+            env="SPOT_LOCAL_ADDR", attr="local_addr", tuning=True),
     Setting("", "after min_nodes joined, how long a round waits for more (seconds)", 15.0,
-            env="SPOT_RDZV_LAST_CALL_SECONDS", attr="rdzv_last_call_seconds", agent_floor=NOT_NEGATIVE),
+            env="SPOT_RDZV_LAST_CALL_SECONDS", attr="rdzv_last_call_seconds", agent_floor=NOT_NEGATIVE, tuning=True),
     # A node that stops heartbeating is dropped from the rendezvous after 3 intervals; each beat is a
     # conditional PUT of the state object (3 nodes at 5 s: about 52,000 PUTs a day, $0.26).
     Setting("", "the rendezvous heartbeat (seconds)", 5.0, env="SPOT_RDZV_KEEP_ALIVE_SECONDS",
-            attr="rdzv_keep_alive_seconds", agent_floor=AT_LEAST_ONE),
+            attr="rdzv_keep_alive_seconds", agent_floor=AT_LEAST_ONE, tuning=True),
     Setting("", "how often this instance's record (for its cost) is refreshed (seconds)", 60.0,
-            env="SPOT_HEARTBEAT_SECONDS", attr="heartbeat_seconds", agent_floor=POSITIVE),
+            env="SPOT_HEARTBEAT_SECONDS", attr="heartbeat_seconds", agent_floor=POSITIVE, tuning=True),
     Setting("", "how often the deadline is decided (seconds)", 30.0, env="SPOT_DEADLINE_CHECK_SECONDS",
-            attr="deadline_check_seconds", agent_floor=POSITIVE),
+            attr="deadline_check_seconds", agent_floor=POSITIVE, tuning=True),
     Setting("", "how often the spend is read for the budget (seconds)", 60.0, env="SPOT_BUDGET_CHECK_SECONDS",
-            attr="budget_check_seconds", agent_floor=POSITIVE),
+            attr="budget_check_seconds", agent_floor=POSITIVE, tuning=True),
     *(Setting("", help, env=name) for name, help in (
-        # ---- read by user data, the command's processes, or the local spot cloud's stand-ins ----
+        # ---- read by the command's processes ----
         ("SPOT_AUTO_RESUME", "`off`: the agent does not reach into the command's Trainer (resume, stop callback)"),
+        ("SPOT_COLLECTIVE_TIMEOUT", "the torch collective timeout of the built-in trainer on several nodes (seconds)"),
+        ("SPOT_DATA_CACHE", "the built-in trainer's local copy of its S3 data"),
+    )),
+    *(Setting("", help, env=name, tuning=True) for name, help in (
+        # ---- read by user data or the local spot cloud's stand-ins, set by tests ----
         ("SPOT_ROOT", "the runtime's folder on the instance"),
         ("SPOT_BASE_PYTHON", "the Python user data builds the runtime's environment with"),
         ("SPOT_PYTHON_CANDIDATES", "the Python interpreters user data tries, in order"),
@@ -335,8 +342,6 @@ SETTINGS: tuple[Setting, ...] = (
         ("SPOT_CURL_MAX_TIME", "user data's bound on one download (seconds)"),
         ("SPOT_CURL_CONNECT_TIMEOUT", "user data's bound on connecting for a download (seconds)"),
         ("SPOT_AWS_CLI", "the aws CLI user data calls"),
-        ("SPOT_COLLECTIVE_TIMEOUT", "the torch collective timeout of the built-in trainer on several nodes (seconds)"),
-        ("SPOT_DATA_CACHE", "the built-in trainer's local copy of its S3 data"),
         ("SPOT_PRICE_TRACE", "a local spot price trace instead of the price history (local spot cloud)"),
         ("SPOT_FAKE_GPU_COUNT", "the local nvidia-smi stand-in's GPU count"),
         ("SPOT_FAKE_GPU_NAME", "the local nvidia-smi stand-in's GPU name"),

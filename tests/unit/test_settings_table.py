@@ -13,7 +13,7 @@ import pytest
 from spot_trainer.agent.config import ENV_NAMES, AgentConfig, ConfigError, config_from_env
 from spot_trainer.settings import NO_DEFAULT, SETTINGS, agent_env_names, env_setting, setting
 from stacks.job.fields import SECTIONS, TOP_LEVEL
-from stacks.settings_reference import REFERENCE, render
+from stacks.settings_reference import PAGES, REFERENCE, render
 from tests.unit.stack_support import synth
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,6 +87,16 @@ def test_the_console_s_parameters_are_the_table_s(tmp_path: Path) -> None:
 
 
 def test_the_job_file_reference_is_made_from_the_table() -> None:
-    text = REFERENCE.read_text()
-    assert render(text) == text, "run: python -m stacks.settings_reference"
-    assert f"| `{env_setting('SPOT_GRACE_SECONDS').env}` |" in text
+    for page in PAGES:
+        text = page.read_text()
+        assert render(text) == text, f"{page.name}: run python -m stacks.settings_reference"
+    assert f"| `{env_setting('SPOT_GRACE_SECONDS').env}` |" in REFERENCE.read_text()
+
+
+def test_the_knobs_only_tests_turn_are_out_of_the_users_reference() -> None:
+    tuning = [s.env for s in SETTINGS if s.tuning]
+    assert "SPOT_POLL_SECONDS" in tuning and "SPOT_FAKE_GPU_COUNT" in tuning
+    reference, development = (page.read_text() for page in PAGES)
+    assert [name for name in tuning if f"| `{name}` |" in reference] == []
+    assert [name for name in tuning if f"| `{name}` |" not in development] == []
+    assert all(s.env and not s.field for s in SETTINGS if s.tuning)  # a job file never sets one
