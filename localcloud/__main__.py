@@ -28,7 +28,7 @@ from localcloud.pace import PaceCheck
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
 from localcloud.report import DEFAULT_DISCOUNT, build_report, flat_prices
-from spot_trainer.builtin.arguments import arguments_problem, total_steps
+from spot_trainer.builtin_arguments import arguments_problem, total_steps
 from spot_trainer.costs.spot_prices import PriceError, SpotPriceSource, TracePrices
 from spot_trainer.help_text import first_paragraph
 from spot_trainer.ops.plot_command import plot_job
