@@ -31,6 +31,7 @@ from .checksums import BLOCK_BYTES, digest_files
 from .conditional import is_missing, write_if
 from .held_files import copies_of, link_held
 from .key_names import key_name, local_name, manifest_fields, shown, too_long
+from .layouts import Checkpoint, published
 from .lease import Lease
 from .regular_files import is_regular
 from .s3client import transfer_config_for, upload_config_for
@@ -323,15 +324,21 @@ class RemoteStore:
 
     def restore_at_or_below(self, dest_dir: Path, latest: int | None) -> Path | None:
         """`restore` for a caller that already read latest.json (None: consider every checkpoint)."""
+        self.restored_step = None
+        restored = self.restore_checkpoint(dest_dir, latest)
+        self.restored_step = restored.step if restored else None
+        return restored.path if restored else None
+
+    def restore_checkpoint(self, dest_dir: Path, latest: int | None) -> Checkpoint | None:
+        """The newest checkpoint at or below `latest` that restores whole into dest_dir, at its step in S3
+        (None: consider every checkpoint)."""
         dest_dir = Path(dest_dir)
         dest_dir.mkdir(parents=True, exist_ok=True)
         candidates = [s for s in self.remote_steps() if latest is None or s <= latest]
-        self.restored_step = None
         for step in sorted(candidates, reverse=True):
             restored = self._restore_step(step, dest_dir)
             if restored is not None:
-                self.restored_step = step
-                return restored
+                return published(restored, step)
         return None
 
     def repoint(self, step: int, named: int) -> bool:
