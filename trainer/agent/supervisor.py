@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..costs.spot_prices import SpotPriceSource
+from ..signal_connector import SignalConnector
 from ..signals import parse_signal
 from ..storage.layouts import Checkpoint
 from ..storage.lease import Lease
@@ -351,7 +352,9 @@ class Agent:
         self.telemetry.log(line)
 
 
-def install_stop_handlers(agent: Agent) -> None:
+def install_stop_handlers(agent: Agent) -> SignalConnector:
     """SIGTERM/SIGINT (systemd stop, shutdown) are handled like a notice: checkpoint, upload, exit."""
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: agent.stop_requested.set())
+    signals = SignalConnector()
+    if not signals.register((signal.SIGTERM, signal.SIGINT), lambda signum: agent.stop_requested.set(), chain=False):
+        agent.log("not on the main thread: SIGTERM and SIGINT keep their handlers, a stop comes only from a notice")
+    return signals
