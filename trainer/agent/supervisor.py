@@ -6,9 +6,9 @@ keeps status.json, the event log, CloudWatch Logs and metrics current. On a noti
 command with the configured signal, waits for its emergency checkpoint, uploads it and hands the
 lease back, so the next instance resumes without losing a completed step.
 
-`Agent` keeps the loop; its rooms own the rest: where the command starts from (restore.py), what
-this node sends to S3 (uploads.py), its part in a round of several nodes (round_part.py) and how its
-part in the job ends (endings.py).
+`Agent` keeps the loop; its rooms own the rest: where the command starts from (restore.py), how it
+is started (command_start.py) and stopped (stopping.py), what this node sends to S3 (uploads.py), its
+part in a round of several nodes (round_part.py) and how its part in the job ends (endings.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..costs.spot_prices import SpotPriceSource
 from ..signal_connector import SignalConnector
-from ..signals import parse_signal
 from ..storage.layouts import Checkpoint
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore
@@ -40,7 +38,6 @@ from .hang_watch import HangWatch
 from .imds import ImdsClient
 from .keep_outputs import keep_final_outputs
 from .lease_keeper import LeaseKeeper
-from .notice_deadline import stop_budget
 from .notice_watch import NoticeWatch
 from .notify import Notifier, SnsClient
 from .outcome import Outcome, RunEnd
@@ -51,11 +48,10 @@ from .round_part import RoundPart
 from .save_watch import SaveWatch
 from .sharded_saves import ShardedSaves
 from .status import JobStatus, StatusReporter, utc_text
+from .stopping import Stopping
 from .telemetry import RunTelemetry
 from .uploads import NodeUploads
 from .world import World
-
-LEFTOVER_SECONDS = 30.0  # how long processes may outlive the command's main process before they are stopped
 
 
 class AgentError(RuntimeError):
@@ -87,6 +83,7 @@ class Agent:
     rounds: RoundPart = field(init=False)
     restore: Restore = field(init=False)
     endings: Endings = field(init=False)
+    stopping: Stopping = field(init=False)
     _keeper: LeaseKeeper | None = None
     _notices: NoticeWatch = field(init=False)
     _deadline: DeadlineWatch | None = None
@@ -101,6 +98,7 @@ class Agent:
         watched = config.restart_on_stall and not config.distributed
         self._hang = HangWatch(config.stall_minutes * 60 if watched else 0)
         self._notices = NoticeWatch(clients.imds, config.react_to_rebalance, self.log)
+        self.stopping = Stopping(config.stop_signal, config.grace_seconds, self._notices, self.telemetry)
         if config.notify_topic and clients.sns is not None:
             self.telemetry.notifier = Notifier(config.notify_topic, clients.sns, config.job, self.log)
         self.world = World(config, clients.store, clients.imds, self.stop_requested, self.log)
@@ -198,7 +196,7 @@ class Agent:
             try:
                 end = self._supervise(command, uploads, watch)
             except BaseException:  # the agent itself broke: let the command save and stop, then report
-                self._stop_command(command)
+                self.stopping.command(command)
                 raise
             if end.outcome is Outcome.LOST_LEASE:  # a fenced writer must not publish anything more
                 raise AgentError("the job lease was taken over by another agent; stopped training")
@@ -261,12 +259,12 @@ class Agent:
             code = command.wait(timeout=self.config.poll_seconds)
             if code is None and (main_code := command.poll()) is not None:
                 main_exited_at = main_exited_at or time.monotonic()
-                code = self._stop_leftovers(command, main_code, main_exited_at)
+                code = self.stopping.leftovers(command, main_code, main_exited_at)
             round_ = self.rounds.current()  # read once per poll
             newest = uploads.offer_newest(code is not None, round_)
             self.rounds.say(round_)
             if self.rounds.exhausted_when_formed(round_):
-                self._stop_command(command)
+                self.stopping.command(command)
                 return RunEnd(Outcome.ROUNDS_EXHAUSTED, -1)
             watch.check(newest, exited=code == 0)
             if code is not None:
@@ -276,57 +274,26 @@ class Agent:
             self._hang.saw(max(shown) if shown else None, now)
             if self._hang.hung(now):
                 self.log(f"{self._hang.line(now)}: stopping the command with {self.config.stop_signal}")
-                return RunEnd(Outcome.HUNG, self._stop_command(command))
+                return RunEnd(Outcome.HUNG, self.stopping.command(command))
             if self._deadline is not None:
                 self._deadline.check(self._require_reporter().status.step)
             # Several nodes: each keeps the cap (no node waits on another to be told); the first to stop
             # records it and scales the group to zero, the others record what it said.
             if self._budget is not None and (why := self._budget.reason_to_stop()):
                 self.log(f"{why}: stopping the command with {self.config.stop_signal}")
-                return RunEnd(Outcome.OVER_BUDGET, self._stop_command(command))
+                return RunEnd(Outcome.OVER_BUDGET, self.stopping.command(command))
             reason = self._notices.reason() or ("agent asked to stop" if self.stop_requested.is_set() else None)
             if self._keeper is not None and self._keeper.lost.is_set():
-                self._stop_command(command)
+                self.stopping.command(command)
                 return RunEnd(Outcome.LOST_LEASE, -1)
             if reason:
-                grace = self._grace_before_reclaim()
+                grace = self.stopping.grace_before_reclaim()
                 self.log(f"{reason}: stopping the command with {self.config.stop_signal}")
                 # The signal first: the status write may wait on S3, and the notice's minutes are short.
-                code = self._stop_command(command, grace,
+                code = self.stopping.command(command, grace,
                                           after_signal=lambda: self.telemetry.update(state=states.STOPPING))
                 return RunEnd(Outcome.STOPPED, code, reason)
             self._require_reporter().tick()
-
-    def _stop_leftovers(self, command: CommandProcess, main_code: int, exited_at: float) -> int | None:
-        """The command's main process exited, but processes it started live on (a worker, a server it
-        forgot): they get a bounded while to finish, then the stop signal; the command's code stands."""
-        bound = min(LEFTOVER_SECONDS, self.config.grace_seconds)
-        if time.monotonic() - exited_at < bound:
-            return None
-        self.log(f"the command exited with code {main_code} {bound:.0f}s ago, but processes it started still run: "
-                 f"stopping them with {self.config.stop_signal}")
-        command.stop(parse_signal(self.config.stop_signal), self.config.grace_seconds)
-        return main_code
-
-    def _stop_command(self, command: CommandProcess, grace_seconds: float | None = None,
-                      after_signal: Callable[[], None] | None = None) -> int:
-        code = command.stop(parse_signal(self.config.stop_signal), grace_seconds or self.config.grace_seconds,
-                            after_signal)
-        self.log(f"command exited with code {code}")
-        if code == -int(signal.SIGKILL) and self._notices.reclaim_at is not None:
-            self.log("the emergency checkpoint did not fit before the reclaim: the replacement resumes from "
-                     "the newest checkpoint already in S3")
-        return code
-
-    def _grace_before_reclaim(self) -> float:
-        """The grace period, or on a spot notice what is left of it before the reclaim once the upload
-        of the emergency checkpoint is set aside (the lifecycle hook holds scale-in, never a reclaim)."""
-        if self._notices.reclaim_at is None:
-            return self.config.grace_seconds
-        budget = stop_budget(self.config.grace_seconds, self._notices.reclaim_at, time.time(),
-                             self.telemetry.last_upload_seconds)
-        self.log(budget.line)
-        return budget.seconds
 
     def _save_watch(self) -> SaveWatch:
         def warn(message: str) -> None:
