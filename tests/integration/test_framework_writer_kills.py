@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.supervisor import newest_local_checkpoint
+from spot_trainer.agent.restore import newest_local_checkpoint
 from spot_trainer.storage import layouts
 from tests.integration.agent_runner import REPO_ROOT
 

@@ -16,7 +16,7 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
-from spot_trainer.agent import supervisor
+from spot_trainer.agent import endings
 from spot_trainer.agent.config import AgentConfig
 from spot_trainer.agent.imds import ImdsClient
 from spot_trainer.agent.status import DONE, INTERRUPTED, JobStatus, StatusReporter
@@ -129,7 +129,7 @@ def finished_non_publisher(aws_env: dict[str, str], bucket: str, job: str, imds:
 
 @pytest.fixture
 def no_allowance(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(supervisor, "FINAL_UPLOAD_ALLOWANCE_SECONDS", 0.0)
+    monkeypatch.setattr(endings, "FINAL_UPLOAD_ALLOWANCE_SECONDS", 0.0)
 
 
 def test_no_end_from_the_publisher_within_the_bound_is_no_done_and_no_scale_in(
@@ -142,7 +142,7 @@ def test_no_end_from_the_publisher_within_the_bound_is_no_done_and_no_scale_in(
         agent = finished_non_publisher(aws_env, bucket, job, imds, group_name)
         (tmp_path / "step-10").write_text("10")
         assert agent.clients.store.upload(tmp_path / "step-10", 10)
-        assert agent._after_the_publisher() == 0
+        assert agent.endings.after_the_publisher() == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "recorded no end of the job" in line]
     assert len(lines) == 1 and "newest step in S3: 10" in lines[0] and "not marked DONE" in lines[0], lines
     assert desired_capacity(autoscaling, group_name) == 1
@@ -160,7 +160,7 @@ def test_a_notice_while_waiting_for_the_publisher_is_this_nodes_interruption(
     with FakeImds(instance_id="i-other") as imds:
         agent = finished_non_publisher(aws_env, bucket, job, imds, group_name)
         imds.announce_interruption(in_seconds=120)
-        assert agent._after_the_publisher() == 0
+        assert agent.endings.after_the_publisher() == 0
     assert desired_capacity(autoscaling, group_name) == 1
     assert agent.clients.store.get_json("status.json")["state"] == INTERRUPTED
 
@@ -175,6 +175,6 @@ def test_the_scale_in_after_the_publishers_end_is_no_interruption(
         publisher = RemoteStore(agent.clients.store.s3, bucket, job, instance="i-publisher")
         publisher.append_event("done", step=30)
         imds.set_target_lifecycle_state("Terminated")  # the publisher scaled the group to zero
-        assert agent._after_the_publisher() == 0
+        assert agent.endings.after_the_publisher() == 0
     assert agent.clients.store.get_json("status.json")["state"] == DONE
     assert "another node finished the job at checkpoint step 30; this one leaves too" in capsys.readouterr().err

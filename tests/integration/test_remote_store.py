@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from spot_trainer.storage import checkpoint_restore
 from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
 from tests.integration.remote_helpers import MB, digests, make_checkpoint, names_and_bytes, small_part_store
 
@@ -223,7 +224,7 @@ def test_a_full_disk_while_restoring_is_an_error_not_a_damaged_checkpoint(
     def full_disk(*args: Any) -> Any:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store, "_download_all", full_disk)
+    monkeypatch.setattr(checkpoint_restore, "_download_all", full_disk)
     with pytest.raises(RemoteStoreError, match="cannot restore checkpoint step 20 .*No space left on device"):
         store.restore(tmp_path / "restored")  # never falls back to step 10 (nor, with none, to a fresh start)
 
@@ -290,7 +291,7 @@ def test_a_file_rewritten_in_place_during_its_upload_is_not_published(
     store: RemoteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     local = make_checkpoint(tmp_path / "local", 6, sizes={"model.pt": 1000})
-    real_transfer = store._transfer_all
+    real_transfer = store.transfer_all
 
     def rewritten_meanwhile(*args: Any, **kwargs: Any) -> None:
         real_transfer(*args, **kwargs)
@@ -299,7 +300,7 @@ def test_a_file_rewritten_in_place_during_its_upload_is_not_published(
         # shorten the body S3 was promised and stall the request on its read timeout instead.
         (local / "model.pt").write_bytes(b"y" * 1000)
 
-    monkeypatch.setattr(store, "_transfer_all", rewritten_meanwhile)
+    monkeypatch.setattr(store, "transfer_all", rewritten_meanwhile)
     with pytest.raises(RemoteStoreError, match="model.pt changed while it was uploaded"):
         store.upload(local, 6)
     assert store.latest_step() is None

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from spot_trainer.agent.config import ENV_NAMES, AgentConfig, ConfigError, check_config, config_from_env
+from spot_trainer.agent.restore import newest_local_checkpoint
 from spot_trainer.agent.setting_names import unread_setting_warnings
-from spot_trainer.agent.supervisor import newest_local_checkpoint
 
 TRAIN_ARGS = "--model lm --synthetic --steps 10"
 BASE = {"SPOT_JOB": "job", "SPOT_BUCKET": "bucket-b", "SPOT_COMMAND": "builtin", "SPOT_TRAIN_ARGS": TRAIN_ARGS}

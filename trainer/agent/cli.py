@@ -34,6 +34,7 @@ from ..storage.s3client import client_config, s3_client
 from .boot_times import describe_boots
 from .cloudwatch import CloudWatchSink
 from .config import ENV_NAMES, REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
+from .endings import EXIT_FAILED
 from .fatal import end_job_as_failed
 from .imds import ImdsClient
 from .instance_record import InstanceRecord, instance_facts, price_source
@@ -41,7 +42,7 @@ from .log_lines import agent_line, route_runtime_warnings
 from .secret_values import SecretError, secret_environment
 from .setting_names import unread_setting_warnings
 from .status import STATUS_NAME, describe_job
-from .supervisor import EXIT_FAILED, Agent, AgentError, Clients, install_stop_handlers
+from .supervisor import Agent, AgentError, Clients, install_stop_handlers
 
 EXIT_BAD_CONFIG = 2
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 
-from ..storage.remote import RemoteStore
+from ..storage.job_records import JobRecords
 from ..storage.s3client import client_config, s3_client
 from . import status as states
 from .failed_record import failed_record
@@ -32,7 +32,7 @@ def end_job_as_failed(env: Mapping[str, str], reason: str, log: Callable[[str], 
     instance = env.get("SPOT_INSTANCE_ID", "").strip() or "unknown"
     if bucket and job:
         try:
-            record_failed(RemoteStore(s3_client(region=region, max_attempts=3), bucket, job, instance=instance),
+            record_failed(JobRecords(s3_client(region=region, max_attempts=3), bucket, job, instance=instance),
                           reason)
             log(f"recorded FAILED in s3://{bucket}/{job}/{states.STATUS_NAME}")
         except Exception as error:
@@ -48,7 +48,7 @@ def end_job_as_failed(env: Mapping[str, str], reason: str, log: Callable[[str], 
         OwnGroup(group, "", instance, ImdsClient(), autoscaling, log).scale_to_zero()
 
 
-def record_failed(store: RemoteStore, reason: str) -> None:
+def record_failed(store: JobRecords, reason: str) -> None:
     """FAILED over the job's record, keeping its counters and progress."""
     previous: dict[str, Any] | None = store.read_record(states.STATUS_NAME)
     store.put_json(states.STATUS_NAME, failed_record(previous, store.job, store.instance, reason))

@@ -20,7 +20,7 @@ from typing import Any
 from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, SpotPriceSource, TracePrices
 from ..storage.job_keys import instance_record
-from ..storage.remote import RemoteStore
+from ..storage.job_records import JobRecords
 from .imds import ImdsClient
 from .log_lines import agent_line
 
@@ -69,7 +69,7 @@ class InstanceRecord:
     work redone after a power-off can be counted.
     """
 
-    def __init__(self, store: RemoteStore, facts: InstanceFacts, clock: Callable[[], float] = time.time, *,
+    def __init__(self, store: JobRecords, facts: InstanceFacts, clock: Callable[[], float] = time.time, *,
                  meter: SpendMeter | None = None, on_spend: Callable[[float], None] | None = None,
                  step: Callable[[], int | None] | None = None, log: Callable[[str], None] | None = None) -> None:
         self.store, self.facts, self.clock = store, facts, clock

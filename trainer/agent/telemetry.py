@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..storage.remote import RemoteStore
+from ..storage.job_records import JobRecords
 from ..storage.upload_health import UPLOADS_FAILING, UploadWarning
 from ..storage.uploader import Uploaded
 from . import status as states
@@ -31,7 +31,7 @@ PROGRESS_METRICS = (("Step", "step", "Count"), ("Loss", "loss", "None"),
 
 @dataclass
 class RunTelemetry:
-    store: RemoteStore  # events, status.json
+    store: JobRecords  # events, status.json
     cloud: CloudWatchSink | None
     reporter: StatusReporter | None = None  # set once the lease is held
     _last_metric: float = 0.0

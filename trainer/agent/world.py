@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..storage import layouts
+from ..storage.layouts import Checkpoint
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.uploader import CheckpointUploader
 from . import status as states
@@ -20,7 +21,7 @@ from .budget_watch import BUDGET_EVENT
 from .config import AgentConfig
 from .imds import ImdsClient
 
-NewestLocal = Callable[[], "tuple[int, Path] | None"]
+NewestLocal = Callable[[], "Checkpoint | None"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class World:
             self.stop_requested.wait(min(self.config.poll_seconds, left))
 
     def catch_up(self, uploader: CheckpointUploader, group_stop_step: int | None, published: bool,
-                 newest_local: NewestLocal, prepare: Callable[[Path | None], None]) -> Path | None:
+                 newest_local: NewestLocal, prepare: Callable[[Checkpoint | None], None]) -> Checkpoint | None:
         """Before this node joins a new round, its disk gets the step published in S3, the one every
         node resumes from. When the world stopped together to save (at `group_stop_step`), wait up to
         the grace period for that checkpoint to reach S3, so the round loses no step. What this disk
@@ -98,10 +99,10 @@ class World:
             self.log(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): not the step "
                      f"published in S3 ({remote}), which every node of the next round resumes from")
         local = newest_local()
-        if remote is not None and (local is None or remote > local[0]):
-            if (restored := store.restore_at_or_below(directory, remote)) is not None:
-                uploader.already_in_s3(store.restored_step or 0)
-                self.log(f"fetched {restored.name} from S3 for the next round")
+        if remote is not None and (local is None or remote > local.step):
+            if (restored := store.restore_checkpoint(directory, remote)) is not None:
+                uploader.already_in_s3(restored.step)
+                self.log(f"fetched {restored.path.name} from S3 for the next round")
                 prepare(restored)
                 return restored
-        return local[1] if local else None
+        return local

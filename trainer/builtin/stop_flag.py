@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import signal
 
+from ..signal_connector import SignalConnector
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
 
 class StopFlag:
     """Until training begins SIGTERM/SIGINT end the process at once (`end_at_once`); from then on they
@@ -16,14 +20,13 @@ class StopFlag:
 
     def __init__(self) -> None:
         self.signal_name: str | None = None
+        self.signals = SignalConnector()
 
     def end_at_once(self) -> None:
-        for number in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(number, signal.SIG_DFL)
+        self.signals.end_at_once(STOP_SIGNALS)
 
     def install(self) -> None:
-        for number in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(number, self._handle)
+        self.signals.register(STOP_SIGNALS, self._record, chain=False)
 
-    def _handle(self, number: int, _frame: object) -> None:
-        self.signal_name = signal.Signals(number).name
+    def _record(self, signum: signal.Signals) -> None:
+        self.signal_name = signum.name

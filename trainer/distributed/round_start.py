@@ -28,9 +28,11 @@ from typing import Any
 from torch.distributed import DistStoreError
 
 from ..storage import layouts
+from ..storage.checkpoint_files import entry_name
+from ..storage.job_keys import MANIFEST
 from ..storage.key_names import local_name
 from ..storage.regular_files import is_regular
-from ..storage.remote import MANIFEST, RemoteStore, entry_name
+from ..storage.remote import RemoteStore
 
 STEP_KEY = "spot_trainer/resume_step"  # in the round's own store (prefixed by torch per round)
 HANDOVER_KEY = "spot_trainer/handover/{rank}"  # each node's step to hand over, or NONE

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
-from dataclasses import dataclass
-from types import FrameType
+from dataclasses import dataclass, field
 
+from ..signal_connector import SignalConnector
 from ..signals import parse_signal
-
-Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
 def agent_stop_signal() -> signal.Signals:
@@ -31,25 +28,20 @@ def agent_stop_signal() -> signal.Signals:
 class StopRequest:
     signum: signal.Signals
     received: bool = False
-    _previous: Handler = None
+    signals: SignalConnector = field(default_factory=SignalConnector)
 
     @classmethod
     def for_agent(cls) -> StopRequest:
         return cls(agent_stop_signal())
 
     def install(self, *, chain: bool = True) -> StopRequest:
-        """Handle the signal from now on (main thread only, as Python requires); idempotent. `chain`: a
-        handler set before keeps being called; without, this one alone decides."""
-        current = signal.getsignal(self.signum)
-        if current != self._handle:
-            self._previous = current if chain else None
-            signal.signal(self.signum, self._handle)
+        """Handle the signal from now on (main thread only, as Python requires; elsewhere nothing changes);
+        idempotent. `chain`: a handler set before keeps being called; without, this one alone decides."""
+        self.signals.register((self.signum,), self._record, chain=chain)
         return self
 
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
+    def _record(self, signum: signal.Signals) -> None:
         self.received = True
-        if callable(self._previous):  # a handler the script had set keeps working
-            self._previous(signum, frame)
 
     @property
     def exit_code(self) -> int:

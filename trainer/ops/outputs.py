@@ -9,8 +9,9 @@ from typing import Any
 
 from boto3.s3.transfer import TransferConfig
 
+from ..storage.checkpoint_files import safe_relative
 from ..storage.job_keys import FINAL, job_key
-from ..storage.remote import RemoteStore, RemoteStoreError, safe_relative
+from ..storage.remote import RemoteStore, RemoteStoreError
 from .aws_access import aws_errors
 from .etag_check import etag_problem
 from .job_stack import JobStack

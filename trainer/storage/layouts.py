@@ -136,6 +136,14 @@ def complete_below(directory: str | os.PathLike[str], step: int,
             if found < step and keep(path) and _complete(layout, found, path, superseded=True)]
 
 
+def published(path: Path, step: int) -> Checkpoint:
+    """A checkpoint restored from S3, at the step S3's record gives it. Its layout is read from its name;
+    a name that says nothing alone was published as a member of a series (the only layout that needs
+    the entries beside it)."""
+    kind = classify(path, in_series=False)
+    return Checkpoint(step, path, kind[0] if kind else SERIES)
+
+
 def step_of(path: Path) -> int | None:
     kind = classify(path)
     return kind[1] if kind else None

@@ -35,11 +35,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from . import job_keys as keys
 from . import shards
+from .checkpoint_files import checkpoint_files, stored_files
 from .checksums import BLOCK_BYTES
 from .conditional import is_missing
+from .job_keys import MANIFEST
 from .key_names import key_name, local_name
 from .regular_files import open_regular
-from .remote import MANIFEST, RemoteStore, RemoteStoreError, checkpoint_files, stored_files
+from .remote import RemoteStore, RemoteStoreError
 from .uploader import PART
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,123 @@
+"""Where the command starts from: the newest whole checkpoint on this disk or in S3, made ready.
+
+At start the newer of this disk's newest provably whole checkpoint and S3's newest that restores wins
+(latest.json naming a step that cannot be restored is pointed at the one that could); what sits above
+the restore point is set aside, and before each start what a dead writer left half-written goes aside.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..storage import layouts, staging
+from ..storage.layouts import Checkpoint
+from ..storage.remote import RemoteStore, RemoteStoreError
+from .telemetry import RunTelemetry
+
+
+def newest_local_checkpoint(directory: Path, *, writer_done: bool = False,
+                            strict: bool = False) -> tuple[int, Path] | None:
+    """(step, path) of the newest complete checkpoint in the directory, in any layout the agent knows."""
+    newest = layouts.newest_complete(directory, writer_done=writer_done, strict=strict)
+    return (newest.step, newest.path) if newest else None
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    resume_from: Checkpoint | None  # None: a fresh start
+    remote_step: int | None  # the step S3 holds (latest.json, settled): the uploader's floor
+
+
+@dataclass
+class Restore:
+    directory: Path  # CHECKPOINT_DIR
+    store: RemoteStore
+    telemetry: RunTelemetry
+    distributed: bool  # several nodes resume from one published step, never from one node's disk
+    builtin: bool  # the built-in trainer always writes a COMMITTED marker: for it nothing else counts
+
+    def at_start(self) -> StartPoint:
+        """The checkpoint to resume from, and the step latest.json held (read once, here)."""
+        directory = self.directory
+        directory.mkdir(parents=True, exist_ok=True)
+        if leftovers := staging.remove_leftovers(directory):
+            self.telemetry.log(f"removed {', '.join(leftovers)}, left by an upload cut short")
+        # Strict: a local entry may win over S3 only when its content proves it whole. Several nodes
+        # resume from one published step: what this disk holds may be another rank's part.
+        local = None if self.distributed else layouts.newest_complete(directory, writer_done=True, strict=True)
+        remote_step = self.store.latest_step()
+        if self.distributed and (aside := layouts.set_aside_above(directory, None)):
+            self.telemetry.log(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): several nodes "
+                               "resume from the step published in S3, never from what one node's disk holds")
+        if local is not None and (remote_step is None or local.step >= remote_step):
+            restored: Checkpoint | None = local  # this disk survived (agent restart): it is at least as new
+        else:
+            started = time.monotonic()
+            # At the step S3's record gives, not the name's: a series member alone on this disk is no series yet.
+            restored = self.store.restore_checkpoint(directory, remote_step)
+            if restored is not None:
+                self.telemetry.log(f"restored {restored.path.name} from S3 in {time.monotonic() - started:.2f}s")
+            remote_step = self._settle_fallback(remote_step, restored.step if restored else None)
+        self.prepare(restored)
+        self._set_aside_unverified(restored.step if restored else None)
+        if restored is None:
+            self.telemetry.log("no checkpoint yet: starting fresh")
+            return StartPoint(None, remote_step)
+        self.telemetry.log(f"resuming from checkpoint step {restored.step} ({restored.path.name})")
+        self.telemetry.event("resume", step=restored.step)
+        self.telemetry.update(checkpoint_step=max(restored.step, remote_step or 0))
+        return StartPoint(restored, remote_step)
+
+    def newest(self, *, writer_done: bool) -> Checkpoint | None:
+        """The newest complete checkpoint on this disk (strictly read for the built-in trainer)."""
+        return layouts.newest_complete(self.directory, writer_done=writer_done, strict=self.builtin)
+
+    def restart_point(self, resume_from: Checkpoint | None) -> Checkpoint | None:
+        """The newest whole checkpoint on this disk (else what the last run was given), made ready."""
+        resume_from = self.newest(writer_done=True) or resume_from
+        self.prepare(resume_from)
+        return resume_from
+
+    def prepare(self, resume_from: Checkpoint | None) -> None:
+        """What a dead writer left half-written goes aside, so the framework resumes from `resume_from`."""
+        hidden = layouts.prepare_for_resume(self.directory, resume_from.path if resume_from else None)
+        if hidden:
+            self.telemetry.log(f"moved aside unfinished checkpoints {', '.join(hidden)} "
+                               f"(as {layouts.INCOMPLETE_PREFIX}<name>)")
+
+    def _settle_fallback(self, named: int | None, restored: int | None) -> int | None:
+        """latest.json named a step that could not be restored: what is really in S3 is the step that
+        was (the uploader's floor, and what "safe in S3" may say), and latest.json is pointed at it so
+        the steps trained again are published."""
+        if named is None or restored == named:
+            return named
+        if not self._proven_damaged(named):  # S3 failed to answer: no proof latest.json is wrong
+            return named
+        if restored is not None and self.store.repoint(restored, named):
+            self.telemetry.log(f"latest.json named step {named}, which could not be restored: it now names "
+                               f"step {restored}")
+        elif restored is None:
+            self.telemetry.log(f"latest.json names step {named}, but no checkpoint in S3 could be restored")
+        return restored
+
+    def _proven_damaged(self, step: int) -> bool:
+        """A restore proved the step damaged, or S3 says it has no manifest."""
+        if step in self.store.damaged_steps:
+            return True
+        try:
+            return not self.store.has_checkpoint(step)
+        except RemoteStoreError:
+            return False
+
+    def _set_aside_unverified(self, restored_step: int | None) -> None:
+        """Whatever sits above the restore point was not proven whole: it must neither be resumed
+        from nor published (a stray `step-00000099` would otherwise outrank every real step)."""
+        above = layouts.set_aside_above(self.directory, restored_step)
+        if above:
+            hint = " (a checkpoint of the built-in trainer carries a COMMITTED marker)" if self.builtin else ""
+            self.telemetry.log(f"set aside {', '.join(above)} in CHECKPOINT_DIR (as "
+                               f"{layouts.UNVERIFIED_PREFIX}<name>): newer than the restore point, and nothing "
+                               f"proves it complete{hint}")
+            self.telemetry.event("set_aside", names=above)
