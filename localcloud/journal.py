@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The agent's events read here (written by trainer/agent/supervisor.py and telemetry.py, and by the
-# launcher of several nodes, trainer/distributed/round_start.py).
+# The agent's events read here (written by the rooms of trainer/agent/, and by the launcher of several
+# nodes, trainer/distributed/round_start.py).
 # An agent's "start" (it took up the job: the lease, or its place in a world of several nodes) opens a
 # stretch at step 0, and its "resume" (it restored checkpoint `step`) moves it, as `status` counts them
 # (spot_trainer.costs.redone_work): a start that shows progress with no resume after it started fresh.

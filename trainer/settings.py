@@ -30,6 +30,9 @@ VOLUME_GIB_RANGE = (8, 16384)
 # data's unit; bash drops the grace period's fraction, hence the odd second).
 HOOK_ALLOWANCE_SECONDS = 300
 STOP_TIMEOUT_ALLOWANCE_SECONDS = 31
+# Several nodes: how long, beyond the grace period, a node whose command finished waits for the node that
+# publishes to have its final checkpoint and outputs in S3 (the publisher's retries of its final upload).
+FINAL_UPLOAD_ALLOWANCE_SECONDS = 600.0
 # A spot notice: the instance goes at the notice's own `time`, two minutes after it appears; what the
 # agent keeps of that for itself (agent/notice_deadline.py acts on these, the stack warns with them).
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html

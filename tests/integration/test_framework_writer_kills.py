@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.restore import newest_local_checkpoint
 from spot_trainer.storage import layouts
 from tests.integration.agent_runner import REPO_ROOT
 
@@ -38,8 +37,8 @@ def start_script(framework: str, directory: Path, log: Path) -> subprocess.Popen
 
 def agent_prepares(directory: Path) -> tuple[int, list[str]]:
     """What the agent does before (re)starting a command on a disk that survived."""
-    newest = newest_local_checkpoint(directory, writer_done=True)
-    return (newest[0] if newest else 0), layouts.prepare_for_resume(directory, newest[1] if newest else None)
+    newest = layouts.newest_complete(directory, writer_done=True)
+    return (newest.step if newest else 0), layouts.prepare_for_resume(directory, newest.path if newest else None)
 
 
 def steps_written(directory: Path) -> set[str]:

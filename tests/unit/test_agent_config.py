@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from spot_trainer.agent.config import ENV_NAMES, AgentConfig, ConfigError, check_config, config_from_env
-from spot_trainer.agent.restore import newest_local_checkpoint
 from spot_trainer.agent.setting_names import unread_setting_warnings
+from spot_trainer.storage import layouts
 
 TRAIN_ARGS = "--model lm --synthetic --steps 10"
 BASE = {"SPOT_JOB": "job", "SPOT_BUCKET": "bucket-b", "SPOT_COMMAND": "builtin", "SPOT_TRAIN_ARGS": TRAIN_ARGS}
@@ -51,11 +51,12 @@ def test_settings_the_agent_cannot_act_on_are_named(change: dict, message: str) 
 
 
 def test_newest_local_checkpoint_ignores_temporaries_and_other_files(tmp_path: Path) -> None:
-    assert newest_local_checkpoint(tmp_path / "missing") is None
+    assert layouts.newest_complete(tmp_path / "missing") is None
     for name in ("step-00000009", "step-10", ".tmp-step-11-x", "step-12.partial", "notes.txt"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "state.pt").write_bytes(b"weights")
-    assert newest_local_checkpoint(tmp_path) == (10, tmp_path / "step-10")
+    newest = layouts.newest_complete(tmp_path)
+    assert newest is not None and (newest.step, newest.path) == (10, tmp_path / "step-10")
 
 
 @pytest.mark.parametrize("typed", ["builtin ", " builtin", "builtin\t"])

@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..settings import FINAL_UPLOAD_ALLOWANCE_SECONDS
 from ..storage import job_keys
 from ..storage.remote import RemoteStore, RemoteStoreError
 from . import status as states
@@ -20,9 +21,6 @@ from .telemetry import RunTelemetry
 from .world import World
 
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
-# Several nodes: beyond the grace period (the publisher's retries of its final checkpoint), how long a
-# node whose command finished waits for the publisher's uploads (final checkpoint, final outputs) to end.
-FINAL_UPLOAD_ALLOWANCE_SECONDS = 600.0
 
 
 @dataclass

@@ -17,13 +17,6 @@ from ..storage.remote import RemoteStore, RemoteStoreError
 from .telemetry import RunTelemetry
 
 
-def newest_local_checkpoint(directory: Path, *, writer_done: bool = False,
-                            strict: bool = False) -> tuple[int, Path] | None:
-    """(step, path) of the newest complete checkpoint in the directory, in any layout the agent knows."""
-    newest = layouts.newest_complete(directory, writer_done=writer_done, strict=strict)
-    return (newest.step, newest.path) if newest else None
-
-
 @dataclass(frozen=True)
 class StartPoint:
     resume_from: Checkpoint | None  # None: a fresh start
