@@ -6,7 +6,8 @@ sections, the console's parameters, the agent's configuration and the job-file r
 (docs/job-file.md) are all read from this table, so a setting is named, defaulted and explained here
 and nowhere else; the code that acts on a setting checks its meaning.
 
-Torch-free and import-light: stacks/ imports it as `spot_trainer.settings`.
+Torch-free and import-light: stacks/ imports it as `spot_trainer.settings`. Long by design: it is one
+table, and a setting split from its neighbours would be a second place to look.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Field-by-field reading of a job file: unknown keys, types, then the meaning of each value."""
+"""Field-by-field reading of a job file: unknown keys, types, then the meaning of each value.
+
+Long because each section's checks stand together in the order a job file reads; what a check needs
+of its own (the schedule, the checkpoint folder, the builtin's arguments) lives in its own module."""
 
 from __future__ import annotations
 
