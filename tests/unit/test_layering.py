@@ -244,3 +244,16 @@ def test_no_wing_of_the_stack_imports_one_above_it_or_the_top() -> None:
     for wing, below in STACK_WINGS.items():
         above = tuple(w for w in STACK_WINGS if w != wing and w not in below) + STACK_TOP
         assert offenders(wing, above) == [], wing
+
+
+LONG_FILE_LINES = 350  # past this a reader should be told why the file is one concept still
+
+
+def test_a_long_file_of_the_product_says_at_its_top_why_it_is_long() -> None:
+    unexplained = []
+    for path in [p for package in PRODUCT for p in (ROOT / package).rglob("*.py")]:
+        text = path.read_text()
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if text.count("\n") > LONG_FILE_LINES and "long" not in doc.lower():
+            unexplained.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
+    assert unexplained == []
