@@ -45,26 +45,26 @@ class SpotTrainingStack(Stack):
         params = add_job_parameters(self, job)
         add_console_rules(self, params)
         bucket = CheckpointBucket(self, "Checkpoints",
-                                  noncurrent_days=Token.as_number(params.noncurrent_days.value_as_string),
-                                  existing_name=params.existing_bucket.value_as_string)
-        logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params.log_retention)
+                                  noncurrent_days=Token.as_number(params.value("CheckpointVersionRetentionDays")),
+                                  existing_name=params.value("ExistingBucket"))
+        logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params["LogRetentionDays"])
         code_uri = self._code_asset_uri(job)
         trainer_package = self._trainer_package(job, params)
-        topic = JobTopic(self, "Notifications", job=job.name, email=params.notify_email.value_as_string)
+        topic = JobTopic(self, "Notifications", job=job.name, email=params.value("NotifyEmail"))
         role = TrainerRole(
             self, "TrainerRole", job=job.name, bucket_arn=bucket.arn, log_group_arn=logs.arn,
             group_name=group_name(job.name), metrics_namespace=METRICS_NAMESPACE, topic_arn=topic.arn,
             readable_objects=self._artifact_arns(job),
         )
         grant_secret_reads(role.role, parse_refs(job.run.secrets))
-        DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.data_bucket.value_as_string,
-                          prefix=params.data_prefix.value_as_string)
+        DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.value("DataBucket"),
+                          prefix=params.value("DataPrefix"))
         network = JobNetwork(self, "Network", params=params, one_az=job.capacity.placement == "cluster")
-        header = user_data_header(job, params.by_name, made_by_stack={
+        header = user_data_header(job, params, made_by_stack={
             "SPOT_STACK": job.stack_name, "SPOT_BUCKET": bucket.name, "SPOT_ASG_NAME": group_name(job.name),
             "SPOT_LIFECYCLE_HOOK": DRAIN_HOOK, "SPOT_LOG_GROUP": logs.name, "SPOT_NOTIFY_TOPIC": topic.arn,
             "SPOT_CODE_URI": code_uri, "SPOT_TRAINER_PACKAGE": trainer_package})
-        bound_user_data(job, params.by_name, header)
+        bound_user_data(job, params, header)
         fleet = SpotFleet(
             self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),
             subnet_ids=network.subnet_ids, security_group_id=network.security_group.attr_group_id,
@@ -79,18 +79,18 @@ class SpotTrainingStack(Stack):
         # uploads and completes its lifecycle action while `cdk destroy` deletes the group.
         fleet.group.add_resource_dependency(role.policy)
         StallAlarm(self, "Stall", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name,
-                   minutes=params.stall_minutes.value_as_string, topic_arn=topic.arn)
+                   minutes=params.value("StallAlarmMinutes"), topic_arn=topic.arn)
         JobDashboard(self, "Dashboard", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name)
         CapacityWatch(
             self, "CapacityWatch", job=job.name, group_name=fleet.group_name, bucket_arn=bucket.arn,
             bucket_name=bucket.name, topic_arn=topic.arn, log_group=logs.name, log_group_arn=logs.arn,
-            max_spot_wait=params.max_spot_wait, deadline=params.deadline, margin=params.deadline_margin,
+            max_spot_wait=params["MaxSpotWait"], deadline=params["Deadline"], margin=params["DeadlineMargin"],
         )
         acknowledge_findings(
             self, job=job.name, bucket_name=bucket.name,
             group_name=fleet.group_name, created_vpc=job.network.create,
             has_asset=self._code_asset is not None or self._runtime_asset is not None,
-            data=(params.data_bucket.value_as_string, params.data_prefix.value_as_string),
+            data=(params.value("DataBucket"), params.value("DataPrefix")),
         )
         CfnOutput(self, "CheckpointBucket", value=bucket.name,
                   description="Checkpoints and the env cache (env-cache/) live here; cdk destroy keeps it")
@@ -114,13 +114,13 @@ class SpotTrainingStack(Stack):
         that names no package) the wheel of this checkout, shipped with the stack as an asset."""
         self._runtime_asset: s3_assets.Asset | None = None
         if job.run.trainer_package != SHIPPED_TRAINER_PACKAGE:
-            return str(params.trainer_package.value_as_string)
+            return params.value("TrainerPackage")
         self._runtime_asset = s3_assets.Asset(self, "Runtime", path=str(runtime_wheel()))
         self._ignore_asset_hash_parameters()
         shipped = CfnCondition(self, "ShipsRuntime",
-                               expression=Fn.condition_equals(params.trainer_package.value_as_string, ""))
+                               expression=Fn.condition_equals(params.value("TrainerPackage"), ""))
         return str(Token.as_string(Fn.condition_if(shipped.logical_id, self._runtime_asset.s3_object_url,
-                                               params.trainer_package.value_as_string)))
+                                               params.value("TrainerPackage"))))
 
     def _ignore_asset_hash_parameters(self) -> None:
         """The legacy synthesizer declares an artifact-hash parameter per asset that nothing references."""

@@ -13,6 +13,7 @@ table, and a setting split from its neighbours would be a second place to look.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from . import setting_patterns as pattern
@@ -46,12 +47,26 @@ NO_DEFAULT: Any = object()  # the agent cannot start without it (SPOT_JOB, SPOT_
 SAME: Any = object()  # the agent's default is the job file's
 
 
+class ConsoleGroup(StrEnum):
+    """The console's groups of parameters, in the order a person fills them in; each value is its title."""
+
+    RUN = "What to run"
+    CAPACITY = "Capacity"
+    NETWORK = "Network"
+    SCHEDULE = "Schedule and alerts"
+    STORAGE = "Storage"
+    ACCESS = "Access"
+
+
 @dataclass(frozen=True)
 class ConsoleParameter:
-    """A CloudFormation parameter: how the console shows it and what it accepts. An empty pattern with
+    """A CloudFormation parameter: where the console shows it (its group, and its place in the group: the
+    table is in the job file's order, not the console's), how and what it accepts. An empty pattern with
     `pattern_at_synth` is made when the template is (it depends on the job: types' count, version)."""
 
     name: str
+    group: ConsoleGroup
+    place: int
     label: str
     description: str
     pattern: str = ""
@@ -104,8 +119,9 @@ class Setting:
         return self.default if self.agent_default is SAME else self.agent_default
 
 
-def _param(name: str, label: str, description: str, **rest: Any) -> tuple[ConsoleParameter, ...]:
-    return (ConsoleParameter(name, label, description, **rest),)
+def _param(name: str, group: ConsoleGroup, place: int, label: str, description: str,
+           **rest: Any) -> tuple[ConsoleParameter, ...]:
+    return (ConsoleParameter(name, group, place, label, description, **rest),)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -118,13 +134,14 @@ SETTINGS: tuple[Setting, ...] = (
     # ---- [run] ----
     Setting("run.command", 'the built-in trainer, or your own command, e.g. `"python train.py"`', "builtin",
             env="SPOT_COMMAND", attr="command", agent_default=NO_DEFAULT, console=_param(
-                "TrainingCommand", "Training command",
+                "TrainingCommand", ConsoleGroup.RUN, 1, "Training command",
                 '"builtin" for the built-in PyTorch trainer, or the shell command that trains',
                 pattern=pattern.COMMAND, rule='one line, not empty: exactly "builtin", or your own command')),
     Setting("run.train_args", "the built-in trainer's arguments (ignored for your own command)",
             env="SPOT_TRAIN_ARGS", attr="train_args", console=_param(
-                "TrainArguments", "Built-in trainer arguments", "Arguments of the built-in trainer (ignored for "
-                "your own command)", pattern=pattern.ONE_LINE, rule=pattern.ONE_LINE_RULE)),
+                "TrainArguments", ConsoleGroup.RUN, 2, "Built-in trainer arguments",
+                "Arguments of the built-in trainer (ignored for your own command)",
+                pattern=pattern.ONE_LINE, rule=pattern.ONE_LINE_RULE)),
     Setting("run.workdir", "a local directory shipped with the job (a CDK asset) and unpacked on each instance; "
             "the console's `WorkingDirectory` is where it lives there", default_text='`""` (ships nothing)'),
     Setting("run.checkpoint_dir", "the folder your own script already saves into (see [Your own code]"
@@ -132,21 +149,24 @@ SETTINGS: tuple[Setting, ...] = (
             "command only",
             default_text='`""` (the agent\'s, as `$CHECKPOINT_DIR`)', env="SPOT_CHECKPOINT_DIR",
             attr="checkpoint_dir", agent_default="/opt/spot-trainer/checkpoints", header_when_set=True, console=_param(
-                "CheckpointFolder", "Checkpoint folder", "Empty = the agent's own ($CHECKPOINT_DIR); else the "
-                "folder your command saves its checkpoints in, e.g. outputs (from the working directory)",
+                "CheckpointFolder", ConsoleGroup.RUN, 6, "Checkpoint folder",
+                "Empty = the agent's own ($CHECKPOINT_DIR); else the folder your command saves its checkpoints "
+                "in, e.g. outputs (from the working directory)",
                 pattern_at_synth=True)),
     Setting("run.setup", "a command run once in the working directory before training, with the job's Python first "
             "on `PATH`: `pip install torch==2.5.1` pins torch (see [Which torch runs your script]"
             "(your-own-script.md#5-which-torch-runs-your-script))", env="SPOT_SETUP_COMMAND",
-            console=_param("SetupCommand", "Setup command",
+            console=_param("SetupCommand", ConsoleGroup.RUN, 7, "Setup command",
                            "Optional command run once in the working directory before training",
                            pattern_at_synth=True)),
     Setting("run.data", "the `s3://bucket/prefix` the job reads; read-only access is granted",
             default_text="`\"\"` (the built-in trainer's `--data s3://…`)", console=(
-                ConsoleParameter("DataBucket", "Dataset bucket", "Empty = no S3 data; else the bucket of the dataset "
-                                 "the job reads (read-only access)", pattern=pattern.BUCKET, rule=pattern.BUCKET_RULE),
-                ConsoleParameter("DataPrefix", "Dataset key prefix", "Key prefix of the dataset in that bucket, "
-                                 "ending in '/'; empty = the whole bucket", pattern=pattern.DATA_PREFIX,
+                ConsoleParameter("DataBucket", ConsoleGroup.RUN, 3, "Dataset bucket",
+                                 "Empty = no S3 data; else the bucket of the dataset the job reads (read-only "
+                                 "access)", pattern=pattern.BUCKET, rule=pattern.BUCKET_RULE),
+                ConsoleParameter("DataPrefix", ConsoleGroup.RUN, 4, "Dataset key prefix",
+                                 "Key prefix of the dataset in that bucket, ending in '/'; empty = the whole bucket",
+                                 pattern=pattern.DATA_PREFIX,
                                  rule="empty (the whole bucket), or a key prefix ending in '/', e.g. datasets/cifar/"),
             )),
     Setting("run.torch", "the torch the job needs, e.g. `torch==2.13.0`: installed over the image's when its own "
@@ -158,7 +178,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("run.trainer_package", "what pip installs on each instance: `s3://bucket/key.whl`, a URL, or "
             "`name==X.Y.Z`", default_text='`""` (this checkout\'s runtime, shipped with the stack)',
             env="SPOT_TRAINER_PACKAGE", console=_param(
-                "TrainerPackage", "Trainer package",
+                "TrainerPackage", ConsoleGroup.RUN, 8, "Trainer package",
                 "Empty: the runtime shipped with this stack; else an s3:// wheel, URL or name==version",
                 pattern=pattern.PACKAGE, rule="empty, s3://bucket/key.whl, a URL, or a pip requirement pinned "
                 "with ==; no spaces, no local path")),
@@ -181,23 +201,25 @@ SETTINGS: tuple[Setting, ...] = (
             env="SPOT_REACT_TO_REBALANCE", attr="react_to_rebalance"),
     # ---- [capacity] ----
     Setting("capacity.instance_types", "the types the spot group may launch", ("g5.xlarge", "g6.xlarge", "g4dn.xlarge"),
-            console=_param("InstanceTypes", "Instance types", "", pattern_at_synth=True)),
+            console=_param("InstanceTypes", ConsoleGroup.CAPACITY, 1, "Instance types", "", pattern_at_synth=True)),
     Setting("capacity.nodes", "instances; with more than one, one trains and the others stand by and take over "
             "on interruption", 1, env="SPOT_MAX_NODES", attr="max_nodes", console=_param(
-                "Nodes", "Number of instances", "Instances kept running; 0 pauses the job", pattern=pattern.NODES,
-                rule=f"a whole number from 0 to {MAX_NODES}")),
+                # A String with a pattern: a Number parameter takes 1.5, which the group refuses at deploy.
+                "Nodes", ConsoleGroup.CAPACITY, 2, "Number of instances", "Instances kept running; 0 pauses the job",
+                pattern=pattern.NODES, rule=f"a whole number from 0 to {MAX_NODES}")),
     Setting("capacity.distributed", "`true`: the nodes train one model together (torchrun elastic, at least 2)",
             False, env="SPOT_DISTRIBUTED", attr="distributed", console=_param(
-                "Distributed", "Distributed training", "true: the instances train one model together (torchrun "
-                "elastic); false: one trains, the others stand by", values=("true", "false"), rule="true or false")),
+                "Distributed", ConsoleGroup.CAPACITY, 3, "Distributed training",
+                "true: the instances train one model together (torchrun elastic); false: one trains, the others "
+                "stand by", values=("true", "false"), rule="true or false")),
     Setting("capacity.min_nodes", "distributed only: training goes on while this many are up", 0,
             default_text="the value of `nodes`", env="SPOT_MIN_NODES", attr="min_nodes", agent_default=1,
-            console=_param("MinNodes", "Fewest nodes to train",
+            console=_param("MinNodes", ConsoleGroup.CAPACITY, 4, "Fewest nodes to train",
                            "Distributed: training goes on while this many are up (at most Nodes)",
                            pattern=pattern.MIN_NODES, rule=f"a whole number from 1 to {MAX_NODES}, at most Nodes")),
     Setting("capacity.placement", '`"cluster"`: one cluster placement group, so one AZ and one subnet'),
     Setting("capacity.max_price", "USD/hour per instance", default_text="none: the on-demand price caps it",
-            console=_param("SpotMaxPrice", "Spot max price (USD/hour)",
+            console=_param("SpotMaxPrice", ConsoleGroup.CAPACITY, 5, "Spot max price (USD/hour)",
                            "Highest hourly price per instance; empty = the on-demand price", pattern=pattern.PRICE,
                            rule="empty, or USD per hour above 0 and below 1000, like 0.45")),
     # The PyTorch DLAMI: its env (/opt/pytorch/bin/python) already has torch and CUDA, so no instance
@@ -207,50 +229,55 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("capacity.ami", "an SSM parameter path or an AMI id",
             "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.12-ubuntu-24.04/latest/ami-id",
             default_text="the PyTorch GPU DLAMI's parameter (below)",
-            console=_param("ImageId", "Machine image (AMI)", "", pattern_at_synth=True)),
+            console=_param("ImageId", ConsoleGroup.CAPACITY, 6, "Machine image (AMI)", "", pattern_at_synth=True)),
     Setting("capacity.volume_size", "the root volume in GiB", 100, bounds=VOLUME_GIB_RANGE, console=_param(
-        "VolumeSize", "Root volume size (GiB)", "Encrypted gp3 root volume", pattern=pattern.VOLUME,
+        "VolumeSize", ConsoleGroup.STORAGE, 2, "Root volume size (GiB)", "Encrypted gp3 root volume",
+        pattern=pattern.VOLUME,
         rule="a whole number of GiB from {} to {}".format(*VOLUME_GIB_RANGE))),
     Setting("capacity.root_device", "the root volume's device name (`jobs/example.toml` uses `/dev/xvda`)",
             "/dev/sda1"),
     # ---- [network] ----
     Setting("network.subnets", '`"create"`: the stack makes its own VPC; `"parameter"`: VPC and subnets chosen at '
             'deploy time; or a list `["subnet-…"]`', (), default_text='`"create"`',
-            console=_param("Subnets", "Subnets", "", pattern_at_synth=True)),
+            console=_param("Subnets", ConsoleGroup.NETWORK, 2, "Subnets", "", pattern_at_synth=True)),
     Setting("network.vpc_id", 'with a list of subnets, the VPC they lie in (`"vpc-…"`)',
-            console=_param("VpcId", "VPC", "VPC of the subnets", type="AWS::EC2::VPC::Id")),
+            console=_param("VpcId", ConsoleGroup.NETWORK, 1, "VPC", "VPC of the subnets", type="AWS::EC2::VPC::Id")),
     # ---- [schedule] ----
     Setting("schedule.deadline", '`"2026-12-01T18:00:00Z"` (UTC), or from the job\'s first start: `"36h"`, '
             '`"1d12h"`', default_text='`""` (none)', env="SPOT_DEADLINE", attr="deadline", console=_param(
-                "Deadline", "Deadline", "Empty = none; else on-demand while behind the pace that finishes by then",
+                "Deadline", ConsoleGroup.SCHEDULE, 3, "Deadline",
+                "Empty = none; else on-demand while behind the pace that finishes by then",
                 pattern=pattern.DEADLINE,
                 rule="empty, a UTC time like 2026-12-01T18:00:00Z, or a duration like 36h")),
     Setting("schedule.total_steps", "own commands: the job's size (the built-in trainer uses its `--steps`)", 0,
             env="SPOT_TOTAL_STEPS", attr="total_steps", agent_floor=NOT_NEGATIVE, console=_param(
-                "TotalSteps", "Total steps", "Steps your own command takes; empty = the built-in trainer's --steps",
+                "TotalSteps", ConsoleGroup.SCHEDULE, 4, "Total steps",
+                "Steps your own command takes; empty = the built-in trainer's --steps",
                 pattern=pattern.TOTAL_STEPS, rule="empty, or a whole number above 0")),
     Setting("schedule.max_spot_wait", 'e.g. `"2h"`: no spot instance running this long → on-demand',
             default_text='`""` (wait for spot)', env="SPOT_MAX_SPOT_WAIT", console=_param(
-                "MaxSpotWait", "Longest wait for spot",
+                "MaxSpotWait", ConsoleGroup.SCHEDULE, 5, "Longest wait for spot",
                 "Empty = wait for spot; else on-demand after this long without an instance",
                 pattern=pattern.OPTIONAL_DURATION, rule="empty, or " + pattern.DURATION_RULE)),
     Setting("schedule.margin", "kept in hand before the deadline for boot and restore", "30m",
             env="SPOT_DEADLINE_MARGIN", attr="deadline_margin", console=_param(
-                "DeadlineMargin", "Deadline margin", "Kept in hand before the deadline for boot and restore",
+                "DeadlineMargin", ConsoleGroup.SCHEDULE, 6, "Deadline margin",
+                "Kept in hand before the deadline for boot and restore",
                 pattern=pattern.DURATION, rule=pattern.DURATION_RULE)),
     Setting("schedule.budget_usd", "spending cap: at it the job saves and stops", 0.0, default_text="none",
             env="SPOT_BUDGET_USD", attr="budget_usd", agent_floor=NOT_NEGATIVE, console=_param(
-                "BudgetUSD", "Budget (USD)",
+                "BudgetUSD", ConsoleGroup.SCHEDULE, 7, "Budget (USD)",
                 "Empty = none; else at this spend the job saves and stops (raise it to go on)",
                 pattern=pattern.BUDGET, rule="empty, or USD above 0 like 50 or 0.25")),
     # ---- [notify] ----
     Setting("notify.email", "this address gets every notification (confirm SNS's first mail)",
             default_text='`""` (nobody)', console=_param(
-                "NotifyEmail", "Notification e-mail", "Empty = none; else it gets the job's notifications",
+                "NotifyEmail", ConsoleGroup.SCHEDULE, 1, "Notification e-mail",
+                "Empty = none; else it gets the job's notifications",
                 pattern=pattern.EMAIL, rule="empty, or an e-mail address")),
     Setting("notify.stall_minutes", "alarm after this long without a step while an instance runs; `0` = none", 30,
             env="SPOT_STALL_MINUTES", attr="stall_minutes", agent_default=0.0, agent_floor=NOT_NEGATIVE, console=_param(
-                "StallAlarmMinutes", "Stall alarm (minutes)",
+                "StallAlarmMinutes", ConsoleGroup.SCHEDULE, 2, "Stall alarm (minutes)",
                 "Alarm after this long without a step while an instance runs; 0 = none", pattern=pattern.STALL,
                 rule=f"0 to {MAX_STALL_MINUTES}")),
     Setting("notify.restart_on_stall", "also stop and restart a hung command (single node)", False,
@@ -258,28 +285,32 @@ SETTINGS: tuple[Setting, ...] = (
     # ---- [access] ----
     Setting("access.ssh_cidr", "the source range allowed to SSH in; needs a key pair",
             default_text='`""` (no SSH ingress)', console=_param(
-                "SshCidr", "SSH source CIDR", "Empty = no SSH (use Session Manager); else the range allowed to port 22",
+                "SshCidr", ConsoleGroup.ACCESS, 1, "SSH source CIDR",
+                "Empty = no SSH (use Session Manager); else the range allowed to port 22",
                 pattern=pattern.CIDR, rule="empty, or an IPv4 range like 203.0.113.0/24, not /0")),
+    # A String, not AWS::EC2::KeyPair::KeyName: that type rejects the empty "no key" value.
     Setting("access.key_pair", "the EC2 key pair",
-            console=_param("KeyPair", "Key pair", "Optional EC2 key pair name for SSH")),
+            console=_param("KeyPair", ConsoleGroup.ACCESS, 2, "Key pair", "Optional EC2 key pair name for SSH")),
     # ---- [storage] ----
     Setting("storage.bucket", "a bucket you already have", default_text='`""` (the stack creates the bucket)',
-            console=_param("ExistingBucket", "Existing checkpoint bucket", "Empty = create one; else a bucket you own "
-                           "(e.g. kept by a destroyed stack): training resumes from it", pattern=pattern.BUCKET,
-                           rule=pattern.BUCKET_RULE)),
+            console=_param("ExistingBucket", ConsoleGroup.STORAGE, 1, "Existing checkpoint bucket",
+                           "Empty = create one; else a bucket you own (e.g. kept by a destroyed stack): training "
+                           "resumes from it", pattern=pattern.BUCKET, rule=pattern.BUCKET_RULE)),
     Setting("storage.keep_checkpoints", "checkpoints kept", 3, env="SPOT_KEEP_CHECKPOINTS", attr="keep_checkpoints",
             agent_floor=AT_LEAST_ONE, console=_param(
-                "KeepCheckpoints", "Checkpoints kept", "How many of the newest checkpoints are kept in S3",
+                "KeepCheckpoints", ConsoleGroup.STORAGE, 3, "Checkpoints kept",
+                "How many of the newest checkpoints are kept in S3",
                 pattern=pattern.KEEP, rule=f"a whole number from 1 to {MAX_KEEP_CHECKPOINTS}")),
+    # A String with a pattern: a Number parameter takes 1.5, which S3's lifecycle rule refuses.
     Setting("storage.noncurrent_days", "how long replaced checkpoints stay recoverable", 30, console=_param(
-        "CheckpointVersionRetentionDays", "Replaced checkpoint retention (days)",
+        "CheckpointVersionRetentionDays", ConsoleGroup.STORAGE, 4, "Replaced checkpoint retention (days)",
         "Days a deleted or overwritten checkpoint object stays recoverable", pattern=pattern.DAYS,
         rule="a whole number of days, 1 or more")),
     # AllowedValues: the console offers a list to pick from, and CloudFormation's refusal of any other value
     # names that list, so no ConstraintDescription (the template has no bytes to spare).
     Setting("storage.log_retention_days", "log retention", 30, console=_param(
-        "LogRetentionDays", "Log retention (days)", "Days CloudWatch keeps the job's logs", type="Number",
-        values=tuple(map(str, LOG_RETENTION_DAYS)))),
+        "LogRetentionDays", ConsoleGroup.STORAGE, 5, "Log retention (days)", "Days CloudWatch keeps the job's logs",
+        type="Number", values=tuple(map(str, LOG_RETENTION_DAYS)))),
     # ---- set by the stack at deploy time ----
     Setting("", "the job's checkpoint bucket: the stack's own, or `storage.bucket`", env="SPOT_BUCKET",
             attr="bucket", agent_default=NO_DEFAULT),
@@ -292,7 +323,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("", "the job's SNS topic ARN; empty: no notifications", env="SPOT_NOTIFY_TOPIC", attr="notify_topic"),
     Setting("", "where the job's code (`run.workdir`) is unpacked and the command runs", "/opt/spot-trainer/work",
             env="SPOT_WORKDIR", attr="workdir", agent_default="", console=_param(
-                "WorkingDirectory", "Working directory",
+                "WorkingDirectory", ConsoleGroup.RUN, 5, "Working directory",
                 "Directory on the instance where the job's code lives and the command runs",
                 pattern=pattern.ABSOLUTE_PATH, rule="an absolute path without spaces")),
     Setting("", "the job's code in S3 (`run.workdir` shipped as an asset)", env="SPOT_CODE_URI"),
@@ -368,9 +399,20 @@ def console_parameter(name: str) -> ConsoleParameter:
     return _BY_PARAMETER[name][1]
 
 
+def setting_of_parameter(name: str) -> Setting:
+    """The setting a console parameter carries."""
+    return _BY_PARAMETER[name][0]
+
+
 def field_of_parameter(name: str) -> str:
     """The job-file field a console parameter's default comes from ("" for one with a fixed default)."""
-    return _BY_PARAMETER[name][0].field
+    return setting_of_parameter(name).field
+
+
+def console_parameters() -> list[ConsoleParameter]:
+    """Every console parameter, in the console's order: by group, then by place in the group."""
+    groups = list(ConsoleGroup)
+    return sorted((p for _, p in _BY_PARAMETER.values()), key=lambda p: (groups.index(p.group), p.place))
 
 
 def env_of(field: str) -> str:

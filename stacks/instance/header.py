@@ -8,25 +8,12 @@ has one, else the job file's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from aws_cdk import Aws, CfnParameter
 
-from spot_trainer.settings import SETTINGS, Setting
+from spot_trainer.settings import SETTINGS
 from stacks.instance.userdata_versions import userdata_version
-from stacks.job.spec import JobSpec
-
-
-def env_text(value: Any) -> str:
-    """A job-file value as the agent's environment file spells it (a list: comma-separated)."""
-    if isinstance(value, tuple):
-        return ",".join(value)
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _job_value(setting: Setting, job: JobSpec) -> Any:
-    holder = getattr(job, setting.section) if setting.section else job
-    return getattr(holder, setting.key)
+from stacks.job.spec import JobSpec, setting_text
 
 
 def job_settings(job: JobSpec, parameters: Mapping[str, CfnParameter]) -> dict[str, str]:
@@ -41,8 +28,8 @@ def job_settings(job: JobSpec, parameters: Mapping[str, CfnParameter]) -> dict[s
             continue
         if parameter is not None and len(setting.console) == 1:
             values[setting.env] = parameter.value_as_string
-        elif setting.field and not (setting.header_when_set and _job_value(setting, job) == setting.default):
-            values[setting.env] = env_text(_job_value(setting, job))
+        elif setting.field and not (setting.header_when_set and job.value_of(setting.field) == setting.default):
+            values[setting.env] = setting_text(job.value_of(setting.field))
     return values
 
 

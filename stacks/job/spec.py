@@ -6,6 +6,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from spot_trainer.builtin_arguments import ArgumentsError, check_arguments
 from spot_trainer.settings import setting
@@ -36,6 +37,14 @@ def data_location(run: RunSpec) -> tuple[str, str] | None:
 def plain_decimal(value: float) -> str:
     """1e-05 → '0.00001', 50.0 → '50': the form CloudFormation parameters and EC2 take (6 places at most)."""
     return f"{value:.6f}".rstrip("0").rstrip(".")
+
+
+def setting_text(value: Any) -> str:
+    """A job-file value as a parameter's default and the agent's environment file spell it (a list:
+    comma-separated; a boolean: true or false)."""
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def builtin_data(train_args: str) -> str:
@@ -141,6 +150,11 @@ class JobSpec:
     @property
     def stack_name(self) -> str:
         return f"SpotTrainer-{self.name}"
+
+    def value_of(self, field: str) -> Any:
+        """A job-file field's value, by the settings table's name for it ("run.grace_seconds", "userdata_version")."""
+        section, _, key = field.rpartition(".")
+        return getattr(getattr(self, section) if section else self, key)
 
     @property
     def workdir_path(self) -> Path | None:

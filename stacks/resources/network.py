@@ -7,7 +7,8 @@ from aws_cdk import CfnCondition, Fn, Tags
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from stacks.console.parameters import SINGLE_SUBNET_TYPE, JobParameters
+from stacks.console.made_at_synth import SINGLE_SUBNET_TYPE
+from stacks.console.parameters import JobParameters
 
 
 class JobNetwork(Construct):
@@ -15,13 +16,14 @@ class JobNetwork(Construct):
                  max_azs: int = 3) -> None:
         """`one_az`: the group launches in a single subnet, as a cluster placement group requires."""
         super().__init__(scope, construct_id)
-        if params.subnets is None or params.vpc_id is None:
+        vpc, subnets = params.offered("VpcId"), params.offered("Subnets")
+        if subnets is None or vpc is None:
             self.vpc_id, created = self._create_vpc(max_azs)
             self.subnet_ids = created[:1] if one_az else created
-        elif params.subnets.type == SINGLE_SUBNET_TYPE:
-            self.vpc_id, self.subnet_ids = params.vpc_id.value_as_string, [params.subnets.value_as_string]
+        elif subnets.type == SINGLE_SUBNET_TYPE:
+            self.vpc_id, self.subnet_ids = vpc.value_as_string, [subnets.value_as_string]
         else:
-            self.vpc_id, self.subnet_ids = params.vpc_id.value_as_string, params.subnets.value_as_list
+            self.vpc_id, self.subnet_ids = vpc.value_as_string, subnets.value_as_list
         self.security_group = ec2.CfnSecurityGroup(
             self,
             "SecurityGroup",
@@ -34,10 +36,10 @@ class JobNetwork(Construct):
             ],
         )
         has_ssh = CfnCondition(self, "SshEnabled", expression=Fn.condition_not(
-            Fn.condition_equals(params.ssh_cidr.value_as_string, "")))
+            Fn.condition_equals(params.value("SshCidr"), "")))
         ingress = ec2.CfnSecurityGroupIngress(
             self, "SshIngress", group_id=self.security_group.attr_group_id, ip_protocol="tcp",
-            from_port=22, to_port=22, cidr_ip=params.ssh_cidr.value_as_string, description="SSH",
+            from_port=22, to_port=22, cidr_ip=params.value("SshCidr"), description="SSH",
         )
         ingress.cfn_options.condition = has_ssh
         self._open_to_peers(params)
@@ -46,7 +48,7 @@ class JobNetwork(Construct):
         """Distributed nodes reach each other on any TCP port (rendezvous store, gloo, NCCL pick theirs at
         run time); only members of this same group, so nothing else gets in."""
         distributed = CfnCondition(self, "DistributedTraining", expression=Fn.condition_equals(
-            params.distributed.value_as_string, "true"))
+            params.value("Distributed"), "true"))
         peers = ec2.CfnSecurityGroupIngress(
             self, "PeerIngress", group_id=self.security_group.attr_group_id, ip_protocol="tcp",
             from_port=0, to_port=65535, source_security_group_id=self.security_group.attr_group_id,

@@ -66,23 +66,23 @@ class SpotFleet(Construct):
         self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy=placement,
                                                      tags=[job_tag]) if placement else None
         has_key = CfnCondition(self, "KeyPairGiven", expression=Fn.condition_not(
-            Fn.condition_equals(params.key_pair.value_as_string, "")))
+            Fn.condition_equals(params.value("KeyPair"), "")))
         self.launch_template = ec2.CfnLaunchTemplate(
             self,
             "LaunchTemplate",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
-                image_id=params.image.value_as_string,
+                image_id=params.value("ImageId"),
                 iam_instance_profile=ec2.CfnLaunchTemplate.IamInstanceProfileProperty(
                     arn=instance_profile.instance_profile_arn),
                 security_group_ids=[security_group_id],
-                key_name=Fn.condition_if(has_key.logical_id, params.key_pair.value_as_string,
+                key_name=Fn.condition_if(has_key.logical_id, params.value("KeyPair"),
                                          Aws.NO_VALUE).to_string(),
                 metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
                     http_tokens="required", http_endpoint="enabled", http_put_response_hop_limit=2),
                 block_device_mappings=[ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
                     device_name=root_device,
                     ebs=ec2.CfnLaunchTemplate.EbsProperty(
-                        volume_type="gp3", volume_size=Token.as_number(params.volume_size.value_as_string),
+                        volume_type="gp3", volume_size=Token.as_number(params.value("VolumeSize")),
                         encrypted=True, delete_on_termination=True),
                 )],
                 user_data=Fn.base64(user_data),
@@ -94,14 +94,14 @@ class SpotFleet(Construct):
         )
         self.group_name = group_name(job)
         # A String split here rather than a CommaDelimitedList: both AWS and the local stand-in agree on it.
-        types = Fn.split(",", params.instance_types.value_as_string, type_count)
+        types = Fn.split(",", params.value("InstanceTypes"), type_count)
         self.group = autoscaling.CfnAutoScalingGroup(
             self,
             "Group",
             auto_scaling_group_name=self.group_name,
             min_size="0",
-            max_size=params.nodes.value_as_string,
-            desired_capacity=params.nodes.value_as_string,
+            max_size=params.value("Nodes"),
+            desired_capacity=params.value("Nodes"),
             vpc_zone_identifier=subnet_ids,
             placement_group=self.placement_group.ref if self.placement_group else None,
             capacity_rebalance=capacity_rebalance,
@@ -125,7 +125,7 @@ class SpotFleet(Construct):
                     on_demand_base_capacity=0,
                     on_demand_percentage_above_base_capacity=0,  # 100% spot
                     spot_allocation_strategy="price-capacity-optimized",
-                    spot_max_price=params.max_price.value_as_string,  # "" = on-demand price cap
+                    spot_max_price=params.value("SpotMaxPrice"),  # "" = on-demand price cap
                 ),
             ),
             tags=[autoscaling.CfnAutoScalingGroup.TagPropertyProperty(

@@ -12,7 +12,7 @@ import aws_cdk as cdk
 import pytest
 
 from spot_trainer.capacity.policy import parse_deadline, parse_duration
-from stacks.console.parameters import instance_types_pattern
+from stacks.console.made_at_synth import instance_types_pattern
 from stacks.job.instance_types import architecture, ec2_instance_types
 from stacks.job.spec import JOBS_DIR, JobSpec, JobSpecError
 from stacks.job_file import load_job

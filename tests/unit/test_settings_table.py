@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from spot_trainer.agent.config import ENV_NAMES, AgentConfig, ConfigError, config_from_env
-from spot_trainer.settings import NO_DEFAULT, SETTINGS, agent_env_names, env_setting, setting
+from spot_trainer.settings import NO_DEFAULT, SETTINGS, ConsoleGroup, agent_env_names, env_setting, setting
 from stacks.job.fields import SECTIONS, TOP_LEVEL
 from stacks.settings_reference import PAGES, REFERENCE, render
 from tests.unit.stack_support import synth
@@ -84,6 +84,14 @@ def test_the_console_s_parameters_are_the_table_s(tmp_path: Path) -> None:
     assert set(template["Parameters"]) - made_by_cdk - {"BootstrapVersion"} == table
     assert template["Parameters"]["KeepCheckpoints"]["ConstraintDescription"] == \
         setting("storage.keep_checkpoints").console[0].rule
+
+
+def test_each_console_parameter_has_a_place_of_its_own_in_its_group() -> None:
+    """The console's order is the table's groups and places: two parameters in one place would fall back
+    on the table's order, which is the job file's; so each has its own, counted from 1."""
+    for group in ConsoleGroup:
+        places = sorted(p.place for s in SETTINGS for p in s.console if p.group == group)
+        assert places == list(range(1, len(places) + 1)), group
 
 
 def test_the_job_file_reference_is_made_from_the_table() -> None:
