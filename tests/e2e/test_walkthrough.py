@@ -29,8 +29,11 @@ from tests.support.walkthrough import Walkthrough, read_walkthrough
 PAGE = REPO_ROOT / "docs" / "your-own-script.md"
 JOB = "mine"
 STEPS = 30
-PAUSE_AT = 10  # no checkpoint before the last step but the one the pause asks for (the script saves every 100)
-PACE = {"STEPS": str(STEPS), "STEP_SECONDS": "0.25"}  # the script's own knobs
+PAUSE_AT = 4  # no checkpoint before the last step but the one the pause asks for (the script saves every 100)
+# The script's own knobs. Before the pause, a pace that leaves `status`, `logs` and `pause` a minute after
+# PAUSE_AT, however busy the machine: the pause must find the job training, not DONE. After it, quick.
+PACE_UNTIL_PAUSED = {"STEPS": str(STEPS), "STEP_SECONDS": "2.5"}
+PACE_AFTER_RESUME = {"STEPS": str(STEPS), "STEP_SECONDS": "0.1"}
 
 
 def spot_trainer(cloud: LocalCloud, line: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
@@ -85,9 +88,11 @@ def followed(local_cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) 
     deployment = local_cloud.deploy(app)
     said: dict[str, subprocess.CompletedProcess[str]] = {}
     try:
-        options = RunOptions(total_steps=STEPS, timeout_seconds=240,
-                             command_env={"OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"], **PACE})
-        first = Player(local_cloud, deployment, options)
+        def options(pace: dict[str, str]) -> RunOptions:
+            return RunOptions(total_steps=STEPS, timeout_seconds=240,
+                              command_env={"OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"], **pace})
+
+        first = Player(local_cloud, deployment, options(PACE_UNTIL_PAUSED))
         failures: list[BaseException] = []
         thread = threading.Thread(target=lambda: _run(first, failures), daemon=True)
         thread.start()
@@ -106,7 +111,7 @@ def followed(local_cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) 
         said["pause again"] = spot_trainer(local_cloud, pause)
         (resume,) = page.commands["resume"]
         said[resume] = spot_trainer(local_cloud, resume)
-        second = Player(local_cloud, deployment, options).run()
+        second = Player(local_cloud, deployment, options(PACE_AFTER_RESUME)).run()
         said["resume again"] = spot_trainer(local_cloud, resume)
         downloads = tmp_path_factory.mktemp("downloads")
         (download,) = page.commands["download"]

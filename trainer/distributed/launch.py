@@ -12,8 +12,10 @@ from torch.distributed.elastic.agent.server.api import WorkerGroup
 from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.rendezvous import api as rendezvous_api
 
 from .handler import LeavingRendezvousHandler, leave_after_a_signal, register
+from .master_port import master_port
 
 PEER_DEAD_SHUTDOWN_SECONDS = 3  # ranks blocked on a dead peer cannot save: no use waiting for them
 
@@ -29,12 +31,20 @@ def stop_workers_for_a_new_round(agent: LocalElasticAgent, worker_group: WorkerG
     agent._shutdown(timeout=PEER_DEAD_SHUTDOWN_SECONDS if quick else agent._shutdown_timeout)
 
 
+def master_ports_below_the_ephemeral_range() -> None:
+    """Rank 0's node picks each round's MASTER_PORT in RendezvousStoreInfo.build with torch's
+    get_free_port: from now on, a free port no outgoing connection can take (master_port.py)."""
+    torch_pick = rendezvous_api.get_free_port  # type: ignore[attr-defined]
+    rendezvous_api.get_free_port = lambda: master_port(torch_pick)  # type: ignore[attr-defined]
+
+
 def main(argv: list[str] | None = None) -> None:
     # torch shares one TCP store across rounds, hosted by whoever was rank 0 when it began, and skips
     # publishing its address again while that node lives: a node that joins later, or a new rank 0,
     # then waits for an address nobody writes. Each round publishes its own address instead.
     os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     LocalElasticAgent._stop_workers = stop_workers_for_a_new_round  # type: ignore[method-assign]
+    master_ports_below_the_ephemeral_range()
     register()
     try:
         torchrun.main(argv if argv is not None else sys.argv[1:])
