@@ -117,7 +117,13 @@ def restore_ways(uri: str, sha256: str, scratch: Path) -> dict[str, float]:
         with reading(uri) as source:
             unpacked(source, tool)
 
+    def drained() -> None:
+        with reading(uri) as source:
+            for _ in iter(lambda: source.read(1 << 20), b""):
+                pass
+
     ways = {"download_to_file_s": timed(lambda: download(uri, archive)),
+            "download_to_a_pipe_s": timed(drained),  # the stream alone, read and dropped
             "sha256_of_file_s": timed(lambda: sha256_of(archive)),
             "unpack_file_tarfile_s": timed(lambda: from_file(None)),
             "unpack_file_gnu_tar_s": timed(lambda: from_file(tar)),
