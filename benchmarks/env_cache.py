@@ -4,7 +4,10 @@ real CPU wheel, installed from a local folder) plus a typical requirements file 
 89 MB of real wheels, installed by its setup). Three boots: one with the cache off, the first with it on
 (installs, then packs and uploads in the background while its agent starts), and a replacement (restores).
 Each is timed from the start of user data (the instance's launch, less the OS's boot) to its agent
-running; the first's pack and upload are timed until its record is in S3. Prints JSON.
+running; the first's pack and upload are timed until its record is in S3. Then the first's archive is
+restored each way the room can, into a scratch folder, so their times compare on one machine: downloaded
+to a file, hashed, then unpacked (by tarfile or GNU tar), or streamed into either as it downloads. Prints
+JSON.
 
     python benchmarks/env_cache.py [--wheels /opt/wheels]   # a folder holding torch-2.13.0+cpu-*.whl
 
@@ -17,11 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import boto3
 
@@ -31,6 +36,10 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
 from localcloud.wheels import make_wheel, typical_requirements  # noqa: E402
+from spot_trainer.environment.archive import staging_beside  # noqa: E402
+from spot_trainer.environment.extract import extract, gnu_tar  # noqa: E402
+from spot_trainer.environment.key import sha256_of  # noqa: E402
+from spot_trainer.environment.remote import download, reading  # noqa: E402
 from stacks.instance.user_data import render_user_data  # noqa: E402
 from stacks.job.spec import CURRENT_USERDATA_VERSION  # noqa: E402
 from tests.support.userdata_sandbox import UNIT, UserDataSandbox, asset_key, build_trainer_wheel, job_header, zip_files  # noqa: E402, I001
@@ -73,10 +82,56 @@ def stored(sandbox: UserDataSandbox) -> dict[str, Any]:
     raise SystemExit(f"no store in {STORE_BOUND_SECONDS}s:\n{sandbox.log_file.read_text()}")
 
 
-def download_seconds(sandbox: UserDataSandbox) -> float | None:
-    """How much of a restore was the archive's download (its log line says)."""
+def streamed_seconds(sandbox: UserDataSandbox) -> dict[str, float]:
+    """When a restore's download and its unpacking (which overlap) each ended, as its log line says."""
     line = next((x for x in sandbox.log_file.read_text().splitlines() if "environment restored from" in x), "")
-    return float(line.rsplit("(", 1)[1].split("s to download")[0]) if "s to download" in line else None
+    found = re.search(r"downloaded in ([\d.]+)s, unpacked in ([\d.]+)s", line)
+    return {"with_cache_replacement_download_s": float(found[1]),
+            "with_cache_replacement_unpack_s": float(found[2])} if found else {}
+
+
+def timed(action: Callable[[], object]) -> float:
+    started = time.monotonic()
+    action()
+    return round(time.monotonic() - started, 2)
+
+
+def restore_ways(uri: str, sha256: str, scratch: Path) -> dict[str, float]:
+    """Seconds each way of restoring the archive at `uri` takes here, the environment unpacked whole."""
+    tar = gnu_tar()
+    if tar is None:
+        raise SystemExit("no GNU tar and gzip on this machine: the comparison needs both")
+    archive = scratch / "environment.tar.gz"
+
+    def unpacked(source: IO[bytes], tool: str | None) -> None:
+        with staging_beside(scratch / "app") as staging:
+            passed = extract(source, staging, tar=tool)
+            if passed.error or passed.sha256 != sha256:
+                raise SystemExit(f"{passed.tool} did not unpack {uri}: {passed.error or 'its sha256 differs'}")
+
+    def from_file(tool: str | None) -> None:
+        with open(archive, "rb") as source:
+            unpacked(source, tool)
+
+    def streamed(tool: str | None) -> None:
+        with reading(uri) as source:
+            unpacked(source, tool)
+
+    def drained() -> None:
+        with reading(uri) as source:
+            for _ in iter(lambda: source.read(1 << 20), b""):
+                pass
+
+    ways = {"download_to_file_s": timed(lambda: download(uri, archive)),
+            "download_to_a_pipe_s": timed(drained),  # the stream alone, read and dropped
+            "sha256_of_file_s": timed(lambda: sha256_of(archive)),
+            "unpack_file_tarfile_s": timed(lambda: from_file(None)),
+            "unpack_file_gnu_tar_s": timed(lambda: from_file(tar)),
+            "streamed_tarfile_s": timed(lambda: streamed(None)),
+            "streamed_gnu_tar_s": timed(lambda: streamed(tar))}
+    ways["download_then_tarfile_s"] = round(  # the restore before streaming: download, hash, unpack
+        ways["download_to_file_s"] + ways["sha256_of_file_s"] + ways["unpack_file_tarfile_s"], 2)
+    return ways
 
 
 def environment_seconds(sandbox: UserDataSandbox) -> float | None:
@@ -115,7 +170,12 @@ def main() -> None:
         replacement, replacement_box = boot(work / "replacement", moto, wheels, header)
         first_environment, replacement_environment = environment_seconds(first_box), environment_seconds(
             replacement_box)
-        download = download_seconds(replacement_box)
+        streamed = streamed_seconds(replacement_box)
+        key = next(item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix="bench/env-cache/")["Contents"]
+                   if item["Key"].endswith("/env.json"))
+        sha256 = json.loads(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())["sha256"]
+        os.environ.update({**moto.env(), "SPOT_AWS_CLI": str(Path(sys.executable).parent / "aws")})
+        ways = restore_ways(f"s3://{BUCKET}/{key.replace('env.json', sha256 + '.tar.gz')}", sha256, work / "ways")
     print(json.dumps({
         "benchmark": "env_cache",
         "what": f"{CURRENT_USERDATA_VERSION} user data in the sandbox on an image without a PyTorch env: a venv "
@@ -127,9 +187,10 @@ def main() -> None:
         "with_cache_first_environment_s": first_environment,
         "with_cache_replacement_s": replacement,
         "with_cache_replacement_environment_s": replacement_environment,
-        "with_cache_replacement_download_s": download,
+        **streamed,
         "replacement_vs_without": round(replacement / without, 3),
         **cost,
+        "restore_ways": ways,
     }, indent=1))
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from localcloud.interpreters import python_of_version
 from localcloud.moto_server import MotoServer
+from spot_trainer.environment.archive import pack
 from stacks.instance.runtime_wheel import runtime_wheel
 from stacks.job.spec import CURRENT_USERDATA_VERSION
 
@@ -39,14 +40,16 @@ class Room:
     s3: Any
     bucket: str
 
-    def run(self, instance: str, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(self, instance: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         app, state = self.root / instance / "app", self.root / instance / "state"
         state.mkdir(parents=True, exist_ok=True)
         return subprocess.run([str(PYTHON39), "-m", "spot_trainer.environment", *args, "--app-dir", str(app),
-                               "--state-dir", str(state)], env=self.env, capture_output=True, text=True, timeout=120)
+                               "--state-dir", str(state)], env={**self.env, **env}, capture_output=True, text=True,
+                              timeout=120)
 
-    def restore(self, instance: str) -> subprocess.CompletedProcess[str]:
-        return self.run(instance, "restore", "--wheel", self.env["PYTHONPATH"], "--image", "ami-0al2023000000001")
+    def restore(self, instance: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return self.run(instance, "restore", "--wheel", self.env["PYTHONPATH"], "--image", "ami-0al2023000000001",
+                        **env)
 
     def record(self) -> tuple[str, dict[str, Any]]:
         listed = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=f"{JOB}/env-cache/")["Contents"]
@@ -154,3 +157,49 @@ def test_an_archive_that_does_not_unpack_is_installed_over_with_one_line(
         assert done.returncode == 1 and done.stdout.count("\n") == 1, done
         assert f"{archive} does not unpack" in done.stdout and reason in done.stdout, done
         assert "installing instead" in done.stdout and not (room.root / instance / "app/venv").exists(), done
+
+
+
+def cutting_cli(tmp_path: Path, real_cli: str, *, exit_status: int) -> str:
+    """The aws CLI, but a download to stdout stops after 100 kB: the connection dropped (the CLI fails),
+    or the CLI said nothing of it (exits 0 on a short stream)."""
+    cli = tmp_path / "aws"
+    cli.write_text(f"""#!/bin/bash
+if [[ "$1 $2" == "s3 cp" && "${{*: -1}}" == "-" ]]; then
+  "{real_cli}" "$@" | head -c 100000
+  echo "Connection was closed before we received a valid response" >&2
+  exit {exit_status}
+fi
+exec "{real_cli}" "$@"
+""")
+    cli.chmod(0o755)
+    return str(cli)
+
+
+@pytest.mark.parametrize("exit_status, reason", [
+    (255, "cannot be read (Connection was closed before we received a valid response)"),
+    (0, "is damaged (its sha256 is not the one env.json names)")])
+def test_a_stream_cut_short_mid_download_leaves_no_environment_and_installs_with_one_line(
+    room: Room, stored: str, tmp_path: Path, exit_status: int, reason: str
+) -> None:
+    build(tmp_path / "built")
+    (tmp_path / "built/venv/big.bin").write_bytes(os.urandom(1_000_000))
+    pack(tmp_path / "built", tmp_path / "env.tar.gz")
+    archive = room.put_archive((tmp_path / "env.tar.gz").read_bytes())
+    instance = f"cut-{exit_status}"
+    app = room.root / instance / "app"
+    (app / "venv").mkdir(parents=True)  # what this instance had stays as it was
+    (app / "venv/kept").write_text("")
+    done = room.restore(instance, SPOT_AWS_CLI=cutting_cli(tmp_path, room.env["SPOT_AWS_CLI"], exit_status=exit_status))
+    assert done.returncode == 1 and done.stdout.count("\n") == 1, done
+    assert f"{archive} {reason}; installing instead" in done.stdout, done
+    assert sorted(os.listdir(app)) == ["venv"] and os.listdir(app / "venv") == ["kept"]
+
+
+def test_an_image_without_gnu_tar_restores_with_tarfile(room: Room, stored: str, tmp_path: Path) -> None:
+    build(tmp_path / "built")
+    pack(tmp_path / "built", tmp_path / "env.tar.gz")
+    room.put_archive((tmp_path / "env.tar.gz").read_bytes())
+    done = room.restore("no-tar", PATH=str(tmp_path / "empty"))  # no tar, no gzip
+    assert done.returncode == 0 and "streamed into tarfile" in done.stdout, done
+    assert (room.root / "no-tar/app/venv/lib/job_module.py").read_text() == "ANSWER = 42\n"

@@ -1,12 +1,16 @@
-"""An environment as one archive: the venv and the runtime, packed from and unpacked into the app folder."""
+"""An environment as one archive: the venv and the runtime, packed from the app folder, and unpacked into
+a staging folder beside it that is moved into place only once its bytes and its contents have passed."""
 
 from __future__ import annotations
 
 import shutil
 import tarfile
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
 
 PARTS = ("venv", "lib")  # the job's Python and the runtime installed beside it
+STAGING = ".environment-restore"
 
 
 def pack(app_dir: Path, archive: Path) -> int:
@@ -18,24 +22,36 @@ def pack(app_dir: Path, archive: Path) -> int:
     return archive.stat().st_size
 
 
-def unpack(archive: Path, app_dir: Path) -> None:
-    """Into place only once the whole archive has unpacked; raises on a damaged or foreign one."""
-    staging = app_dir / ".environment-restore"
+def outside_parts(name: str) -> str | None:
+    """Why a member (or a hard link's target) named so may not be unpacked, or None."""
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts or path.parts[0] not in PARTS:
+        return f"the archive holds {name}, outside {' and '.join(PARTS)}"
+    return None
+
+
+@contextmanager
+def staging_beside(app_dir: Path) -> Iterator[Path]:
+    """An empty folder in the app folder (the same file system, so the move into place is a rename),
+    gone on leaving whatever happened."""
+    staging = app_dir / STAGING
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        # One pass over the stream, each member checked before it is written. "tar" keeps the venv's
-        # absolute link to its base Python, which the "data" filter (Python 3.14's default) would refuse.
-        options = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}  # 3.9 to 3.11.3: no filters
-        with tarfile.open(archive, "r|gz") as tar:
-            for member in tar:
-                if member.name.split("/")[0] not in PARTS or ".." in Path(member.name).parts:
-                    raise ValueError(f"the archive holds {member.name}, outside {' and '.join(PARTS)}")
-                tar.extract(member, staging, **options)  # type: ignore[arg-type]
-        if not (staging / "venv" / "bin" / "python3").is_symlink() and not (staging / "venv/bin/python3").exists():
-            raise ValueError("the archive holds no venv/bin/python3")
-        for part in PARTS:
-            shutil.rmtree(app_dir / part, ignore_errors=True)
-            (staging / part).rename(app_dir / part)
+        yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def put_in_place(staging: Path, app_dir: Path) -> None:
+    """The unpacked venv and runtime replace the app folder's; ValueError when they are not an environment."""
+    for entry in sorted(staging.iterdir()):
+        reason = outside_parts(entry.name)
+        if reason:
+            raise ValueError(reason)
+    for needed in (*PARTS, "venv/bin/python3"):
+        if not (staging / needed).is_symlink() and not (staging / needed).exists():
+            raise ValueError(f"the archive holds no {needed}")
+    for part in PARTS:
+        shutil.rmtree(app_dir / part, ignore_errors=True)
+        (staging / part).rename(app_dir / part)
