@@ -35,13 +35,13 @@ def cli_cases() -> list[tuple[str, str, list[str]]]:
     status = ["spot_trainer", "status"]
     demo = ["localcloud", "demo"]
     return [
-        ("status --bucket 'My Bucket'", "--bucket", [*status, "--job", "j", "--bucket", "My Bucket"]),
+        ("status --bucket 'My Bucket'", "--bucket", [*status, "--job", "cifar", "--bucket", "My Bucket"]),
         ("status without --job", "--job", [*status, "--bucket", "some-bucket"]),
-        ("status without --bucket", "--bucket", [*status, "--job", "j"]),
-        ("status --bucket s3://some-bucket", "--bucket", [*status, "--job", "j", "--bucket", "s3://some-bucket"]),
+        ("status without --bucket", "--bucket", [*status, "--job", "cifar"]),
+        ("status --bucket s3://some-bucket", "--bucket", [*status, "--job", "cifar", "--bucket", "s3://some-bucket"]),
         ("status --job ../x", "--job", [*status, "--job", "../x", "--bucket", "some-bucket"]),
-        ("status --region Mars", "--region", [*status, "--job", "j", "--bucket", "some-bucket", "--region", "Mars"]),
-        ("status --jb (typo)", "--job", [*status, "--jb", "j", "--bucket", "some-bucket"]),
+        ("status --region Mars", "--region", [*status, "--job", "mine", "--bucket", "some-bucket", "--region", "Mars"]),
+        ("status --jb (typo)", "--job", [*status, "--jb", "cifar", "--bucket", "some-bucket"]),
         ("spot_trainer trian (typo)", "trian", ["spot_trainer", "trian"]),
         ("spot_trainer with no command", "agent,train,status", ["spot_trainer"]),
         ("train --steps abc", "--steps", ["spot_trainer", *TRAIN, "--steps", "abc"]),

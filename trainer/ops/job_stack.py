@@ -8,18 +8,17 @@ any *_IN_PROGRESS, failed or deleted state has outputs that cannot be trusted, a
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
+from ..aws_names import JOB_NAME, JOB_NAME_RULE
 from .aws_access import aws_errors
 from .problem import JobProblem
 
 STACK_PREFIX = "SpotTrainer-"
-JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")  # what a stack name allows after the prefix
 USABLE = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE")
 CREATING = ("CREATE_IN_PROGRESS", "REVIEW_IN_PROGRESS")
 
@@ -40,8 +39,8 @@ class JobStack:
 
 
 def check_job_name(job: str) -> str:
-    if not JOB_NAME.fullmatch(job):
-        raise JobProblem(f"--job {job!r} is not a job name (the name of its job file, e.g. cifar)")
+    if not JOB_NAME.match(job):
+        raise JobProblem(f"--job {job!r} is not a job name ({JOB_NAME_RULE}: the name of its job file, e.g. cifar)")
     return job
 
 
