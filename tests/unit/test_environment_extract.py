@@ -140,3 +140,34 @@ def test_a_download_that_hangs_is_ended_at_its_bound(tmp_path: Path, monkeypatch
     monkeypatch.setattr(remote, "CALL_SECONDS", 1)
     with pytest.raises(RemoteError, match="took over 1s"), reading("s3://b/k") as stream:
         assert stream.read() == b"\0" * 10
+
+
+@needs_gnu_tar
+@pytest.mark.parametrize("damage", ["not an archive", "a block rotten near its end"])
+def test_an_archive_gnu_tar_refuses_is_refused_with_its_words(damage: str, tmp_path: Path) -> None:
+    # gzip's complaints start with a blank line: the refusal must still be said, and nothing put in place.
+    archive = tmp_path / "env.tar.gz"
+    built = environment(tmp_path / "built")
+    (built / "lib" / "big").write_bytes(os.urandom(3_000_000))
+    pack(built, archive)
+    body = bytearray(archive.read_bytes())
+    if damage == "not an archive":
+        body = bytearray(b"not an archive\n" * 10_000)
+    else:
+        body[-200_000:-199_000] = bytes(1000)
+    passed, refused = unpacked(bytes(body), "GNU tar", tmp_path / "instance")
+    assert passed.error and refused == passed.error
+    assert not (tmp_path / "instance" / "lib").exists()
+
+
+def test_a_tar_that_stalls_mid_stream_is_ended_at_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stalling = tmp_path / "tar"
+    stalling.write_text("#!/bin/sh\nsleep 60\n")  # reads nothing: the pipe fills and the writer blocks
+    stalling.chmod(0o755)
+    monkeypatch.setattr("spot_trainer.environment.extract.UNPACK_SECONDS", 1.0)
+    body = os.urandom(4 << 20)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    passed = extract(io.BytesIO(body), staging, tar=str(stalling))
+    assert passed.error == "tar did not finish within 1.0s"
+    assert passed.sha256 == hashlib.sha256(body).hexdigest()  # every byte still read and hashed

@@ -54,3 +54,16 @@ def test_a_round_publishes_such_a_port_through_torchs_own_rendezvous(monkeypatch
     info = rendezvous_api.RendezvousStoreInfo.build(0, dist.HashStore(), "127.0.0.1")
     low = (ephemeral_range() or EPHEMERAL)[0]
     assert info.master_addr == "127.0.0.1" and LISTEN_FLOOR <= info.master_port < low
+
+
+@pytest.mark.parametrize("name", ["get_free_port", "_get_free_port", None])
+def test_each_torch_keeps_launching_whatever_it_calls_its_port_pick(name: str | None,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch 2.5 imported it as _get_free_port, older ones had no such pick: the launcher must not fail there.
+    for present in ("get_free_port", "_get_free_port"):
+        monkeypatch.delattr(rendezvous_api, present, raising=False)
+    if name:
+        monkeypatch.setattr(rendezvous_api, name, torch_pick, raising=False)
+    assert master_ports_below_the_ephemeral_range() is (name is not None)
+    if name:
+        assert LISTEN_FLOOR <= getattr(rendezvous_api, name)() < (ephemeral_range() or EPHEMERAL)[0]

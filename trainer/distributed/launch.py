@@ -31,11 +31,20 @@ def stop_workers_for_a_new_round(agent: LocalElasticAgent, worker_group: WorkerG
     agent._shutdown(timeout=PEER_DEAD_SHUTDOWN_SECONDS if quick else agent._shutdown_timeout)
 
 
-def master_ports_below_the_ephemeral_range() -> None:
+# The name torch's rendezvous module calls get_free_port by, newest first (2.5 imported it as _get_free_port).
+FREE_PORT_NAMES = ("get_free_port", "_get_free_port")
+
+
+def master_ports_below_the_ephemeral_range() -> bool:
     """Rank 0's node picks each round's MASTER_PORT in RendezvousStoreInfo.build with torch's
-    get_free_port: from now on, a free port no outgoing connection can take (master_port.py)."""
-    torch_pick = rendezvous_api.get_free_port  # type: ignore[attr-defined]
-    rendezvous_api.get_free_port = lambda: master_port(torch_pick)  # type: ignore[attr-defined]
+    get_free_port: from now on, a free port no outgoing connection can take (master_port.py). False
+    where this torch picks it some other way (an older one): its own pick stands."""
+    name = next((name for name in FREE_PORT_NAMES if callable(getattr(rendezvous_api, name, None))), None)
+    if name is None:
+        return False
+    torch_pick = getattr(rendezvous_api, name)
+    setattr(rendezvous_api, name, lambda: master_port(torch_pick))
+    return True
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,11 +5,13 @@ whole archive's even when unpacking stopped early: the caller decides what to tr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -17,9 +19,11 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from .archive import outside_parts
+from .remote import CALL_SECONDS
 
 BLOCK = 1 << 20
 TAR_EXIT_SECONDS = 600  # from the archive's last byte to tar's exit: the rest of a large venv written
+UNPACK_SECONDS = CALL_SECONDS + TAR_EXIT_SECONDS  # the whole unpack: a tar stalled mid-stream is ended
 # Member names are GNU tar's to refuse (`..`) or strip (a leading `/`, which put_in_place then refuses);
 # a link pointing outside waits as a plain file until the end, so no member is written through it.
 # Files are the instance's user's, with its umask: no set-id bits or foreign owners from an archive.
@@ -66,6 +70,14 @@ def _with_gnu_tar(tar: str, source: IO[bytes], staging: Path, digest: Any, start
         process = subprocess.Popen([tar, "-xzf", "-", "-C", str(staging), *GNU_TAR_OPTIONS],
                                    stdin=subprocess.PIPE, stderr=errors)
         assert process.stdin is not None
+        stalled = threading.Event()
+
+        def end_stalled() -> None:  # tar blocked mid-stream (a hung disk): its pipe breaks, hashing goes on
+            stalled.set()
+            process.kill()
+
+        watchdog = threading.Timer(UNPACK_SECONDS, end_stalled)
+        watchdog.start()
         try:
             for block in iter(lambda: source.read(BLOCK), b""):
                 digest.update(block)
@@ -73,10 +85,9 @@ def _with_gnu_tar(tar: str, source: IO[bytes], staging: Path, digest: Any, start
                     try:
                         process.stdin.write(block)
                     except BrokenPipeError:  # tar stopped: the rest is still hashed
-                        process.stdin.close()
+                        _close(process.stdin)
             downloaded = time.monotonic() - started
-            if not process.stdin.closed:
-                process.stdin.close()
+            _close(process.stdin)
             process.wait(timeout=TAR_EXIT_SECONDS)
         except subprocess.TimeoutExpired:
             _stop(process)
@@ -84,12 +95,22 @@ def _with_gnu_tar(tar: str, source: IO[bytes], staging: Path, digest: Any, start
         except BaseException:
             _stop(process)
             raise
+        finally:
+            watchdog.cancel()
         errors.seek(0)
-        said = [line for line in errors.read().decode(errors="replace").splitlines()
-                if "Removing leading" not in line and "Exiting with failure status" not in line]
+        said = [line for line in errors.read().decode(errors="replace").splitlines()  # gzip's start blank
+                if line.strip() and "Removing leading" not in line and "Exiting with failure status" not in line]
+    if stalled.is_set():
+        return f"tar did not finish within {UNPACK_SECONDS}s", downloaded
     if process.returncode != 0:
         return (said[0] if said else f"tar exited with {process.returncode}"), downloaded
     return "", downloaded
+
+
+def _close(pipe: IO[bytes]) -> None:
+    """Closed, even where tar has gone and the last buffered bytes cannot be flushed to it."""
+    with contextlib.suppress(BrokenPipeError):
+        pipe.close()
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
