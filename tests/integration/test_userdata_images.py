@@ -104,6 +104,16 @@ def test_a_job_that_pins_another_torch_than_the_images_gets_it_in_a_venv(
     assert f"ExecStart={venv}/bin/python3 -P -m spot_trainer agent" in sandbox.unit_file.read_text()
 
 
+def test_a_torch_built_against_numpy_1_gets_numpy_1_beside_it(tmp_path: Path, moto_server: MotoServer) -> None:
+    # torch before 2.3 cannot use NumPy 2's ABI: its .numpy() and the built-in trainer's numpy state would break.
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "torch", "2.1.2")
+    make_wheel(wheels, "numpy", "1.26.4")
+    sandbox = boot(tmp_path / "instance", moto_server, IMAGES[DEFAULT_AMI], wheels, SPOT_TORCH_SPEC="torch==2.1.2",
+                   SPOT_SETUP_COMMAND="python -c 'import numpy; print(numpy.__version__)' > numpy.txt")
+    assert (sandbox.root / "opt/spot-trainer/work/numpy.txt").read_text().strip() == "1.26.4"
+
+
 def test_the_image_view_has_no_python_newer_than_its_own(tmp_path: Path) -> None:
     """The stand-in itself: without its package manager, no python3.11 for a bootstrap to find."""
     for facts in IMAGES.values():

@@ -32,7 +32,17 @@ python_env() {
   log "no PyTorch env that fits; installing ${SPOT_TORCH_SPEC:=torch==2.13.0} into $APP_DIR/venv"
   "$base" -m venv "$APP_DIR/venv"
   # numpy with it, as the DLAMI's PyTorch env has it: torch's wheel does not bring it, the built-in trainer needs it.
-  retry "install of $SPOT_TORCH_SPEC" "$PYTHON" -m pip install -q "${index[@]}" "$SPOT_TORCH_SPEC" numpy
+  retry "install of $SPOT_TORCH_SPEC" "$PYTHON" -m pip install -q "${index[@]}" "$SPOT_TORCH_SPEC" \
+    "$(numpy_for "$SPOT_TORCH_SPEC")"
+}
+
+# torch before 2.3 was built against NumPy 1: NumPy 2 breaks its numpy interop (pytorch/pytorch#107302).
+numpy_for() {
+  if [[ "$1" =~ ==([0-9]+)\.([0-9]+) ]] && ((BASH_REMATCH[1] * 100 + BASH_REMATCH[2] < 203)); then
+    echo 'numpy<2'
+  else
+    echo numpy
+  fi
 }
 
 newest_python() {
