@@ -138,15 +138,15 @@ def test_status_command_summarises_the_job(aws_env: dict[str, str], bucket: str)
     assert result.returncode == 0, result.stderr
     assert "state          INTERRUPTED" in result.stdout and "interruptions  1" in result.stdout
     assert "events         interruption 1" in result.stdout
-    missing = run_status_cli(env, "--job", "x", "--bucket", "no-such-bkt")
+    missing = run_status_cli(env, "--job", "xy", "--bucket", "no-such-bkt")
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
-    assert missing.stderr.startswith("spot-trainer: cannot read job 'x' in bucket 'no-such-bkt'")
+    assert missing.stderr.startswith("spot-trainer: cannot read job 'xy' in bucket 'no-such-bkt'")
 
 
 @pytest.mark.parametrize("bucket", ["Bad_Bucket!", "my..bucket", "192.168.5.4", "ab"])
 def test_status_with_a_malformed_bucket_name_is_one_line(bucket: str) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("SPOT_")}
-    result = run_status_cli(env, "--job", "x", "--bucket", bucket)
+    result = run_status_cli(env, "--job", "xy", "--bucket", bucket)
     assert result.returncode == 2 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"spot-trainer: --bucket {bucket!r} is not an S3 bucket name ")
@@ -165,8 +165,9 @@ def test_status_over_a_record_that_is_not_an_object_is_one_line(aws_env: dict[st
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--job", "", "--bucket", "some-bucket"], "--job '' is not a job name"),
-    (["--job", "x", "--bucket", "some-bucket", "--region", "us-east-1 "], "--region 'us-east-1 ' is not an AWS region"),
-    (["--job", "x", "--bucket", "some-bucket", "--region", "mars"], "--region 'mars' is not an AWS region"),
+    (["--job", "xy", "--bucket", "some-bucket", "--region", "us-east-1 "],
+     "--region 'us-east-1 ' is not an AWS region"),
+    (["--job", "xy", "--bucket", "some-bucket", "--region", "mars"], "--region 'mars' is not an AWS region"),
 ])
 def test_status_with_a_malformed_job_or_region_is_one_line(args: list[str], message: str) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("SPOT_")}
