@@ -43,6 +43,7 @@ from stacks.job.spec import (
     field_error,
     plain_decimal,
 )
+from stacks.job.workdir_field import check_workdir
 
 SECTIONS: dict[str, type] = {
     "run": RunSpec,
@@ -149,13 +150,7 @@ def _check_run(run: RunSpec, source: Path) -> None:
         parse_refs(run.secrets)
     except SecretRefError as error:
         raise field_error("run.secrets", str(error)) from None
-    if run.workdir and not (source.parent / run.workdir).is_dir():
-        raise field_error("run.workdir", f"{run.workdir!r} is not a directory next to the job file")
-    if run.workdir and not (source.parent / run.workdir).resolve().is_relative_to(source.parent.resolve()):
-        # The folder is shipped whole: one above the job file would take everything around it along.
-        name = (source.parent / run.workdir).resolve().name
-        raise field_error("run.workdir", f"{run.workdir!r} lies outside the job file's folder, and all of it would be "
-                          f"shipped: move your code to {source.parent / name}/ and set workdir = \"{name}\"")
+    check_workdir(run.workdir, source)
 
 
 def _out_of_bounds(field: str, value: float) -> str | None:
