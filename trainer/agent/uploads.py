@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ..rounds import Round
-from ..storage import shards
+from ..storage import layouts, shards, upload_rules
 from ..storage.layouts import Checkpoint
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore, RemoteStoreError
@@ -31,6 +31,7 @@ class NodeUploads:
         self.uploader = CheckpointUploader(self.send, telemetry.uploaded, uploaded_step=uploaded_step,
                                            log=telemetry.log, warn=telemetry.upload_warning)
         store.on_left_out = self.uploader.health.left_out
+        self.rules_said: set[str] = set()  # upload_rules.rule_key of each rule line said
 
     def send(self, path: Path, step: int) -> bool | str:
         """The uploader's work: a checkpoint written in shards on several nodes goes up as this node's part."""
@@ -42,6 +43,7 @@ class NodeUploads:
         """The newest complete checkpoint here, offered for upload when this node publishes or hands a
         finished round over (round_part.py)."""
         handover = self.rounds.handover(round_)
+        self._say_upload_rule()
         newest = self.restore.newest(writer_done=exited or handover)
         if newest is not None and (self.rounds.publishes(round_) or handover):
             self.uploader.offer(newest.step, newest.path)
@@ -51,6 +53,14 @@ class NodeUploads:
                 self.uploader.offer(part.step, part.path)
             self.sharded.check(self.store.latest_step)
         return newest
+
+    def _say_upload_rule(self) -> None:
+        """Once per name shape and rule: when the newest file goes up, and what would make it go up sooner."""
+        entry = layouts.newest_entry(self.restore.directory)
+        line = upload_rules.rule_line(entry) if entry is not None else None
+        if line is not None and (key := upload_rules.rule_key(line)) not in self.rules_said:
+            self.rules_said.add(key)
+            self.telemetry.log(line)
 
     def settle(self) -> int | None:
         """Offer the newest checkpoint, wait for it to be safe in S3; the step now in S3. The command

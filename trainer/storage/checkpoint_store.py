@@ -21,6 +21,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import job_keys as keys
+from . import whole_files
 from .checkpoint_files import LEFT_OUT_CAUSE, checkpoint_files, file_version, names_shown, stored_files
 from .checkpoint_restore import restore_step
 from .checksums import BLOCK_BYTES, digest_files
@@ -107,6 +108,7 @@ class CheckpointStore(JobObjects):
         files = {key: path for key, (_, path) in stored.items()}
         try:
             before = {key: file_version(path) for key, path in files.items()}
+            refuse_cut_short(local)
             with ThreadPoolExecutor(max_workers=1) as hasher:
                 # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
                 digests = hasher.submit(digest_files, files)
@@ -288,3 +290,12 @@ class CheckpointStore(JobObjects):
             objects = [{"Key": item["Key"]} for item in page.get("Contents", [])]
             if objects:
                 self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True})
+
+
+def refuse_cut_short(local: Path) -> None:
+    """A single-file checkpoint whose format proves it whole was checked before its turn came: cut short or
+    rewritten since, it must not go up (checked after its size and time are taken, which the upload holds)."""
+    if local.is_file() and whole_files.proof(local) is False:
+        raise RemoteStoreError(f"checkpoint {local.name} is no longer whole (cut short or rewritten in place after "
+                               "it was checked): not uploaded; the next checkpoint goes up",
+                               cause="a checkpoint file cut short after it was checked")

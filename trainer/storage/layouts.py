@@ -36,15 +36,16 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import library_saves, series, shards
+from . import library_saves, series, shards, whole_files
 from .lightning_step import archive_step
 from .names import MARKER_FILE, parse_step, read_marker
 from .regular_files import read_regular_text
-from .whole_files import zip_readable
+from .whole_files import zip_whole
 
 OURS, HF, LIGHTNING, GENERIC, SERIES = "ours", "hf", "lightning", "generic", "series"
 HF_STATE_FILE = "trainer_state.json"
@@ -122,6 +123,15 @@ def _entries(directory: str | os.PathLike[str]) -> list[tuple[int, str, Path]]:
     return [(kind[1], kind[0], entry) for entry in root.iterdir() if (kind := classify(entry)) is not None]
 
 
+def newest_entry(directory: str | os.PathLike[str]) -> Checkpoint | None:
+    """The entry the layouts take for the highest step, complete or not."""
+    entries = _entries(directory)
+    if not entries:
+        return None
+    step, layout, path = max(entries, key=lambda item: item[0])
+    return Checkpoint(step, path, layout)
+
+
 def checkpoints_in(directory: str | os.PathLike[str]) -> list[Checkpoint]:
     """Every entry the layouts take for a checkpoint, complete or not, newest first."""
     return [Checkpoint(step, path, layout) for step, layout, path in sorted(_entries(directory), reverse=True,
@@ -179,9 +189,9 @@ def _layout_complete(layout: str, step: int, path: Path, superseded: bool, *, st
     try:
         if layout == LIGHTNING and path.is_dir():  # FSDP's sharded checkpoint: its shards, then meta.pt
             return (bool(library_saves.whole(path, superseded, shards_elsewhere=shards_elsewhere))
-                    and zip_readable(path / LIGHTNING_SHARDED_META))
+                    and zip_whole(path / LIGHTNING_SHARDED_META))
         if layout == LIGHTNING:
-            return path.is_file() and zip_readable(path)
+            return path.is_file() and zip_whole(path)
         if layout == OURS and path.is_dir() and (path / MARKER_FILE).exists():
             return read_marker(path) is not None  # the built-in trainer's marker decides
         if layout == HF and _hf_state_step(path) == step:
@@ -190,7 +200,22 @@ def _layout_complete(layout: str, step: int, path: Path, superseded: bool, *, st
             return by_library
         if layout == OURS:  # write, then rename: whole on appearance, but nothing proves it
             return not strict and (path.stat().st_size > 0 if path.is_file() else any(path.iterdir()))
+        if layout in (GENERIC, SERIES) and path.is_file() and (proven := settled_whole(path, superseded)) is not None:
+            return proven
         return layout in (GENERIC, SERIES) and superseded and not strict
+    except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
+        return False
+
+
+def settled_whole(path: Path, superseded: bool) -> bool | None:
+    """A single file whose format can prove it (whole_files.py) goes up as soon as it does and has lain
+    still for SETTLE_SECONDS (the writer may reopen it), or at once when superseded; one that proves it is
+    not whole never goes up. None when the format cannot say: the name's layout decides."""
+    proven = whole_files.proof(path)
+    if not proven:
+        return proven
+    try:
+        return superseded or time.time() - path.stat().st_mtime >= whole_files.SETTLE_SECONDS
     except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
         return False
 
@@ -258,7 +283,7 @@ def _move_aside(path: Path, prefix: str) -> None:
 def _unfinished(path: Path) -> bool:
     """Incomplete once its writer is gone (a Lightning `last.ckpt` too, which a framework reads)."""
     if LIGHTNING_LAST.match(path.name):
-        return path.is_file() and not path.is_symlink() and not zip_readable(path)
+        return path.is_file() and not path.is_symlink() and not zip_whole(path)
     kind = classify(path)
     return kind is not None and not _complete(kind[0], kind[1], path, superseded=True)
 

@@ -24,13 +24,12 @@ import time
 from pathlib import Path
 
 from . import shards
-from .whole_files import file_whole
+from .whole_files import SETTLE_SECONDS, file_whole
 
 DCP, ACCELERATE = "torch.distributed.checkpoint", "accelerate"
 DCP_METADATA = shards.METADATA
 _ACCELERATE_RNG = re.compile(r"^random_states_\d+\.pkl$")
 _RANK_0_RNG = "random_states_0.pkl"  # rank 0 writes the model and optimizer before it
-SETTLE_SECONDS = 2.0
 
 
 def library_of(path: Path) -> str | None:
