@@ -169,7 +169,7 @@ def test_a_download_folder_that_is_not_empty_is_refused_untouched(job: Job, tmp_
     mine.write_text("keep me")
     result = run(capsys, "outputs", "--job", job.name, "--to", str(tmp_path))
     assert result.returncode == 2 and one_line(result) == (
-        f"spot-trainer outputs: {tmp_path} is not empty: give an empty or new folder to download into")
+        f"spot-trainer outputs: {tmp_path} is not empty: name an empty or new folder to download into with --to FOLDER")
     assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"] and mine.read_text() == "keep me"
 
 

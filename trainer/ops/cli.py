@@ -4,6 +4,8 @@ a few; every problem is one line on stderr (exit 2: bad input, 1: the job or AWS
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -42,11 +44,25 @@ def locate(options: argparse.Namespace) -> JobStack:
 
 def run(options: argparse.Namespace) -> int:
     try:
-        return {"status": run_status, "logs": run_logs, "outputs": run_outputs, "pause": run_pause_or_resume,
+        code = {"status": run_status, "logs": run_logs, "outputs": run_outputs, "pause": run_pause_or_resume,
                 "resume": run_pause_or_resume}[options.command](options)
+        sys.stdout.flush()  # a reader gone (`| head`) is met here, not in the interpreter's last flush
+        return code
     except JobProblem as problem:
         print(f"spot-trainer {options.command}: {problem}", file=sys.stderr)
         return problem.code
+    except BrokenPipeError:
+        return reader_gone()
+
+
+def reader_gone() -> int:
+    """The reader of stdout left (`spot-trainer status --job x | head -1`): stop quietly, as `git log | head`
+    does, with the status of a process ended by SIGPIPE. stdout goes to /dev/null so that the interpreter's
+    last flush finds no pipe to fail on (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def run_status(options: argparse.Namespace) -> int:

@@ -8,11 +8,12 @@ any *_IN_PROGRESS, failed or deleted state has outputs that cannot be trusted, a
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws_names import JOB_NAME, JOB_NAME_RULE
 from .aws_access import aws_errors
@@ -21,6 +22,16 @@ from .problem import JobProblem
 STACK_PREFIX = "SpotTrainer-"
 USABLE = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE")
 CREATING = ("CREATE_IN_PROGRESS", "REVIEW_IN_PROGRESS")
+# Every stack state but DELETE_COMPLETE, which ListStacks keeps for 90 days
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_ListStacks.html).
+LIVE_STATES = ["CREATE_IN_PROGRESS", "CREATE_FAILED", "CREATE_COMPLETE", "ROLLBACK_IN_PROGRESS", "ROLLBACK_FAILED",
+               "ROLLBACK_COMPLETE", "DELETE_IN_PROGRESS", "DELETE_FAILED", "UPDATE_IN_PROGRESS",
+               "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", "UPDATE_COMPLETE", "UPDATE_FAILED", "UPDATE_ROLLBACK_IN_PROGRESS",
+               "UPDATE_ROLLBACK_FAILED", "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS", "UPDATE_ROLLBACK_COMPLETE",
+               "REVIEW_IN_PROGRESS", "IMPORT_IN_PROGRESS", "IMPORT_COMPLETE", "IMPORT_ROLLBACK_IN_PROGRESS",
+               "IMPORT_ROLLBACK_FAILED", "IMPORT_ROLLBACK_COMPLETE"]
+LISTED_PAGES = 20  # at 100 stacks a page: a suggestion, not worth a long wait in a large account
+CLOSE = 0.6  # difflib's ratio: `cnnn`/`cnn` and `cifr`/`cifar` pass
 
 
 @dataclass(frozen=True)
@@ -57,8 +68,9 @@ def find_job_stack(cloudformation: Any, job: str, region: str) -> JobStack:
         except ClientError as error:
             if "does not exist" not in str(error):
                 raise
-            raise JobProblem(f"no stack {name} in {region}: deploy it with `npx cdk deploy -c job={job}`, "
-                             f"or give --bucket for a job whose stack is gone") from error
+            raise JobProblem(f"no stack {name} in {region}: {_other_jobs(cloudformation, job)}deploy it with "
+                             f"`npx cdk deploy -c job={job}`, or give --bucket for a job whose stack is gone"
+                             ) from error
     state = str(stack["StackStatus"])
     if state not in USABLE:
         later = "; try again once it is CREATE_COMPLETE" if state in CREATING else ": its resources cannot be used"
@@ -74,6 +86,26 @@ def find_job_stack(cloudformation: Any, job: str, region: str) -> JobStack:
 def job_by_bucket(job: str, bucket: str, region: str) -> JobStack:
     """A job whose stack is gone: its records in `bucket`, its log group by the stack's naming."""
     return JobStack(job=check_job_name(job), region=region, bucket=bucket, group="", log_group=f"/spot-trainer/{job}")
+
+
+def job_names(cloudformation: Any) -> list[str]:
+    """The jobs whose stacks exist in the region (every state but deleted), by ListStacks' pages, at most
+    LISTED_PAGES of them; [] when they cannot be listed (ListStacks is not a permission the commands need)."""
+    names: list[str] = []
+    try:
+        pages = cloudformation.get_paginator("list_stacks").paginate(StackStatusFilter=LIVE_STATES)
+        for _, page in zip(range(LISTED_PAGES), pages, strict=False):
+            names += [s["StackName"][len(STACK_PREFIX):] for s in page.get("StackSummaries", [])
+                      if str(s.get("StackName", "")).startswith(STACK_PREFIX)]
+    except (ClientError, BotoCoreError):
+        return []
+    return sorted(set(names))
+
+
+def _other_jobs(cloudformation: Any, job: str) -> str:
+    """`did you mean --job cnn? ` for a name close to a job that is deployed here, else ""."""
+    close = difflib.get_close_matches(job, job_names(cloudformation), n=1, cutoff=CLOSE)
+    return f"did you mean --job {close[0]}? Else " if close else ""
 
 
 def _state_words(state: str) -> str:

@@ -3,13 +3,14 @@ local folder, each file checked against what S3 holds."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from boto3.s3.transfer import TransferConfig
 
-from ..storage.checkpoint_files import safe_relative
 from ..storage.job_keys import FINAL, job_key
 from ..storage.remote import RemoteStore, RemoteStoreError
 from .aws_access import aws_errors
@@ -19,14 +20,40 @@ from .problem import JobProblem
 from .progress_line import DownloadBar, ProgressLine
 
 PART_BYTES = 8 * 1024 * 1024
+SHOWN_KEYS = 3  # keys named in a refusal; more are counted
+ANOTHER_FOLDER = "name an empty or new folder to download into with --to FOLDER"
 
 
 def check_destination(folder: Path) -> None:
     """An empty or new folder only: nothing of the user's is ever overwritten or mixed in."""
     if folder.exists() and not folder.is_dir():
-        raise JobProblem(f"{folder} is a file: give an empty or new folder to download into")
+        raise JobProblem(f"{folder} is a file: {ANOTHER_FOLDER}")
     if folder.is_dir() and any(folder.iterdir()):
-        raise JobProblem(f"{folder} is not empty: give an empty or new folder to download into")
+        raise JobProblem(f"{folder} is not empty: {ANOTHER_FOLDER}")
+
+
+def final_files(listing: list[dict[str, Any]], prefix: str, bucket: str) -> list[tuple[dict[str, Any], str]]:
+    """(object, its name inside the folder) for each file under final/, folder markers (a zero-byte key
+    ending in `/`, as the S3 console's "Create folder" makes) left out. A key that cannot be a file inside
+    the folder (a `..`, `.` or empty part, or a leading `/`) refuses the whole download before anything is
+    written: such a key is no output of the agent's, and the bucket's owner decides what it is."""
+    files, hostile = [], []
+    for item in listing:
+        name = str(item["Key"])[len(prefix):]
+        if name.endswith("/") and int(item["Size"]) == 0:
+            continue
+        parts = name.split("/")
+        if not name or name.startswith("/") or "\0" in name or any(p in ("", ".", "..") for p in parts):
+            hostile.append(str(item["Key"]))
+        else:
+            files.append((item, name))
+    if hostile:
+        named = ", ".join(repr(key) for key in hostile[:SHOWN_KEYS])
+        more = f" and {len(hostile) - SHOWN_KEYS} more" if len(hostile) > SHOWN_KEYS else ""
+        raise JobProblem(f"s3://{bucket}/{prefix} holds {len(hostile)} key(s) that cannot be a file inside a folder "
+                         f"(a `..`, `.` or empty part, or a leading `/`): {named}{more}; rename or delete them in "
+                         "the bucket, or download the checkpoint with --checkpoint; nothing was written", 1)
+    return files
 
 
 def download_final(s3: Any, job: JobStack, folder: Path) -> list[Path]:
@@ -38,15 +65,16 @@ def download_final(s3: Any, job: JobStack, folder: Path) -> list[Path]:
     if not listing:
         raise JobProblem(f"job {job.job!r} has no final outputs in s3://{job.bucket}/{prefix} (they are kept once "
                          f"it is DONE); `--checkpoint` downloads its newest checkpoint", 1)
+    wanted = final_files(listing, prefix, job.bucket)
     created = not folder.exists()
-    progress = ProgressLine(sum(int(item["Size"]) for item in listing))
+    progress = ProgressLine(sum(int(item["Size"]) for item, _ in wanted))
     config = TransferConfig(multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES)
     files = []
     try:
-        for item in listing:
-            target = folder / safe_relative(item["Key"][len(prefix):])
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with aws_errors(f"cannot download s3://{job.bucket}/{item['Key']}"):
+        for item, name in wanted:
+            target = folder / name
+            with written(target), aws_errors(f"cannot download s3://{job.bucket}/{item['Key']}"):
+                target.parent.mkdir(parents=True, exist_ok=True)
                 s3.download_file(job.bucket, item["Key"], str(target), Callback=progress, Config=config)
             if problem := etag_problem(target, int(item["Size"]), str(item["ETag"])):
                 raise JobProblem(f"{target} does not match s3://{job.bucket}/{item['Key']}: {problem}", 1)
@@ -77,6 +105,15 @@ def download_checkpoint(s3: Any, job: JobStack, folder: Path) -> tuple[int, Path
         _clear(folder, created)
         raise JobProblem(f"job {job.job!r} has no checkpoint that restores in s3://{job.bucket}/{job.job}/", 1)
     return store.restored_step, restored
+
+
+@contextlib.contextmanager
+def written(target: Path) -> Iterator[None]:
+    """This disk refusing a file (full, read-only, a file where a folder must go) as one line naming it."""
+    try:
+        yield
+    except OSError as error:
+        raise JobProblem(f"cannot write {target}: {error.strerror or error}; nothing was kept", 1) from error
 
 
 def _clear(folder: Path, created: bool) -> None:
