@@ -41,10 +41,20 @@ def test_no_secrets_asks_for_no_client() -> None:
     assert secret_environment("", lambda service: pytest.fail(f"asked for {service}")) == {}
 
 
+def unavailable(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "later"}, "ResponseMetadata": {"HTTPStatusCode": 503}},
+                       "GetSecretValue")
+
+
 @pytest.mark.parametrize(("error", "final"), [
     (denied("AccessDeniedException", "GetSecretValue"), True),
     (denied("ResourceNotFoundException", "GetSecretValue"), True),
+    (denied("InvalidRequestException", "GetSecretValue"), True),  # scheduled for deletion
+    (denied("DecryptionFailure", "GetSecretValue"), True),
+    (denied("AnErrorNotYetInvented", "GetSecretValue"), True),  # the secret's state, whatever it is
     (denied("ThrottlingException", "GetSecretValue"), False),
+    (denied("InternalServiceError", "GetSecretValue"), False),
+    (unavailable("SomethingUnavailable"), False),
     (EndpointConnectionError(endpoint_url="https://secretsmanager"), False),
 ])
 def test_a_secret_that_cannot_be_read_is_one_line_final_when_no_restart_helps(error: Exception, final: bool) -> None:
@@ -59,3 +69,12 @@ def test_a_binary_secret_is_refused_by_name() -> None:
     clients = {"secretsmanager": Answers(get_secret_value={"SecretBinary": b"\0"})}
     with pytest.raises(SecretError, match="holds binary data, not text"):
         secret_environment("KEY=secretsmanager:k", clients.__getitem__)
+
+
+def test_a_secret_scheduled_for_deletion_names_the_fix() -> None:
+    clients = {"secretsmanager": Answers(get_secret_value=denied("InvalidRequestException", "GetSecretValue"))}
+    with pytest.raises(SecretError) as caught:
+        secret_environment("WANDB_API_KEY=secretsmanager:w", clients.__getitem__)
+    assert str(caught.value) == ("secret WANDB_API_KEY (secretsmanager:w) cannot be read: InvalidRequestException (it "
+                                 "is scheduled for deletion or cannot be read in its state: restore it (aws "
+                                 "secretsmanager restore-secret) or name another)")

@@ -35,7 +35,8 @@ from .boot_times import describe_boots
 from .cloudwatch import CloudWatchSink
 from .config import ENV_NAMES, REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
 from .endings import EXIT_FAILED
-from .fatal import end_job_as_failed
+from .failed_starts import SAME_FAILURES, FailedStarts
+from .fatal import disk_error, disk_fix, end_job_as_failed
 from .imds import ImdsClient
 from .instance_record import InstanceRecord, instance_facts, price_source
 from .log_lines import agent_line, route_runtime_warnings
@@ -64,7 +65,18 @@ def give_up(env: dict[str, str], env_file: Path | None, message: str, code: int)
     return code
 
 
+def failed_start(env: dict[str, str], env_file: Path | None, message: str, started: float) -> int:
+    """Exit 1, for systemd to restart the agent; the same failure at every start ends the job instead
+    (failed_starts.py): never a silent loop."""
+    count = FailedStarts.beside(env_file).count(message, time.monotonic() - started)
+    if count < SAME_FAILURES:
+        return fail(message, 1)
+    return give_up(env, None, f"{message} (the agent failed so at {count} starts in a row: a restart does not "
+                              "mend it)", EXIT_FAILED)
+
+
 def run_agent(options: argparse.Namespace) -> int:
+    started = time.monotonic()
     env = dict(os.environ)
     from_file: dict[str, str] = {}
     try:
@@ -80,7 +92,9 @@ def run_agent(options: argparse.Namespace) -> int:
     try:
         config = with_secrets(config)
     except SecretError as error:
-        return give_up(env, None, str(error), EXIT_FAILED) if error.final else fail(str(error), 1)
+        if error.final:
+            return give_up(env, None, str(error), EXIT_FAILED)
+        return failed_start(env, options.env_file, str(error), started)
     try:
         agent = build_agent(config, env)
         route_runtime_warnings(agent.log)
@@ -89,20 +103,24 @@ def run_agent(options: argparse.Namespace) -> int:
         install_stop_handlers(agent)
         record = start_instance_record(agent, env)
         try:
-            return agent.run()
+            code = agent.run()
+            FailedStarts.beside(options.env_file).clear()
+            return code
         finally:
             if record is not None:
                 record.stop()
             if agent.clients.cloud is not None:
                 agent.clients.cloud.close()
     except AgentError as error:
-        return fail(str(error), 1)
+        return failed_start(env, options.env_file, str(error), started)
     except (ClientError, BotoCoreError, RuntimeError) as error:  # S3 or the network: a restart may help
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         message = f"cannot work with s3://{config.bucket}/{config.job}: {first}"
         if "NoSuchBucket" in first:  # no restart creates the bucket: stop paying for the instance
             return give_up(env, None, message, EXIT_FAILED)
-        return fail(message, 1)
+        if (disk := disk_error(error)) is not None:  # a replacement has the same disk: stop paying for it
+            return give_up(env, None, f"{first}: {disk_fix(disk)}", EXIT_FAILED)
+        return failed_start(env, options.env_file, message, started)
     except Exception as error:  # a disk that broke under us, a bug: every restart would end the same
         traceback.print_exc()
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""

@@ -1,8 +1,13 @@
 """The values of the secrets a job names (secret_refs.py), read once at the agent's start for the command's
 environment only: never logged, never in status.json, never in the agent's own environment.
 
-A secret that does not exist or that the role may not read ends the job (no restart makes it readable);
-AWS not answering is an ordinary failure, which a restart may get past.
+A secret that the service answers about with an error ends the job, whatever the error: not there, not
+allowed, not decryptable, or in a state that cannot be read, such as a Secrets Manager secret scheduled for
+deletion (GetSecretValue answers InvalidRequestException: "The secret is scheduled for deletion",
+https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html). No restart makes
+it readable. Only what says AWS did not get to answer (throttling, the service's own internal errors, any
+5xx, the network) is an ordinary failure, which a restart may get past: the agent's count of failed starts
+bounds it (failed_starts.py).
 """
 
 from __future__ import annotations
@@ -13,9 +18,21 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..secret_refs import SSM, SecretRef, SecretRefError, refs_from_text
 
-# The services' codes for "no such secret" and "not allowed": nothing a restart changes.
-FINAL_CODES = ("ParameterNotFound", "ParameterVersionNotFound", "ResourceNotFoundException", "AccessDenied",
-               "AccessDeniedException", "DecryptionFailure", "InvalidKeyId", "KMSAccessDeniedException")
+# The codes of an answer not yet had: SSM's and Secrets Manager's throttling and internal errors
+# (https://docs.aws.amazon.com/secretsmanager/latest/apireference/CommonErrors.html,
+# https://docs.aws.amazon.com/systems-manager/latest/APIReference/CommonErrors.html) and expired
+# instance credentials, which the SDK renews. Every other error code is the secret's own state.
+PASSING_CODES = ("ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded",
+                 "InternalServiceError", "InternalServerError", "InternalFailure", "InternalServiceFailure",
+                 "ServiceUnavailable", "ServiceUnavailableException", "RequestTimeout", "RequestTimeoutException",
+                 "ExpiredToken", "ExpiredTokenException", "RequestExpired")
+# The fix for the states a user meets most, after the code.
+FIXES = {
+    "InvalidRequestException": "it is scheduled for deletion or cannot be read in its state: restore it "
+                               "(aws secretsmanager restore-secret) or name another",
+    **dict.fromkeys(("AccessDeniedException", "AccessDenied"), "the instance role may not read it: deploy the job "
+                    "again with it in run.secrets, and check the secret's resource policy and its KMS key's"),
+}
 
 
 class SecretError(Exception):
@@ -34,8 +51,10 @@ def read_one(ref: SecretRef, ssm: Any, secretsmanager: Any) -> str:
         answer = secretsmanager.get_secret_value(SecretId=ref.name)
     except ClientError as error:
         code = str(error.response.get("Error", {}).get("Code", ""))
-        raise SecretError(f"secret {ref.env} ({ref.service}:{ref.name}) cannot be read: {code or error}",
-                          final=code in FINAL_CODES) from None
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        fix = f" ({FIXES[code]})" if code in FIXES else ""
+        raise SecretError(f"secret {ref.env} ({ref.service}:{ref.name}) cannot be read: {code or error}{fix}",
+                          final=code not in PASSING_CODES and status < 500) from None
     except BotoCoreError as error:
         raise SecretError(f"secret {ref.env} ({ref.service}:{ref.name}) cannot be read: {error}", final=False) from None
     if "SecretString" not in answer:
