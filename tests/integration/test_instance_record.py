@@ -31,7 +31,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
 def test_the_record_appears_is_refreshed_and_stopped(s3: Any, bucket: str) -> None:
     store = RemoteStore(s3, bucket, "rec")
     steps = iter(range(10, 10_000, 10))
-    record = InstanceRecord(store, FACTS, step=lambda: next(steps)).start(0.2)
+    record = InstanceRecord(store, FACTS, step=lambda: next(steps), checkpoint=lambda: 5).start(0.2)
     try:
         first = wait_for(lambda: store.get_json("instances/i-0record.json"))
         assert {k: first[k] for k in ("instance", "type", "az", "market", "launched_at", "stopped_at")} == {
@@ -40,6 +40,7 @@ def test_the_record_appears_is_refreshed_and_stopped(s3: Any, bucket: str) -> No
         later = wait_for(lambda: (r := store.get_json("instances/i-0record.json")) and
                          r["last_seen"] > first["last_seen"] and r)
         assert later["step"] > first["step"] and later["heartbeat_seconds"] == 0.2
+        assert later["disk_checkpoint_step"] == 5, "what a power-off would lose is bounded by the disk's newest"
     finally:
         record.stop()
     stopped = store.get_json("instances/i-0record.json")
@@ -48,6 +49,7 @@ def test_the_record_appears_is_refreshed_and_stopped(s3: Any, bucket: str) -> No
     assert store.get_json("instances/i-0record.json") == stopped, "no heartbeat after the stop"
     [life], problems = read_records(store)
     assert problems == [] and life.stopped_at == stopped["stopped_at"] and life.instance == "i-0record"
+    assert (life.disk_checkpoint_step, life.reached_step) == (5, stopped["step"])
 
 
 def test_spend_is_reported_each_beat_and_adds_up_to_the_lifetime(s3: Any, bucket: str) -> None:

@@ -191,6 +191,7 @@ def start_instance_record(agent: Agent, env: Mapping[str, str]) -> InstanceRecor
         return reporter.status.step if reporter is not None else None
 
     return InstanceRecord(agent.clients.store, facts, meter=meter, step=step, log=agent.log,
+                          checkpoint=lambda: agent.newest_on_disk,
                           on_spend=(lambda usd: cloud.metric("SpendUSD", usd, "None")) if cloud else None,
                           ).start(config.heartbeat_seconds)
 

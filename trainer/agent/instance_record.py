@@ -2,9 +2,10 @@
 
 The job's cost is computed from these records (trainer/costs), so every agent keeps its own fresh:
 type, AZ and market from IMDS, launched_at (boot), last_seen each heartbeat, stopped_at on a clean
-stop. A power-off leaves last_seen as the best bound. Between heartbeats it also measures this
-instance's spend for the SpendUSD metric. Recording is secondary to training: a failure is logged,
-never raised.
+stop, and the training step and newest checkpoint on this disk it last saw. A power-off leaves last_seen
+as the best bound, and those steps as what the lost instance is known to have computed. Between
+heartbeats it also measures this instance's spend for the SpendUSD metric. Recording is secondary to
+training: a failure is logged, never raised.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..costs.instance_records import DISK_CHECKPOINT
 from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, SpotPriceSource, TracePrices
 from ..storage.job_keys import instance_record
@@ -65,15 +67,17 @@ class InstanceRecord:
     """Writes the record at once and every heartbeat from a daemon thread; `stop` writes stopped_at.
 
     on_spend: called with this instance's cost (USD) since the previous beat, at its market's price
-    (the SpendUSD metric). step: the training step this instance last saw, kept in the record so the
-    work redone after a power-off can be counted.
+    (the SpendUSD metric). step: the training step this instance last saw, and checkpoint: the newest
+    complete checkpoint on its disk (uploaded or not), kept in the record so the work redone after a
+    power-off can be counted.
     """
 
     def __init__(self, store: JobRecords, facts: InstanceFacts, clock: Callable[[], float] = time.time, *,
                  meter: SpendMeter | None = None, on_spend: Callable[[float], None] | None = None,
-                 step: Callable[[], int | None] | None = None, log: Callable[[str], None] | None = None) -> None:
+                 step: Callable[[], int | None] | None = None, checkpoint: Callable[[], int | None] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
         self.store, self.facts, self.clock = store, facts, clock
-        self.meter, self.on_spend, self.step = meter, on_spend, step
+        self.meter, self.on_spend, self.step, self.checkpoint = meter, on_spend, step, checkpoint
         self.log = log or agent_line
         self.heartbeat_seconds = 60.0
         self._lock = threading.Lock()  # a late heartbeat must never overwrite stopped_at
@@ -121,9 +125,9 @@ class InstanceRecord:
             "launched_at": facts.launched_at, "last_seen": now, "stopped_at": stopped_at,
             "heartbeat_seconds": self.heartbeat_seconds,
         }
-        step = self._current_step()
-        if step is not None:
-            record["step"] = step
+        for name, read in (("step", self.step), (DISK_CHECKPOINT, self.checkpoint)):
+            if (value := _read_step(read)) is not None:
+                record[name] = value
         return record
 
     def _run(self) -> None:
@@ -177,10 +181,12 @@ class InstanceRecord:
         except Exception as error:  # an unreadable price: this beat's spend is unknown, not guessed
             self.log(f"spend since the last heartbeat not measured: {error}")
 
-    def _current_step(self) -> int | None:
-        if self.step is None:
-            return None
-        try:
-            return self.step()
-        except Exception:
-            return None
+
+def _read_step(read: Callable[[], int | None] | None) -> int | None:
+    """A step the agent holds, or None: the record is written whatever that read does."""
+    if read is None:
+        return None
+    try:
+        return read()
+    except Exception:
+        return None

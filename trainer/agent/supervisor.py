@@ -84,6 +84,7 @@ class Agent:
     restore: Restore = field(init=False)
     endings: Endings = field(init=False)
     stopping: Stopping = field(init=False)
+    newest_on_disk: int | None = None  # the newest complete checkpoint seen here, for the instance record
     _keeper: LeaseKeeper | None = None
     _notices: NoticeWatch = field(init=False)
     _deadline: DeadlineWatch | None = None
@@ -262,6 +263,8 @@ class Agent:
                 code = self.stopping.leftovers(command, main_code, main_exited_at)
             round_ = self.rounds.current()  # read once per poll
             newest = uploads.offer_newest(code is not None, round_)
+            if newest is not None:
+                self.newest_on_disk = max(newest.step, self.newest_on_disk or 0)
             self.rounds.say(round_)
             if self.rounds.exhausted_when_formed(round_):
                 self.stopping.command(command)

@@ -1,7 +1,8 @@
 """The instance records of a job (`<job>/instances/<id>.json`) and how long each instance is billed.
 
 Every agent keeps its own record fresh: type, AZ and market from IMDS, launched_at (boot), last_seen
-(each heartbeat) and stopped_at (a clean stop). An instance that lost power never writes stopped_at:
+(each heartbeat), stopped_at (a clean stop), and the training step and newest checkpoint on its disk it last
+saw. An instance that lost power never writes stopped_at:
 it is billed to the last heartbeat it wrote, which undercounts by at most one heartbeat.
 """
 
@@ -18,6 +19,8 @@ from ..storage.remote import RemoteStore, RemoteStoreError
 PREFIX = INSTANCES
 DEFAULT_HEARTBEAT_SECONDS = 60.0
 MARKETS = ("spot", "on-demand")
+LAST_SEEN = "last seen"  # BilledSpan.ended_by of an instance that never stopped cleanly and beats no more
+DISK_CHECKPOINT = "disk_checkpoint_step"  # the record's field for the newest checkpoint on the instance's disk
 
 
 class RecordError(ValueError):
@@ -35,6 +38,15 @@ class InstanceLife:
     stopped_at: float | None
     step: int | None = None  # the training step this instance last saw, when it trained
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+    # The newest complete checkpoint on its disk (uploaded or not): a step it surely reached, even when a
+    # command that prints no progress lost power before that checkpoint was published.
+    disk_checkpoint_step: int | None = None
+
+    @property
+    def reached_step(self) -> int | None:
+        """The highest step this instance is known to have reached, as of its last heartbeat."""
+        known = [s for s in (self.step, self.disk_checkpoint_step) if s is not None]
+        return max(known, default=None)
 
 
 @dataclass(frozen=True)
@@ -49,14 +61,19 @@ def parse_record(record: Mapping[str, Any]) -> InstanceLife:
     market = _text(record, "market")
     if market not in MARKETS:
         raise RecordError(f"market: expected 'spot' or 'on-demand', got {market!r}")
-    step, beat = record.get("step"), record.get("heartbeat_seconds")
+    step, beat, on_disk = record.get("step"), record.get("heartbeat_seconds"), record.get(DISK_CHECKPOINT)
     return InstanceLife(
         instance=_text(record, "instance"), instance_type=_text(record, "type"), az=_text(record, "az"),
         market=market, launched_at=_epoch(record, "launched_at"), last_seen=_epoch(record, "last_seen"),
         stopped_at=None if record.get("stopped_at") is None else _epoch(record, "stopped_at"),
-        step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+        step=_whole(step),
         heartbeat_seconds=float(beat) if isinstance(beat, int | float) and beat > 0 else DEFAULT_HEARTBEAT_SECONDS,
+        disk_checkpoint_step=_whole(on_disk),
     )
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _text(record: Mapping[str, Any], name: str) -> str:
@@ -98,5 +115,5 @@ def billed_span(life: InstanceLife, *, now: float, job_running: bool, minimum_se
     elif job_running and now - life.last_seen <= 3 * life.heartbeat_seconds:
         end, ended_by = now, "running"
     else:
-        end, ended_by = life.last_seen, "last seen"
+        end, ended_by = life.last_seen, LAST_SEEN
     return BilledSpan(life.launched_at, max(end, life.launched_at + minimum_seconds), ended_by)
