@@ -72,3 +72,31 @@ def test_a_recorded_event_without_a_whole_step_still_reads() -> None:
               {"kind": "not_bit_identical", "step": 40, "reason": "trained on another platform (world size 2 -> 1)"}]
     text = describe_job({"job": "j"}, None, events)
     assert "exact resume   lost from step x: a script's own line (and 1 more)" in text
+
+
+PAUSE_STOP = {"state": "INTERRUPTED", "reason": "scale-in (lifecycle Terminated)", "interruptions": 1, "step": 420}
+PAUSED_EVENTS = [{"kind": "start", "instance": "i-c", "epoch": 1_790_000_560.0},
+                 {"kind": "paused", "instance": "user", "epoch": 1_790_000_660.0},
+                 {"kind": "interruption", "instance": "i-c", "epoch": 1_790_000_670.0, "step": 420,
+                  "reason": "scale-in (lifecycle Terminated)"}]
+
+
+def test_a_paused_job_reads_paused_not_interrupted_and_its_stop_is_not_counted() -> None:
+    text = describe_job({"job": "cnn", **PAUSE_STOP}, {"step": 420}, PAUSED_EVENTS)
+    assert "state          PAUSED" in text and "reason         paused at 2026-09-21T14:24:20+00:00 (spot-trainer " \
+                                                "pause)" in text
+    assert "INTERRUPTED" not in text and "scale-in" not in text
+    assert "interruptions  0 with a notice; power-offs unknown (no instance records to see them by); 1 stop(s) by " \
+           "a pause not counted" in text
+
+
+def test_a_pause_in_flight_a_resume_awaiting_its_instance_and_a_finished_job_read_as_they_are() -> None:
+    saving = describe_job({"job": "cnn", "state": "STOPPING"}, None, PAUSED_EVENTS[:2])
+    assert "state          PAUSING" in saving and "the instances save their step, upload it and leave" in saving
+    resumed = [*PAUSED_EVENTS, {"kind": "resumed", "instance": "user", "epoch": 1_790_000_800.0}]
+    waiting = describe_job({"job": "cnn", **PAUSE_STOP}, None, resumed)
+    assert "state          RESUMING" in waiting and "scale-in" not in waiting
+    training = [*resumed, {"kind": "start", "instance": "i-d", "epoch": 1_790_000_815.0}]
+    assert "state          TRAINING" in describe_job({"job": "cnn", "state": "TRAINING"}, None, training)
+    done = describe_job({"job": "cnn", "state": "DONE"}, None, training)
+    assert "state          DONE" in done and "PAUSED" not in done and "resume" not in done.split("events")[0]

@@ -12,6 +12,7 @@ from moto import mock_aws
 
 from spot_trainer.__main__ import main
 from spot_trainer.storage.remote import RemoteStore
+from tests.support.job_history import written_job
 
 
 @pytest.fixture
@@ -43,7 +44,12 @@ def test_the_status_shows_the_cost_section(job: RemoteStore, capsys: pytest.Capt
     # i-old lost power an hour ago (billed to its last beat); i-new runs on demand, counted to now.
     assert "instance-hours 1.50 on 2 instances (1.00 spot, 0.50 on-demand; 1 still running, counted to now)" in out
     assert "on-demand      $1.51 for the same hours at on-demand prices" in out
-    assert "redone work    100 of 800 steps computed were computed again" in out
+    # i-old stopped beating without a clean stop and i-new took over: a lost instance, counted.
+    assert "interruptions  1: 0 with a notice, 1 power-off" in out
+    assert ("  i-old        power-off, last seen " in out and "its record: step 600; the next round resumed from "
+            "step 500: at least 100 steps redone" in out)
+    # i-old's power-off hides what it ran after its last heartbeat: the redone work is a floor.
+    assert "redone work    at least 100 of 800 steps computed were computed again" in out
     assert "prices         spot: EC2 spot price history" in out
 
 
@@ -64,3 +70,23 @@ def test_an_unreadable_price_history_is_one_line_and_the_rest_still_prints(
     notes = [line for line in out.splitlines() if line.startswith("note")]
     assert len(notes) == 1 and "cannot read the EC2 spot price history" in notes[0] and "--region" in notes[0]
     assert "state          TRAINING" in out and "1 of 2 instances not priced" in out
+
+
+@pytest.fixture
+def lived(monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteStore]:
+    """A finished job that lived through a notice, a power-off, a pause and a resume (support/job_history.py)."""
+    with written_job("lived", monkeypatch) as store:
+        yield store
+
+
+def test_status_counts_every_lost_instance_and_says_what_each_cost(lived: RemoteStore,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--job", "cnn", "--bucket", "lived", "--region", "us-east-1"]) == 0
+    out = capsys.readouterr().out
+    assert "state          DONE" in out and "PAUSED" not in out and "scale-in" not in out
+    # The demo's count: i-a's notice and i-b's power-off; i-c's stop was the pause.
+    assert "interruptions  2: 1 with a notice, 1 power-off; 1 stop(s) by a pause not counted" in out
+    assert "saved step 180; its record: step 180; the next round resumed from step 180; no redone step seen" in out
+    assert ("  i-b          power-off, last seen 2026-09-21T14:21:40+00:00; its record: step 340, checkpoint 320 on "
+            "its disk; the next round resumed from step 300: at least 40 steps redone") in out
+    assert "redone work    at least 40 of " in out

@@ -220,7 +220,7 @@ def run_status(options: argparse.Namespace) -> int:
         if options.json:
             print(json.dumps({**(status or {}), "cost": cost.to_dict(), "outlook": ahead.to_dict()}, indent=1))
             return 0 if status else 1
-        print(describe_job(status, store.get_json(LATEST), events))
+        print(describe_job(status, store.get_json(LATEST), events, cost.losses))
         print("\n".join([*describe_cost(cost), *describe_outlook(ahead), *describe_boots(events)]))
     except (RemoteStoreError, ClientError, BotoCoreError) as error:
         return fail(f"cannot read job {options.job!r} in bucket {options.bucket!r}: {error}", 1)

@@ -13,6 +13,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..costs.loss_text import describe_losses
+from ..costs.lost_instances import Losses, find_losses
+from ..costs.pauses import PAUSED, user_events
 from ..storage.job_keys import STATUS
 from .pace import Pace
 
@@ -33,6 +36,11 @@ DONE = "DONE"
 FAILED = "FAILED"
 # Stopped at its spending cap: neither done nor failed; a higher cap and capacity resume it.
 STOPPED_BY_BUDGET = "STOPPED_BY_BUDGET"
+FINISHED = (DONE, FAILED, STOPPED_BY_BUDGET)
+# How `status` reads a job that `spot-trainer pause` or `resume` moved (the record keeps the agent's INTERRUPTED).
+PAUSED_STATE = "PAUSED"
+PAUSING = "PAUSING"
+RESUMING = "RESUMING"
 
 
 def utc_now() -> str:
@@ -120,28 +128,31 @@ class StatusReporter:
 
 
 def describe_job(
-    status: Mapping[str, Any] | None, latest: Mapping[str, Any] | None, events: Iterable[Mapping[str, Any]]
+    status: Mapping[str, Any] | None, latest: Mapping[str, Any] | None, events: Iterable[Mapping[str, Any]],
+    losses: Losses | None = None,
 ) -> str:
-    """Human-readable summary for `python -m spot_trainer status`."""
+    """Human-readable summary for `python -m spot_trainer status`. `losses`: the instances the job lost, from its
+    events and instance records (JobCost.losses); without them only the notices the events hold are known."""
     if not status and not latest:
         return "no status yet: the job has not started (or the bucket/job name is wrong)"
     status = status or {}
     events = list(events)
     kinds = Counter(str(event.get("kind", "?")) for event in events)
+    state, reason = state_and_reason(status, events)
     lines = [
         f"job            {status.get('job', '?')}",
-        f"state          {status.get('state', '?')}",
+        f"state          {state}",
         f"step           {_or_dash(status.get('step'))}",
         f"loss           {_or_dash(status.get('loss'))}",
         f"checkpoint     {_or_dash((latest or {}).get('step', status.get('checkpoint_step')))}"
         " (latest in S3)",
         f"instance       {status.get('instance') or '-'}",
         f"attempt        {status.get('attempt', 0)}",
-        f"interruptions  {status.get('interruptions', 0)}",
+        *describe_losses(losses or find_losses(events, (), now=0.0, job_running=False), utc_text),
         f"updated        {status.get('updated_at', '-')}",
     ]
-    if status.get("reason"):
-        lines.append(f"reason         {status['reason']}")
+    if reason:
+        lines.append(f"reason         {reason}")
     if status.get("warning"):
         lines.append(f"warning        {status['warning']}")
     if inexact := [event for event in events if event.get("kind") == NOT_BIT_IDENTICAL]:
@@ -156,6 +167,26 @@ def describe_job(
         counts = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
         lines.append(f"events         {counts}")
     return "\n".join(lines)
+
+
+def state_and_reason(status: Mapping[str, Any], events: list[Mapping[str, Any]]) -> tuple[str, str]:
+    """The job's state and reason as the user moved it: after `spot-trainer pause` the agents stop as on a notice
+    and record INTERRUPTED ("scale-in"), which the job is not; a finished job is what its record says."""
+    state, reason = str(status.get("state", "?")), str(status.get("reason") or "")
+    changes = user_events(events)
+    if state in FINISHED or not changes:
+        return state, reason
+    newest = changes[-1]
+    if any(e.get("kind") == "start" and isinstance(e.get("epoch"), int | float) and e["epoch"] > newest.at
+           for e in events):
+        return state, reason  # an instance has started since: its record tells
+    if newest.kind == PAUSED:
+        if state == INTERRUPTED:  # no instance trains any more
+            return PAUSED_STATE, f"paused at {utc_text(newest.at)} (spot-trainer pause)"
+        return PAUSING, f"paused at {utc_text(newest.at)}: the instances save their step, upload it and leave"
+    if state == INTERRUPTED:
+        return RESUMING, f"resumed at {utc_text(newest.at)} (spot-trainer resume): waiting for an instance to start"
+    return state, reason
 
 
 def _or_dash(value: Any) -> str:

@@ -64,7 +64,9 @@ def saved(cost: JobCost) -> str:
 def redone(cost: JobCost) -> str:
     if not cost.steps_computed:
         return "no steps seen yet"
-    figure = f"{cost.redone_steps} of {cost.steps_computed} steps computed were computed again"
+    # A power-off hides the steps its instance ran after its last heartbeat: then the count is a floor.
+    bound = "at least " if cost.losses.power_offs else ""
+    figure = f"{bound}{cost.redone_steps} of {cost.steps_computed} steps computed were computed again"
     if cost.redone_cost_usd is None:
         return figure
     return f"{figure}: {usd(cost.redone_cost_usd)}, their share of the cost (at least)"

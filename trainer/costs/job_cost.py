@@ -8,6 +8,7 @@ what the same hours would cost on demand. For the job:
     on-demand, same hours = Σ every instance's hours × its type's on-demand price
     savings              = on-demand same hours − cost   (and ÷ on-demand same hours)
     redone work cost     = redone steps × cost ÷ steps computed
+    losses               = every instance lost to a notice or a power-off (lost_instances.py)
 
 The savings compare the hours actually run, so they are the spot discount as the job got it; an
 uninterrupted on-demand run would need fewer hours (no replacement boots, no redone steps), and
@@ -23,6 +24,7 @@ from typing import Any
 
 from ..storage.remote import RemoteStore
 from .instance_records import InstanceLife, billed_span, read_records
+from .lost_instances import Losses, find_losses
 from .on_demand_prices import AS_OF, SOURCE, on_demand_price
 from .price_integral import cost_over, covers
 from .price_pools import PooledPrices
@@ -63,6 +65,7 @@ class JobCost:
     on_demand_source: str
     unpriced: list[str] = field(default_factory=list)  # instances left out of the sums: no price known
     problems: list[str] = field(default_factory=list)
+    losses: Losses = field(default_factory=lambda: Losses([], 0, 0))  # the instances lost, and how
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,7 +80,9 @@ def job_cost(lives: Sequence[InstanceLife], events: Iterable[Mapping[str, Any]],
                                     spans[life.instance].end) for life in lives if life.market == "spot"])
     costs = [instance_cost(life, prices, now=now, job_running=job_running, minimum_seconds=minimum_seconds,
                            problems=problems) for life in lives]
-    work = work_done(training_stretches(events, lives))
+    events = list(events)
+    # An instance reached at least the newest checkpoint on its disk, published or not.
+    work = work_done(training_stretches(events, [replace(life, step=life.reached_step) for life in lives]))
     spot = sum(c.cost_usd or 0.0 for c in costs if c.market == "spot")
     on_demand = sum(c.cost_usd or 0.0 for c in costs if c.market == "on-demand")
     # Savings compare like with like: only instances priced both ways.
@@ -103,6 +108,7 @@ def job_cost(lives: Sequence[InstanceLife], events: Iterable[Mapping[str, Any]],
         on_demand_source=f"on-demand table of {AS_OF}: {SOURCE}",
         unpriced=[c.instance for c in costs if c.cost_usd is None],
         problems=list(dict.fromkeys(problems)),  # one cause, one line, however many instances it hit
+        losses=find_losses(events, lives, now=now, job_running=job_running),
     )
 
 
