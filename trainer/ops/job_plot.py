@@ -1,9 +1,12 @@
 """The job's life as one standalone SVG that any browser opens, drawn with matplotlib (its SVG backend: no
 display, no browser code): steps over wall time with redone work shaded, each instance as a bar coloured
-by market, interruptions, power-offs and pauses marked, and spend against the cap when one is set.
+by market from its launch to its end, each notice and power-off where it happened, each pause and resume
+once, and the spend when there is one to show.
 
-Every drawn element carries an id (`instance-<id>`, `interruption-<n>`, `power-off-<id>`, `redone-<n>`,
-`last-step`, `spend`, `budget`), so a reader or a test can find it in the file.
+Every drawn element carries an id (`instance-<id>`, `interruption-<id>` and `power-off-<id>` for the
+instance lost, `paused-<n>`, `resumed-<n>`, `redone-<n>`, `last-step`, `spend`, `budget`), so a reader
+or a test can find it in the file. A mark's line is repeated in every panel; only the step panel's
+carries its id.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .job_story import JobStory
+from .job_story import JobStory, Mark
 from .problem import JobProblem
 
 MARKET_COLOURS = {"spot": "#1f77b4", "on-demand": "#ff7f0e"}
 MARK_STYLES = {"interruption": ("#d62728", "--"), "power-off": ("#000000", ":"), "paused": ("#7f7f7f", "-."),
                "resumed": ("#2ca02c", "-.")}
+# A cap far above the spend would flatten its curve to the axis: drawn as a line only within this reach.
+CAP_IN_REACH = 3.0
 
 
 def pyplot() -> Any:
@@ -35,30 +40,44 @@ def pyplot() -> Any:
 
 def draw(story: JobStory, path: Path) -> None:
     plt = pyplot()
-    rows = 3 if story.budget_usd is not None else 2
-    figure, axes = plt.subplots(rows, 1, sharex=True, figsize=(10, 2.6 * rows), height_ratios=[3, 2, 2][:rows])
+    spend = story.spent > 0  # a panel only when it shows a spend; never a flat line at $0
+    rows = 3 if spend else 2
+    figure, axes = plt.subplots(rows, 1, sharex=True, figsize=(10, 2.6 * rows), height_ratios=[3, 2, 2][:rows],
+                                layout="constrained")
 
     def minutes(at: float) -> float:
         return (at - story.start) / 60.0
 
     _steps(axes[0], story, minutes)
     _instances(axes[1], story, minutes)
-    if rows == 3:
+    if spend:
         _spend(axes[2], story, minutes)
     for axis in axes:
-        for index, mark in enumerate(story.marks):
-            colour, style = MARK_STYLES[mark.kind]
-            line = axis.axvline(minutes(mark.at), color=colour, linestyle=style, linewidth=1)
-            if axis is axes[0]:
-                ident = f"power-off-{mark.instance}" if mark.kind == "power-off" else f"{mark.kind}-{index}"
-                line.set_gid(ident)
-                line.set_label(mark.kind if mark.kind not in {m.kind for m in story.marks[:index]} else None)
-    axes[0].legend(loc="upper left", fontsize=8)
+        _marks(axis, story.marks, minutes, named=axis is axes[0])
+    _legend(axes[0])
     axes[-1].set_xlabel("minutes since the first instance")
-    figure.suptitle(f"job {story.job}")
-    figure.tight_layout()
+    figure.suptitle(f"job {story.job}{_unshown_budget(story, spend)}")
     figure.savefig(path, format="svg")
     plt.close(figure)
+
+
+def _marks(axis: Any, marks: list[Mark], minutes: Callable[[float], float], *, named: bool) -> None:
+    counts: dict[str, int] = {}
+    for mark in marks:
+        colour, style = MARK_STYLES[mark.kind]
+        line = axis.axvline(minutes(mark.at), color=colour, linestyle=style, linewidth=1)
+        if not named:
+            continue
+        number = counts[mark.kind] = counts.get(mark.kind, -1) + 1
+        line.set_gid(f"{mark.kind}-{mark.instance}" if mark.instance else f"{mark.kind}-{number}")
+        line.set_label(mark.kind if number == 0 else None)  # one legend entry per kind
+
+
+def _legend(axis: Any) -> None:
+    """A legend only over labelled artists (matplotlib warns on an empty one)."""
+    handles, labels = axis.get_legend_handles_labels()
+    if handles:
+        axis.legend(handles, labels, loc="upper left", fontsize=8)
 
 
 def _steps(axis: Any, story: JobStory, minutes: Callable[[float], float]) -> None:
@@ -89,11 +108,30 @@ def _instances(axis: Any, story: JobStory, minutes: Callable[[float], float]) ->
 
 
 def _spend(axis: Any, story: JobStory, minutes: Callable[[float], float]) -> None:
-    if story.spend:
-        (line,) = axis.plot([minutes(t) for t, _ in story.spend], [usd for _, usd in story.spend], color="#9467bd",
-                            label="spend")
-        line.set_gid("spend")
-    budget = axis.axhline(story.budget_usd, color="#d62728", linewidth=1.5, label=f"budget ${story.budget_usd:g}")
-    budget.set_gid("budget")
+    """The spend on its own scale; the cap as a line when it is within reach of it, else written as text."""
+    floor = " (priced instances only: at least)" if story.unpriced else ""
+    (line,) = axis.plot([minutes(t) for t, _ in story.spend], [usd for _, usd in story.spend],
+                        color="#9467bd", label=f"spend{floor}")
+    line.set_gid("spend")
+    top = story.spent
+    if story.budget_usd is not None and story.budget_usd <= CAP_IN_REACH * story.spent:
+        cap = axis.axhline(story.budget_usd, color="#d62728", linewidth=1.5, label=f"budget ${story.budget_usd:g}")
+        cap.set_gid("budget")
+        top = max(top, story.budget_usd)
+    elif story.budget_usd is not None:
+        share = story.spent / story.budget_usd
+        note = axis.text(0.99, 0.9, f"budget ${story.budget_usd:g}: {share:.1%} of it spent", ha="right", va="top",
+                         transform=axis.transAxes, fontsize=8, color="#d62728")
+        note.set_gid("budget")
+    axis.set_ylim(0, top * 1.15)
+    axis.yaxis.set_major_formatter(lambda value, _: f"${value:.3g}")
     axis.set_ylabel("USD")
-    axis.legend(loc="upper left", fontsize=8)
+    _legend(axis)
+
+
+def _unshown_budget(story: JobStory, spend_shown: bool) -> str:
+    """A cap with no spend panel to stand in is said in the title, with why there is no panel."""
+    if story.budget_usd is None or spend_shown:
+        return ""
+    why = "no instance priced" if story.unpriced else "no spend measured yet"
+    return f" (budget ${story.budget_usd:g}; {why})"

@@ -1,9 +1,11 @@
 """A job's life as its records in S3 tell it, shaped for a picture: the step over wall time, each instance's
-span and market, interruptions, power-offs and pauses, the work redone after each, spend against the cap.
+span and market, the instances lost (to a notice or a power-off), pauses and resumes, the work redone after
+each loss, spend against the cap.
 
 Steps come from the events that carry one (a published checkpoint, a resume, an interruption's save, the
 end) and from each instance record's last step; work is redone from a resume below the highest step
-reached before it until training is back there.
+reached before it until training is back there. Losses are the ones `status` counts (costs/lost_instances.py),
+so a pause's stops are the pause, drawn once, and never an interruption.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from typing import Any
 
 from ..costs.instance_records import InstanceLife
 from ..costs.job_cost import InstanceCost
+from ..costs.lost_instances import Losses, LossKind, last_sign_of_life
+from ..costs.pauses import user_events
 
 STEP_EVENTS = ("checkpoint", "resume", "interruption", "done")
-USER_EVENTS = ("paused", "resumed")  # spot-trainer pause / resume (trainer/ops/pause.py)
-POWER_OFF = "last seen"  # InstanceCost.ended_by of an instance that never stopped cleanly
 
 
 @dataclass(frozen=True)
@@ -29,9 +31,9 @@ class StepPoint:
 @dataclass(frozen=True)
 class Mark:
     at: float
-    kind: str  # "interruption", "power-off", "paused", "resumed"
+    kind: str  # "interruption" (a notice), "power-off", "paused", "resumed"
     label: str
-    instance: str = ""  # the instance a power-off took
+    instance: str = ""  # the instance a notice or a power-off took
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,9 @@ class JobStory:
     bars: list[Bar]
     marks: list[Mark]
     redone: list[Redone]
-    spend: list[tuple[float, float]]  # (epoch, cumulative USD)
+    spend: list[tuple[float, float]]  # (epoch, cumulative USD) of the priced instances
     budget_usd: float | None
+    unpriced: int = 0  # instances without a price: the spend leaves them out (a floor)
 
     @property
     def start(self) -> float:
@@ -69,20 +72,35 @@ class JobStory:
     def last_step(self) -> int | None:
         return max((p.step for p in self.steps), default=None)
 
+    @property
+    def spent(self) -> float:
+        return max((usd for _, usd in self.spend), default=0.0)
+
 
 def step_points(events: Iterable[Mapping[str, Any]], lives: Sequence[InstanceLife]) -> list[StepPoint]:
     points = [StepPoint(float(e["epoch"]), int(e["step"])) for e in events
               if e.get("kind") in STEP_EVENTS and isinstance(e.get("step"), int) and e.get("published", True)]
-    points += [StepPoint(life.last_seen, life.step) for life in lives if life.step is not None]
+    points += [StepPoint(life.last_seen, step) for life in lives if (step := life.reached_step) is not None]
     return sorted(points, key=lambda p: (p.at, p.step))
 
 
-def marks_of(events: Iterable[Mapping[str, Any]], costs: Sequence[InstanceCost]) -> list[Mark]:
-    marks = [Mark(float(e["epoch"]), e["kind"], str(e.get("reason", e["kind"]))) for e in events
-             if e.get("kind") in ("interruption", *USER_EVENTS)]
-    marks += [Mark(c.end, "power-off", f"{c.instance} lost without a clean stop", c.instance)
-              for c in costs if c.ended_by == POWER_OFF]
+def marks_of(events: Iterable[Mapping[str, Any]], losses: Losses) -> list[Mark]:
+    """One mark per lost instance and per pause and resume; a pause's stops are the pause's mark alone."""
+    marks = [Mark(loss.at, "interruption" if loss.kind is LossKind.NOTICE else "power-off",
+                  f"{loss.instance}: {loss.reason}", loss.instance) for loss in losses.lost]
+    marks += [Mark(change.at, change.kind, change.kind) for change in user_events(events)]
     return sorted(marks, key=lambda m: m.at)
+
+
+def bars_of(lives: Sequence[InstanceLife], events: Sequence[Mapping[str, Any]]) -> list[Bar]:
+    """Each instance from its launch to its end as recorded: its clean stop, else its last sign of life (the last
+    heartbeat of one still running, or of one that lost power). Not its billed span, which runs on to EC2's 60 s
+    minimum, nor to now."""
+    def end(life: InstanceLife) -> float:
+        return life.stopped_at if life.stopped_at is not None else last_sign_of_life(life, events)
+
+    return [Bar(life.instance, life.instance_type, life.market, life.launched_at, max(end(life), life.launched_at))
+            for life in sorted(lives, key=lambda life: life.launched_at)]
 
 
 def redone_spans(events: Iterable[Mapping[str, Any]], points: Sequence[StepPoint]) -> list[Redone]:
@@ -110,11 +128,11 @@ def spend_curve(costs: Sequence[InstanceCost]) -> list[tuple[float, float]]:
 
 
 def story_of(job: str, events: Sequence[Mapping[str, Any]], lives: Sequence[InstanceLife],
-             costs: Sequence[InstanceCost], status: Mapping[str, Any]) -> JobStory:
+             costs: Sequence[InstanceCost], status: Mapping[str, Any], losses: Losses) -> JobStory:
     points = step_points(events, lives)
     budget = status.get("budget_usd")
     return JobStory(
-        job=job, steps=points,
-        bars=[Bar(c.instance, c.instance_type, c.market, c.start, c.end) for c in sorted(costs, key=lambda c: c.start)],
-        marks=marks_of(events, costs), redone=redone_spans(events, points), spend=list(spend_curve(costs)),
-        budget_usd=float(budget) if isinstance(budget, int | float) and budget > 0 else None)
+        job=job, steps=points, bars=bars_of(lives, events), marks=marks_of(events, losses),
+        redone=redone_spans(events, points), spend=spend_curve(costs),
+        budget_usd=float(budget) if isinstance(budget, int | float) and budget > 0 else None,
+        unpriced=sum(c.cost_usd is None for c in costs))

@@ -39,8 +39,12 @@ def plot_job(store: RemoteStore, prices: SpotPriceSource, path: Path) -> str:
     events = store.events()
     lives, _ = read_records(store)
     cost = stored_job_cost(store, events, status.get("state"), prices, now=time.time())
-    story = story_of(store.job, events, lives, cost.instances, status)
+    story = story_of(store.job, events, lives, cost.instances, status, cost.losses)
     draw(story, path)
-    stops = sum(mark.kind in ("interruption", "power-off") for mark in story.marks)
-    return (f"plot: {path}: {len(story.bars)} instance(s), {stops} interruption(s) and power-off(s), "
-            f"up to step {story.last_step}")
+    losses = cost.losses
+    return (f"plot: {path}: {len(story.bars)} instance(s), {len(losses.lost)} interruption(s) ({losses.notices} "
+            f"with a notice, {losses.power_offs} power-off(s)), up to step {_or_none(story.last_step)}")
+
+
+def _or_none(step: int | None) -> str:
+    return "none yet" if step is None else str(step)
