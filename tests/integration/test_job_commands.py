@@ -124,6 +124,16 @@ def test_a_done_job_is_not_paused(job: Job, capsys: pytest.CaptureFixture[str]) 
     assert desired(job) == 2
 
 
+def test_a_done_job_whose_end_took_the_group_to_zero_is_not_resumed(job: Job,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    put_status(job, "DONE")
+    job.client("autoscaling").set_desired_capacity(AutoScalingGroupName=job.group, DesiredCapacity=0)
+    result = run(capsys, "resume", "--job", job.name)
+    assert result.returncode == 1 and one_line(result) == (
+        f"spot-trainer resume: job '{job.name}' is DONE: there is nothing to resume")
+    assert desired(job) == 0
+
+
 def test_a_running_job_is_not_resumed(job: Job, capsys: pytest.CaptureFixture[str]) -> None:
     put_status(job, "TRAINING")
     result = run(capsys, "resume", "--job", job.name)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agent.status import DONE, FAILED, STATUS_NAME
+from ..agent.status import DONE, FAILED, STATUS_NAME, STOPPED_BY_BUDGET
+from ..costs.pauses import PAUSED, RESUMED
 from ..storage.remote import RemoteStore
 from .aws_access import aws_errors
-from .group_state import read_group, set_desired
+from .group_state import GroupState, read_group, set_desired
 from .job_stack import JobStack
 from .problem import JobProblem
 
-PAUSED_EVENT = "paused"
-RESUMED_EVENT = "resumed"
+PAUSED_EVENT = PAUSED
+RESUMED_EVENT = RESUMED
 FINISHED = (DONE, FAILED)
 
 
@@ -57,3 +58,20 @@ def resume(s3: Any, autoscaling: Any, job: JobStack) -> str:
     set_desired(autoscaling, job.group, group.most)
     return (f"resuming job {job.job!r}: its group wants {group.most} instance(s) again; training goes on from "
             f"the newest checkpoint")
+
+
+def group_wish(s3: Any, autoscaling: Any, job: JobStack) -> str:
+    """For `status`: what the job's group wants, and how to go on only where `resume` would."""
+    return wish_line(read_group(autoscaling, job.group), job.job, job_state(RemoteStore(s3, job.bucket, job.job,
+                                                                                        instance="user")))
+
+
+def wish_line(group: GroupState, job: str, state: str) -> str:
+    if not group.paused:
+        return f"group: wants {group.desired} of at most {group.most} instance(s), {group.running} in it"
+    if state in FINISHED:  # the job took its group to zero itself; `resume` answers that it is finished
+        return f"group: wants 0 instances (the job is {state})"
+    if state == STOPPED_BY_BUDGET:
+        return (f"group: wants 0 instances (stopped at its budget: raise BudgetUSD, then "
+                f"`spot-trainer resume --job {job}` goes on)")
+    return f"paused: the group wants 0 instances (`spot-trainer resume --job {job}` goes on)"
