@@ -3,6 +3,7 @@ a staging folder beside it that is moved into place only once its bytes and its 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tarfile
 from collections.abc import Iterator
@@ -30,6 +31,27 @@ def outside_parts(name: str) -> str | None:
     return None
 
 
+def link_leading_out(staging: Path) -> str | None:
+    """Why a link of the unpacked environment may not be kept, or None. Every link must lead, as the file
+    system resolves it (through the other links, so no chain of `..` gets around this), to a place inside
+    venv/ or lib/, or to the file venv/bin/python3 leads to: the venv's base interpreter. Neither tool
+    writes through a link while it unpacks (extract.py); this keeps a link out of the environment that the
+    job would later read or write through."""
+    inside = [Path(os.path.realpath(staging)) / part for part in PARTS]  # venv/ itself a link leads out
+    interpreter = Path(os.path.realpath(staging / "venv" / "bin" / "python3"))
+    base = interpreter if interpreter.is_file() else None
+    for folder, folders, files in os.walk(staging):  # a link to a folder is listed, never entered
+        for name in (*folders, *files):
+            path = Path(folder) / name
+            if not path.is_symlink():
+                continue
+            resolved = Path(os.path.realpath(path))
+            if resolved != base and not any(resolved.is_relative_to(part) for part in inside):
+                return f"the archive holds {path.relative_to(staging).as_posix()}, a link to " \
+                       f"{os.readlink(path)}, which leads out of {' and '.join(PARTS)}"
+    return None
+
+
 @contextmanager
 def staging_beside(app_dir: Path) -> Iterator[Path]:
     """An empty folder in the app folder (the same file system, so the move into place is a rename),
@@ -49,6 +71,8 @@ def put_in_place(staging: Path, app_dir: Path) -> None:
         reason = outside_parts(entry.name)
         if reason:
             raise ValueError(reason)
+    if reason := link_leading_out(staging):
+        raise ValueError(reason)
     for needed in (*PARTS, "venv/bin/python3"):
         if not (staging / needed).is_symlink() and not (staging / needed).exists():
             raise ValueError(f"the archive holds no {needed}")
