@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from spot_trainer.__main__ import main
 from spot_trainer.storage.remote import RemoteStore
-from tests.support.job_history import written_job
+from tests.support.job_history import write_until_paused, written_job
 
 
 @pytest.fixture
@@ -90,3 +90,13 @@ def test_status_counts_every_lost_instance_and_says_what_each_cost(lived: Remote
     assert ("  i-b          power-off, last seen 2026-09-21T14:21:40+00:00; its record: step 340, checkpoint 320 on "
             "its disk; the next round resumed from step 300: at least 40 steps redone") in out
     assert "redone work    at least 40 of " in out
+
+
+def test_a_paused_job_reads_paused_through_the_command(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with written_job("paused", monkeypatch, write_until_paused):
+        assert main(["status", "--job", "cnn", "--bucket", "paused", "--region", "us-east-1"]) == 0
+    out = capsys.readouterr().out
+    assert "state          PAUSED" in out and "reason         paused at 2026-09-21T14:24:20+00:00" in out
+    assert "INTERRUPTED" not in out and "scale-in" not in out
+    assert "interruptions  2: 1 with a notice, 1 power-off; 1 stop(s) by a pause not counted" in out
