@@ -20,10 +20,12 @@ from pathlib import Path
 from localcloud.fake_imds import FakeImds, RoleCredentials
 from localcloud.image_bin import image_bin
 from localcloud.images import ImageFacts
+from spot_trainer.agent.env_file import read_env_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STAND_INS = REPO_ROOT / "localcloud" / "bin"
 UNIT = "spot-trainer-agent.service"
+AGENT_SETTINGS = "etc/spot-trainer/agent.env"  # where user data writes the agent's settings (userdata/lib/settings.sh)
 STATIC_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 # Agent cadence for a local run: notices seen within half a second, a dead holder's lease free in 12 s.
 AGENT_TUNING = {
@@ -69,6 +71,19 @@ class Instance:
     def console(self) -> Path:
         """stdout and stderr of the user data, as the EC2 console output shows them."""
         return self.root.parent / f"{self.instance_id}-console.log"
+
+    def agent_settings(self) -> dict[str, str]:
+        """The agent's settings as its user data wrote them ({} before the user data got that far)."""
+        try:
+            return read_env_text((self.root / AGENT_SETTINGS).read_text()).entries
+        except OSError:
+            return {}
+
+    @property
+    def checkpoint_dir(self) -> Path | None:
+        """CHECKPOINT_DIR as its user data gave it to the agent, where its command saved."""
+        folder = self.agent_settings().get("SPOT_CHECKPOINT_DIR")
+        return Path(folder) if folder else None
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def env(self) -> dict[str, str]:

@@ -20,6 +20,7 @@ from localcloud.boots import boot_line, replacement_phrase
 from localcloud.instance import Instance
 from localcloud.interruptions import Interruption, InterruptionPlan
 from localcloud.journal import TrainingLog, training_again_after
+from localcloud.lost_work import held_on_disk, lost_phrase, lost_steps
 from localcloud.player import Player
 from localcloud.work import logged_work
 from spot_trainer.agent.boot_times import boot_rows
@@ -44,7 +45,7 @@ class Report:
     interruptions: int
     announced: int
     hard_kills: int
-    completed_steps_lost: int
+    completed_steps_lost: int | None  # None: not known (the script prints no step and left no checkpoint)
     steps_computed: int  # each step of a world of nodes once
     progress_from: str  # "steps": the command printed its steps; "checkpoints": only its saves were seen
     checkpoint_stall_seconds: float | None  # None: the command does not report how long saves stall it
@@ -76,6 +77,7 @@ class Report:
     nodes_together: int = 1  # the most nodes that trained as one world
     final_outputs: str = ""  # what the finished command left beside its checkpoints, and where it is kept
     boots: list[dict[str, Any]] = field(default_factory=list)  # each instance's launch → first step (boots.py)
+    completed_steps_lost_text: str = ""  # the figure and how it is known: measured, a lower bound, or unknown
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -95,7 +97,7 @@ class Report:
             f"  interruptions          {self.interruptions} ({self.announced} announced, "
             f"{self.hard_kills} without notice)" + self._recoveries()
             + unfired_phrase(self.interruptions_planned, self.interruptions, self.interrupt_every_seconds),
-            f"  completed steps lost   {self.completed_steps_lost}" + self._unseen(),
+            f"  completed steps lost   {self.completed_steps_lost_text or self.completed_steps_lost}",
             f"  steps computed         {self.steps_computed} (redone: {self.steps_redone})"
             + (f" by up to {self.nodes_together} nodes as one" if self.nodes_together > 1 else "") + self._unseen(),
             "  checkpoint overhead    " + self._overhead(),
@@ -186,6 +188,8 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
     spot_cost = cost.cost_usd
     on_demand_cost = equivalent / 3600 * price
     records = player.interruptions
+    losses = [lost_steps(r, player.logs[r.instance], held_on_disk(player.instances[r.instance].checkpoint_dir))
+              for r in records]
     events = job_events(player)
     return Report(
         job=player.deployment.job,
@@ -197,7 +201,9 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         interruptions=len(records),
         announced=sum(1 for r in records if r.kind == "announced"),
         hard_kills=sum(1 for r in records if r.kind == "hard-kill"),
-        completed_steps_lost=sum(r.lost_steps or 0 for r in records),
+        completed_steps_lost=None if any(loss.steps is None for loss in losses) else sum(
+            loss.steps or 0 for loss in losses),
+        completed_steps_lost_text=lost_phrase(losses),
         steps_computed=work.steps_computed,
         progress_from="steps" if any(log.reports_steps for log in logs) else "checkpoints",
         checkpoint_stall_seconds=round(stall, 4) if stall_measured else None,
@@ -224,8 +230,8 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         instances_without_record=unrecorded,
         interruptions_planned=planned_interruptions(player.options.plan),
         interrupt_every_seconds=None if player.options.total_steps else player.options.plan.spacing_seconds,
-        events=[{**asdict(r), "lost_steps": r.lost_steps, "recovery_seconds": recovery_seconds(r, logs)}
-                for r in records],
+        events=[{**asdict(r), "lost_steps": loss.steps, "lost_steps_basis": str(loss.basis),
+                 "recovery_seconds": recovery_seconds(r, logs)} for r, loss in zip(records, losses, strict=True)],
         market_switches=market_switches(player, events),
         steps_redone=work.redone,
         nodes_together=nodes,
