@@ -11,9 +11,10 @@ each is complete enough to upload. The agent asks this module; nothing else know
                or any other <...>.ckpt  the step; another name's step is read from the archive):
                                         complete once the zip's central directory reads;
                                         last*.ckpt counts only for a step no other file holds
-    generic    any other name with step/iter/ckpt/checkpoint and a number (`model_step500.pt`,
-                                        `iter-500/`): complete once a higher step appears or the
-                                        command has exited
+    generic    any other name with step/iter/ckpt/checkpoint and a number (`checkpoint_40.pt`,
+                                        `iter-500/`): a single file whose format proves it whole
+                                        (whole_files.py) once it does and has lain still 2 s; any other
+                                        once a higher step appears or the command has exited
     series     names that differ only in one integer, written one after another (`model_<epoch>.pth`,
                                         `epoch_<N>/`, `weights.<N>-<loss>.hdf5`; series.py): from
                                         the second member on, complete as generic ones are
