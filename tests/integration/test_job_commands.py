@@ -134,6 +134,14 @@ def test_a_done_job_whose_end_took_the_group_to_zero_is_not_resumed(job: Job,
     assert desired(job) == 0
 
 
+def test_status_of_a_done_job_at_zero_offers_no_resume(job: Job, capsys: pytest.CaptureFixture[str]) -> None:
+    put_status(job, "DONE")
+    job.client("autoscaling").set_desired_capacity(AutoScalingGroupName=job.group, DesiredCapacity=0)
+    result = run(capsys, "status", "--job", job.name)
+    assert result.returncode == 0, result.stderr
+    assert "group: wants 0 instances (the job is DONE)" in result.stdout and "resume" not in result.stdout
+
+
 def test_a_running_job_is_not_resumed(job: Job, capsys: pytest.CaptureFixture[str]) -> None:
     put_status(job, "TRAINING")
     result = run(capsys, "resume", "--job", job.name)

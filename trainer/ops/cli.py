@@ -14,11 +14,10 @@ import boto3
 
 from ..agent.config import REGION
 from .aws_access import NO_REGION, client
-from .group_state import read_group
 from .job_stack import JobStack, check_job_name, find_job_stack, job_by_bucket
 from .logs import print_logs
 from .outputs import check_destination, download_checkpoint, download_final
-from .pause import pause, resume
+from .pause import group_wish, pause, resume
 from .plot_command import check_plot_path, write_plot
 from .problem import JobProblem
 
@@ -116,8 +115,6 @@ def group_lines(job: JobStack) -> list[str]:
     """For `status`: the group's wish (paused or not) and the dashboard; nothing for a stack that is gone."""
     if not job.group:
         return []
-    group = read_group(client("autoscaling", job.region), job.group)
-    wish = (f"paused: the group wants 0 instances (`spot-trainer resume --job {job.job}` goes on)" if group.paused
-            else f"group: wants {group.desired} of at most {group.most} instance(s), {group.running} in it")
+    wish = group_wish(client("s3", job.region), client("autoscaling", job.region), job)
     return [wish, f"dashboard: {job.dashboard_url}"]
 
