@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -25,6 +26,7 @@ from ..aws_names import bucket_name_problem
 from ..costs.budget import outlook
 from ..costs.cost_text import describe_cost, describe_outlook
 from ..costs.job_cost import stored_job_cost
+from ..costs.lost_instances import Losses
 from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, NoPrices, PriceError, SpotPriceSource
 from ..storage.job_keys import LATEST
@@ -42,7 +44,7 @@ from .instance_record import InstanceRecord, instance_facts, price_source
 from .log_lines import agent_line, route_runtime_warnings
 from .secret_values import SecretError, secret_environment
 from .setting_names import unread_setting_warnings
-from .status import STATUS_NAME, describe_job
+from .status import STATUS_NAME, describe_job, state_and_reason
 from .supervisor import Agent, AgentError, Clients, install_stop_handlers
 
 EXIT_BAD_CONFIG = 2
@@ -218,13 +220,23 @@ def run_status(options: argparse.Namespace) -> int:
         cost = stored_job_cost(store, events, (status or {}).get("state"), prices, now=now)
         ahead = outlook(status or {}, cost, prices, now=now)
         if options.json:
-            print(json.dumps({**(status or {}), "cost": cost.to_dict(), "outlook": ahead.to_dict()}, indent=1))
+            print(json.dumps({**as_told(status or {}, events, cost.losses), "cost": cost.to_dict(),
+                              "outlook": ahead.to_dict()}, indent=1))
             return 0 if status else 1
         print(describe_job(status, store.get_json(LATEST), events, cost.losses))
         print("\n".join([*describe_cost(cost), *describe_outlook(ahead), *describe_boots(events)]))
     except (RemoteStoreError, ClientError, BotoCoreError) as error:
         return fail(f"cannot read job {options.job!r} in bucket {options.bucket!r}: {error}", 1)
     return 0
+
+
+def as_told(status: dict[str, Any], events: list[dict[str, Any]], losses: Losses) -> dict[str, Any]:
+    """status.json as the text tells it: the state a pause moved the job to, and every lost instance counted (the
+    agents' own counter sees only the notices they answered, a pause's stops among them)."""
+    if not status:
+        return status
+    state, reason = state_and_reason(status, events)
+    return {**status, "state": state, "reason": reason, "interruptions": len(losses.lost)}
 
 
 def spot_prices(region: str | None) -> SpotPriceSource:
