@@ -48,6 +48,11 @@ def test_epoch_folders_and_keras_names_with_their_loss_are_series(tmp_path: Path
     assert newest is not None and (newest.step, newest.path.name) == (3, "weights.03-0.64.hdf5")
 
 
+def test_saves_a_second_apart_are_a_series_though_the_file_times_read_a_tick_less(tmp_path: Path) -> None:
+    saved(tmp_path, [f"model_{epoch}.pth" for epoch in range(1, 4)], apart=0.996)  # 1 s apart, coarse clock
+    assert layouts.newest_complete(tmp_path, writer_done=True).step == 3  # type: ignore[union-attr]
+
+
 def test_numbered_files_written_at_once_are_not_checkpoints(tmp_path: Path) -> None:
     saved(tmp_path, [f"shard_{index:04d}.bin" for index in range(4)], apart=0.01)
     saved(tmp_path / "export", [f"part-{index:05d}.parquet" for index in range(1, 4)], apart=0.0)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SERIES_GAP_SECONDS = 1.0  # the least time between two saves of a training loop; exports write faster
+# File times come from the kernel's coarse clock (a tick is 1-10 ms): saves a second apart may read 0.996 s.
+_MTIME_TICK = 0.01
 _DECIMAL = re.compile(r"\d+\.\d+(?:[eE][-+]?\d+)?")
 _INTEGER = re.compile(r"\d+")
 _MASKED = "\0"  # stands for a decimal number in a shape; never in a file name
@@ -58,7 +60,7 @@ def _a_series(members: list[Member]) -> bool:
     if len(members) < 2 or len({member.number for member in members}) < len(members):
         return False
     in_order = sorted(members, key=lambda member: member.number)
-    return all(later.written - earlier.written >= SERIES_GAP_SECONDS
+    return all(later.written - earlier.written >= SERIES_GAP_SECONDS - _MTIME_TICK
                for earlier, later in zip(in_order, in_order[1:], strict=False))
 
 
