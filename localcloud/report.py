@@ -69,6 +69,7 @@ class Report:
     redone_cost_usd: float | None
     price_source: str
     instances_without_record: int  # priced from the player's own view: their agent wrote no record
+    agents_without_record: int = 0  # of those, how many had an agent that started (its events show it) and ended
     interruptions_planned: int = 0  # scheduled by --interruptions and --hard-kill (a --rate plans none)
     interrupt_every_seconds: float | None = None  # the schedule's spacing when the total steps are unknown
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -96,7 +97,8 @@ class Report:
             f"  steps                  {steps} (latest checkpoint in S3: {self.final_checkpoint_step})",
             f"  interruptions          {self.interruptions} ({self.announced} announced, "
             f"{self.hard_kills} without notice)" + self._recoveries()
-            + unfired_phrase(self.interruptions_planned, self.interruptions, self.interrupt_every_seconds),
+            + unfired_phrase(self.interruptions_planned, self.interruptions, self.interrupt_every_seconds,
+                             self.state),
             f"  completed steps lost   {self.completed_steps_lost_text or self.completed_steps_lost}",
             f"  steps computed         {self.steps_computed} (redone: {self.steps_redone})"
             + (f" by up to {self.nodes_together} nodes as one" if self.nodes_together > 1 else "") + self._unseen(),
@@ -121,9 +123,13 @@ class Report:
             lines.append(phrase)
         if self.final_outputs:
             lines.append(f"  final outputs          {self.final_outputs}")
-        if self.instances_without_record:
-            lines.append(f"  note                   {self.instances_without_record} instances wrote no record "
-                         "(their agent never started): billed from launch to power-off as the player saw them")
+        if never := self.instances_without_record - self.agents_without_record:
+            lines.append(f"  note                   {never} instances wrote no record (their agent never started): "
+                         "billed from launch to power-off as the player saw them")
+        if self.agents_without_record:
+            lines.append(f"  note                   {self.agents_without_record} instances' agents started and ended "
+                         "before writing their record (the job's state says why): billed from launch to power-off "
+                         "as the player saw them")
         return "\n".join(lines)
 
     def _overhead(self) -> str:
@@ -142,11 +148,14 @@ class Report:
         return " (counted from checkpoints: the command prints no steps, so steps after its last save are unseen)"
 
 
-def unfired_phrase(planned: int, happened: int, every_seconds: float | None) -> str:
+def unfired_phrase(planned: int, happened: int, every_seconds: float | None, state: str = "DONE") -> str:
     """'; 2 of the 2 planned never came: ...': a demo asked for interruptions that the job outran must
-    not read as a run that survived them."""
+    not read as a run that survived them. Spacing them closer helps only a job that ended DONE first: one
+    that failed says why on the report's first line."""
     if happened >= planned:
         return ""
+    if state != "DONE":
+        return f"; {planned - happened} of the {planned} planned never came: the job was {state} first"
     why = "the job ended first"
     if every_seconds is not None:
         why += (f" (a command that prints no total steps is interrupted after each {every_seconds:g}s of "
@@ -184,13 +193,14 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
     kind = first.instance_type if first else "c7i.xlarge"
     price = USD_PER_HOUR.get(kind, USD_PER_HOUR["c7i.xlarge"])
     cost, unrecorded = run_cost(player, prices or flat_prices(discount))
+    events = job_events(player)
+    with_agent = {str(event.get("instance")) for event in events}
     instance_seconds = cost.instance_hours * 3600
     spot_cost = cost.cost_usd
     on_demand_cost = equivalent / 3600 * price
     records = player.interruptions
     losses = [lost_steps(r, player.logs[r.instance], held_on_disk(player.instances[r.instance].checkpoint_dir))
               for r in records]
-    events = job_events(player)
     return Report(
         job=player.deployment.job,
         state=str(status.get("state", "UNKNOWN")),
@@ -227,7 +237,8 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         redone_steps=cost.redone_steps,
         redone_cost_usd=round(cost.redone_cost_usd, 6) if cost.redone_cost_usd is not None else None,
         price_source=cost.price_source,
-        instances_without_record=unrecorded,
+        instances_without_record=len(unrecorded),
+        agents_without_record=len(set(unrecorded) & with_agent),
         interruptions_planned=planned_interruptions(player.options.plan),
         interrupt_every_seconds=None if player.options.total_steps else player.options.plan.spacing_seconds,
         events=[{**asdict(r), "lost_steps": loss.steps, "lost_steps_basis": str(loss.basis),
@@ -270,9 +281,9 @@ def flat_prices(discount: float) -> SpotPriceSource:
                       f"flat trace: {1 - discount:.0%} of the on-demand price")
 
 
-def run_cost(player: Player, prices: SpotPriceSource) -> tuple[JobCost, int]:
-    """The run's cost from the records the agents wrote, and how many instances had none (killed
-    before their agent started: billed all the same, from the player's own view)."""
+def run_cost(player: Player, prices: SpotPriceSource) -> tuple[JobCost, list[str]]:
+    """The run's cost from the records the agents wrote, and the instances that had none (killed before
+    their agent started, or whose agent ended first: billed all the same, from the player's own view)."""
     store = RemoteStore(player.cloud.client("s3"), player.deployment.bucket, player.deployment.job)
     lives, _ = read_records(store)
     recorded = {life.instance for life in lives}
@@ -280,7 +291,7 @@ def run_cost(player: Player, prices: SpotPriceSource) -> tuple[JobCost, int]:
     missing = [as_life(i, region) for i in player.instances.values() if i.instance_id not in recorded and i.launched_at]
     cost = job_cost([*lives, *missing], store.events(), prices, now=player.ended_at, job_running=False,
                     minimum_seconds=0.0)
-    return cost, len(missing)
+    return cost, [life.instance for life in missing]
 
 
 def as_life(instance: Instance, region: str) -> InstanceLife:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -57,7 +58,7 @@ def test_the_local_cost_is_the_status_computation_over_the_records_and_the_playe
         player = SimpleNamespace(cloud=Cloud(), deployment=SimpleNamespace(bucket="local", job="demo"),
                                  instances=instances, ended_at=T0 + 300)
         cost, unrecorded = run_cost(player, flat_prices(0.7))  # type: ignore[arg-type]
-    assert unrecorded == 1
+    assert unrecorded == ["i-3"]
     hours = {c.instance: round(c.hours * 3600) for c in cost.instances}
     assert hours == {"i-1": 90, "i-2": 85, "i-3": 30}, "records first (no minimum locally), then the player's view"
     assert round(cost.cost_usd, 9) == round((90 + 30) / 3600 * 1.006 * 0.3 + 85 / 3600 * 1.006, 9)
@@ -83,4 +84,7 @@ def test_the_two_comparisons_are_told_apart() -> None:
     assert "$0.03350 for the job once, uninterrupted, on demand: 1.24x the on-demand run" in uninterrupted
     assert "than the 27% discount saves" in uninterrupted, "the discount this run got, not the nominal one"
     assert any(line.startswith("  redone work cost       $0.00260 for 20 steps") for line in lines)
-    assert any("1 instances wrote no record" in line for line in lines)
+    assert any("1 instances wrote no record (their agent never started)" in line for line in lines)
+    failed = replace(report, state="FAILED", agents_without_record=1)
+    notes = [line for line in failed.text().splitlines() if line.startswith("  note")]
+    assert len(notes) == 1 and "agents started and ended before writing their record" in notes[0], notes

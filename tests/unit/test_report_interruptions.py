@@ -25,3 +25,8 @@ def test_nothing_is_added_when_every_planned_interruption_came() -> None:
 def test_the_schedule_plans_announced_and_hard_kills_and_a_rate_plans_none() -> None:
     assert planned_interruptions(InterruptionPlan(count=3, hard_kills=1)) == 4
     assert planned_interruptions(InterruptionPlan(rate_per_hour=120)) == 0
+
+
+def test_a_failed_job_is_not_told_to_space_its_interruptions_closer() -> None:
+    phrase = unfired_phrase(planned=2, happened=0, every_seconds=20.0, state="FAILED")
+    assert phrase == "; 2 of the 2 planned never came: the job was FAILED first"
