@@ -65,3 +65,28 @@ def test_interruption_resume_and_done_each_send_one_message(
     store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job)
     records = [store.get_json(f"instances/{iid}.json") for iid in ("i-first", "i-second")]
     assert all(record and record["stopped_at"] >= record["launched_at"] for record in records), records
+
+
+def test_a_stop_for_a_pause_is_told_as_the_pause_and_not_counted_as_an_interruption(
+        aws_env: dict[str, str], bucket: str, tmp_path: Path, inbox: tuple[str, Any, str]) -> None:
+    topic, sqs, queue = inbox
+    job = f"pause-{bucket[-8:]}"
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, job, instance="user")
+    settings = {"command": "builtin", "train_args": TRAIN_ARGS, "notify_topic": topic,
+                "metrics_namespace": f"Test/{job}"}
+    with FakeImds(instance_id="i-paused") as imds:
+        agent = AgentProcess(agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=tmp_path / "a",
+                                       imds_url=imds.url, instance_id="i-paused", **settings)).start()
+        try:
+            agent.wait_for(lambda: any(e["step"] > 5 for e in agent.events("step")), what="step 5")
+            store.append_event("paused")  # what `spot-trainer pause` records before it scales the group to zero
+            imds.set_target_lifecycle_state("Terminated")
+            assert agent.wait() == 0, agent.text()
+        finally:
+            agent.stop()
+    messages = received(sqs, queue)
+    assert [m["Subject"] for m in messages] == [f"Spot Trainer {job}: paused"], messages
+    assert f"spot-trainer resume --job {job}" in messages[0]["Message"]
+    assert store.get_json("status.json")["interruptions"] == 0
+    [stop] = store.events("interruption")
+    assert stop["paused"] is True

@@ -8,13 +8,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..costs.pauses import PAUSED, RESUMED, user_events
 from ..settings import FINAL_UPLOAD_ALLOWANCE_SECONDS
 from ..storage import job_keys
 from ..storage.remote import RemoteStore, RemoteStoreError
 from . import status as states
 from .budget_watch import BUDGET_EVENT
 from .config import AgentConfig
-from .notice_watch import NoticeWatch
+from .notice_watch import SCALE_IN_REASON, NoticeWatch
 from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
 from .status import StatusReporter
 from .telemetry import RunTelemetry
@@ -45,11 +46,12 @@ class Endings:
 
     def interrupted(self, reason: str, step: int | None) -> int:
         reporter = self._reporter()
-        reporter.update(state=states.INTERRUPTED, interruptions=reporter.status.interruptions + 1,
+        paused = self._stopped_by_a_pause(reason)
+        reporter.update(state=states.INTERRUPTED, interruptions=reporter.status.interruptions + (not paused),
                         reason=reason)
         if step is None and self.config.distributed:  # rank 0 may have saved on another node
             step = self.store.latest_step()
-        self.telemetry.event("interruption", reason=reason, step=step)
+        self.telemetry.event("interruption", reason=reason, step=step, **({"paused": True} if paused else {}))
         self.group.release()
         if step is None:
             saved = "no checkpoint yet"
@@ -59,6 +61,16 @@ class Endings:
             saved = f"checkpoint step {step} could not be read back from S3"
         self.log(f"interrupted ({reason}); {saved}")
         return 0
+
+    def _stopped_by_a_pause(self, reason: str) -> bool:
+        """A scale-in while `spot-trainer pause` is in effect: the pause's stop, which loses no instance."""
+        if reason != SCALE_IN_REASON:
+            return False
+        try:
+            changes = user_events(self.store.events(PAUSED, RESUMED))
+        except RemoteStoreError:  # not known: counted as the stop it looks like
+            return False
+        return bool(changes) and changes[-1].kind == PAUSED
 
     def done(self, step: int | None) -> int:
         # The event first: a peer that sees status.json DONE then finds the event, with the step, beside it.

@@ -16,6 +16,7 @@ IMDS_BACKOFF_SECONDS = 30.0  # no metadata service at all (not on EC2): ask rare
 # ask again at once, a notice's two minutes cannot spare a quarter of themselves waiting.
 IMDS_RETRY_SECONDS = 1.0
 NOTICE_REASON = "spot interruption notice"
+SCALE_IN_REASON = f"scale-in (lifecycle {TERMINATED})"  # the group chose this instance: the job's end, a pause
 
 
 @dataclass
@@ -41,7 +42,7 @@ class NoticeWatch:
             if self.react_to_rebalance and self.imds.rebalance_recommendation():
                 return "rebalance recommendation"
             if (self.imds.target_lifecycle_state() or "") == TERMINATED:
-                return "scale-in (lifecycle Terminated)"
+                return SCALE_IN_REASON
         except Exception as error:  # no IMDS (a laptop) or a flaky moment: keep training, ask again
             self._retry_at = self.clock() + (IMDS_RETRY_SECONDS if self.imds.answered else IMDS_BACKOFF_SECONDS)
             if not self._warned:

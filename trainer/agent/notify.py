@@ -28,6 +28,10 @@ def message_for(job: str, kind: str, fields: Mapping[str, Any]) -> tuple[str, st
     instance = fields.get("instance") or "an instance"
     step = fields.get("step")
     at_step = f" at step {step}" if step is not None else ""
+    if kind == "interruption" and fields.get("paused"):
+        kept = f"checkpoint step {step} is safe in S3" if step is not None else "it had saved no checkpoint yet"
+        return (f"Spot Trainer {job}: paused"[:SUBJECT_LIMIT],
+                f"Job {job} stopped on {instance} for the pause; {kept}. `spot-trainer resume --job {job}` goes on.")
     texts = {
         "interruption": ("interrupted", f"Job {job} was interrupted on {instance} ({fields.get('reason')}); " + (
             f"checkpoint step {step} is safe in S3 and a replacement will resume from it." if step is not None

@@ -77,7 +77,7 @@ class RunTelemetry:
             self.log(f"could not record event {kind}: {error}")
         if self.notifier is not None:
             self.notifier.event(kind, {"instance": self.store.instance, **fields})
-        if kind == "interruption" and self.cloud is not None:
+        if kind == "interruption" and not fields.get("paused") and self.cloud is not None:  # a pause loses nothing
             self.cloud.metric("Interruptions", 1, "Count")
         if kind == "start" and (boot := self.boot.boot_fields()) is not None:
             self.event(BOOT_EVENT, **boot)
