@@ -86,15 +86,6 @@ def test_status_counts_every_lost_instance_and_says_what_each_cost(lived: Remote
     assert "state          DONE" in out and "PAUSED" not in out and "scale-in" not in out
     # The demo's count: i-a's notice and i-b's power-off; i-c's stop was the pause.
     assert "interruptions  2: 1 with a notice, 1 power-off; 1 stop(s) by a pause not counted" in out
-
-
-def test_json_tells_the_same_state_and_interruptions_as_the_text(monkeypatch: pytest.MonkeyPatch,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    with written_job("paused", monkeypatch, write_until_paused):
-        assert main(["status", "--job", "cnn", "--bucket", "paused", "--region", "us-east-1", "--json"]) == 0
-    document = json.loads(capsys.readouterr().out)
-    assert (document["state"], document["interruptions"]) == ("PAUSED", 2)
-    assert "scale-in" not in document["reason"]
     assert "saved step 180; its record: step 180; the next round resumed from step 180; no redone step seen" in out
     assert ("  i-b          power-off, last seen 2026-09-21T14:21:40+00:00; its record: step 340, checkpoint 320 on "
             "its disk; the next round resumed from step 300: at least 40 steps redone") in out
