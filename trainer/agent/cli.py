@@ -14,7 +14,7 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,12 +230,12 @@ def run_status(options: argparse.Namespace) -> int:
     return 0
 
 
-def as_told(status: dict[str, Any], events: list[dict[str, Any]], losses: Losses) -> dict[str, Any]:
+def as_told(status: dict[str, Any], events: Sequence[Mapping[str, Any]], losses: Losses) -> dict[str, Any]:
     """status.json as the text tells it: the state a pause moved the job to, and every lost instance counted (the
     agents' own counter sees only the notices they answered, a pause's stops among them)."""
     if not status:
         return status
-    state, reason = state_and_reason(status, events)
+    state, reason = state_and_reason(status, list(events))
     return {**status, "state": state, "reason": reason, "interruptions": len(losses.lost)}
 
 
