@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
 from spot_trainer.storage.step_parts import StepParts
 from spot_trainer.storage.uploader import PART
 from tests.integration.test_multinode import job_store
+from tests.support.dcp_metadata import write_metadata
 
 JOB = "sharded"
 
@@ -31,15 +31,15 @@ JOB = "sharded"
 def save(root: Path, step: int, world: int, *, tag: str = "a", shard_bytes: int = 1000) -> list[Path]:
     """One DCP save of `world` ranks, one node per rank: node 0's folder holds `.metadata` (which lists
     every rank's shard) beside its own shard, node r's only `__<r>_0.distcp`."""
-    listed = {f"rank{rank}": f"__{rank}_0.distcp" for rank in range(world)}
     folders = []
     for rank in range(world):
         folder = root / f"node{rank}" / f"step-{step}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"__{rank}_0.distcp").write_bytes(f"{tag}{rank}".encode() * (shard_bytes // 2))
-        if rank == 0:
-            (folder / ".metadata").write_bytes(pickle.dumps({"tag": tag, "storage": listed}))
         folders.append(folder)
+    sizes = {f"__{rank}_0.distcp": (folder / f"__{rank}_0.distcp").stat().st_size
+             for rank, folder in enumerate(folders)}
+    write_metadata(folders[0], sizes, tag)
     return folders
 
 
@@ -146,7 +146,7 @@ def test_a_node_killed_while_uploading_its_shard_never_publishes_the_step(
         uploading.kill()
         uploading.wait()
     assert store.latest_step() == 10 and not store.has_checkpoint(20)
-    assert store.get_json(StepParts.part_name(20, "i-1")) is None
+    assert not [key for key, _ in StepParts(store).listing(20).parts if key.instance == "i-1"]
 
     lines: list[str] = []
     events: list[dict[str, object]] = []
@@ -174,8 +174,7 @@ def hf_fsdp_save(root: Path, step: int, world: int) -> list[Path]:
             (folder / inner).mkdir(parents=True, exist_ok=True)
             (folder / inner / f"__{rank}_0.distcp").write_bytes(f"{inner}{rank}".encode() * 100)
             if rank == 0:
-                listed = [f"__{r}_0.distcp" for r in range(world)]
-                (folder / inner / ".metadata").write_bytes(pickle.dumps({"storage": listed}))
+                write_metadata(folder / inner, {f"__{r}_0.distcp": len(f"{inner}{r}") * 100 for r in range(world)})
         (folder / f"rng_state_{rank}.pth").write_bytes(b"rng")
         if rank == 0:
             (folder / "scheduler.pt").write_bytes(b"scheduler")
@@ -233,7 +232,8 @@ def test_shards_set_aside_at_or_below_the_published_step_do_not_pile_up(store: R
     assert sorted(path.name for path in disk.iterdir()) == [".unverified-model_5.pt", ".unverified-step-40", "step-30"]
 
 
-def test_a_manifest_left_by_a_save_whose_publish_never_came_is_replaced(store: RemoteStore, tmp_path: Path) -> None:
+def test_a_save_settled_and_written_whose_publish_never_came_is_the_step(store: RemoteStore,
+                                                                         tmp_path: Path) -> None:
     first = save(tmp_path / "first", 70, 2, tag="a")
     for rank, folder in enumerate(first):
         node(store, f"i-{rank}").upload(folder, 70)
@@ -241,10 +241,10 @@ def test_a_manifest_left_by_a_save_whose_publish_never_came_is_replaced(store: R
     store.s3.delete_object(Bucket=store.bucket, Key=store.key("latest.json"))
     second = save(tmp_path / "second", 70, 2, tag="b")  # the next round trains step 70 again
     assert node(store, "i-0").upload(second[0], 70) == PART
-    assert node(store, "i-1").upload(second[1], 70) is True
+    assert node(store, "i-1").upload(second[1], 70) is True  # the settled save, whole, is published
     restored = store.restore_at_or_below(tmp_path / "fresh", 70)
     assert restored is not None and store.restored_step == 70
-    assert (restored / "__1_0.distcp").read_bytes() == (second[1] / "__1_0.distcp").read_bytes()
+    assert (restored / "__1_0.distcp").read_bytes() == (first[1] / "__1_0.distcp").read_bytes()
 
 
 def aged(folder: Path, seconds: float) -> None:
@@ -298,9 +298,11 @@ def test_a_save_is_abandoned_only_while_it_is_the_one_in_s3_and_nobody_settled_i
                             arrival_seconds=0.0)
     assert settling.upload(again[0], 95) == PART
     identity = settling.parts.sent[95]
-    assert store.create_once(StepParts.settled_name(95, identity), {"outcome": "published"})  # a node publishing it
+    said = len(lines)
+    assert store.create_once(StepParts.settled_name(95, identity), {"outcome": "published", "instance": "i-1",
+                                                                     "settled_at": time.time()})  # i-1 publishes it
     settling.check(store.latest_step)
-    assert "its objects are left to retention" in lines[-1], lines
+    assert lines[said:] == [], lines  # not abandoned: the node that settled it publishes it
     assert store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.step_prefix(95))["KeyCount"] > 0
 
 
@@ -313,7 +315,7 @@ def test_lightnings_sharded_fsdp_checkpoint_goes_up_from_every_node(store: Remot
         folder.mkdir(parents=True)
         (folder / f"__{rank}_0.distcp").write_bytes(f"lightning{rank}".encode() * 100)
         if rank == 0:
-            (folder / ".metadata").write_bytes(pickle.dumps({"storage": ["__0_0.distcp", "__1_0.distcp"]}))
+            write_metadata(folder, {f"__{r}_0.distcp": len(f"lightning{r}") * 100 for r in range(2)})
         folders.append(folder)
     saves = [ShardedSaves(node(store, f"i-{rank}"), folder.parent, print, lambda kind, **fields: None)
              for rank, folder in enumerate(folders)]

@@ -31,12 +31,14 @@ class FaultProxy:
     of the rest with 503 SlowDown or (`resets` of them) a TCP reset after the request was read, so the
     client never learns whether it was applied. `delay` seconds are added to every forwarded request
     that sends a body (a slow uplink). A write of a key over 1024 bytes is refused, as S3 does.
-    `before_write(key)` is called before a write (PUT or POST) is forwarded: it may hold it."""
+    `before_write(key)` is called before a write (PUT or POST) is forwarded: it may hold it. `write_fault(key)`
+    may answer a write with a fault of its own ("503" or "reset"), whatever the counts above say."""
 
     def __init__(self, upstream_port: int, *, first_n: int = 0, fraction: float = 0.0, resets: float = 0.5,
-                 seed: int = 7, delay: float = 0.0, before_write: Callable[[str], None] | None = None) -> None:
+                 seed: int = 7, delay: float = 0.0, before_write: Callable[[str], None] | None = None,
+                 write_fault: Callable[[str], str | None] | None = None) -> None:
         self.upstream_port, self.first_n, self.delay = upstream_port, first_n, delay
-        self.before_write = before_write
+        self.before_write, self.write_fault = before_write, write_fault
         self.fraction, self.resets = fraction, resets
         self.random = random.Random(seed)
         self.lock = threading.Lock()
@@ -74,6 +76,8 @@ class FaultProxy:
                         len(object_key(self.path, self.headers.get("Host", "")).encode()) > KEY_LIMIT_BYTES:
                     return self.reply(400, {"Content-Type": "application/xml"}, KEY_TOO_LONG)
                 fault = proxy.choose_fault()
+                if self.command in ("PUT", "POST") and proxy.write_fault is not None:
+                    fault = proxy.write_fault(object_key(self.path, self.headers.get("Host", ""))) or fault
                 if fault == "reset":
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     self.connection.close()

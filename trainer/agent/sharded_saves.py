@@ -3,9 +3,11 @@
 Every node uploads its own part, whichever node publishes whole checkpoints in the round: the node
 holding `.metadata` (the coordinator's) as soon as that file is there, any other node once the
 coordinator's record in S3 shows the save ended on every rank (its own shards are written in place,
-so nothing on its disk says so). Each part a node sent is followed until its step is published; a
-step still not whole PARTS_ARRIVAL_SECONDS later is abandoned in one line naming the ranks whose shards
-never arrived, and its objects are removed.
+so nothing on its disk says so). Each part a node sent is followed until its step is published: a save
+whole in S3 whose publish S3 failed is published again at each poll (by the node that settled it, and by
+every node once the settling is FINISH_TAKEOVER_SECONDS old) until it is, or for PUBLISH_RETRY_SECONDS,
+then given up in one line; a step still not whole PARTS_ARRIVAL_SECONDS later is abandoned in one line
+naming the ranks whose shards never arrived, and its objects are removed.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..storage import layouts, shards
+from ..storage.checkpoint_files import checkpoint_files
 from ..storage.remote import RemoteStoreError
-from ..storage.step_parts import PARTS_ARRIVAL_SECONDS, StepParts
+from ..storage.step_parts import FINISH_TAKEOVER_SECONDS, PARTS_ARRIVAL_SECONDS, PUBLISHED, StepParts
 from ..storage.uploader import PART
 
 # After the command stopped, for the coordinator's record of this node's newest save: rank 0's node sends
 # its .metadata first, within a poll or two; a save cut short never gets one, and the wait costs the round.
 PART_WAIT_SECONDS = 30.0
+# A save whole in S3 whose MANIFEST.json or latest.json S3 keeps failing: retried each poll this long.
+PUBLISH_RETRY_SECONDS = 600.0
 
 
 @dataclass
@@ -34,7 +39,10 @@ class ShardedSaves:
     log: Callable[[str], None]
     event: Callable[..., None]
     arrival_seconds: float = PARTS_ARRIVAL_SECONDS
+    publish_seconds: float = PUBLISH_RETRY_SECONDS
+    takeover_seconds: float = FINISH_TAKEOVER_SECONDS
     _sent: dict[int, float] = field(default_factory=dict)  # step → when this node's part went up
+    _publish_failed: dict[int, str] = field(default_factory=dict)  # step → the last publish failure said
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _said: str = ""  # the last failure to look for a part, said once
 
@@ -80,7 +88,10 @@ class ShardedSaves:
             save = self.parts.coordinator_save(pending.step)
         except RemoteStoreError:  # S3 having a bad minute: asked again at the next poll
             return False
-        return save is not None and save.holds(shards.shard_files(pending.path))
+        if save is None:
+            return False
+        files = {name: path for name, path in checkpoint_files(pending.path).items() if name in save.listed}
+        return bool(files) and not save.refusal(files)
 
     def upload(self, path: Path, step: int) -> bool | str:
         """The uploader's upload for a sharded checkpoint: True once published, PART when sent and the step is
@@ -92,7 +103,8 @@ class ShardedSaves:
         return outcome
 
     def check(self, latest: Callable[[], int | None]) -> None:
-        """Each poll: a part sent whose step is published is done with; one not whole in time is abandoned."""
+        """Each poll: a part sent whose step is published is done with; a whole save is published, its publish
+        retried when S3 failed it; one not whole in time is abandoned."""
         with self._lock:
             sent = dict(self._sent)
         if not sent:
@@ -104,11 +116,47 @@ class ShardedSaves:
             for step, since in sorted(sent.items()):
                 if published is not None and published >= step:
                     self._forget(step)
-                elif time.monotonic() - since > self.arrival_seconds:
-                    self._abandon(step)
-                    self._forget(step)
+                else:
+                    self._follow(step, since)
         except Exception as error:  # noqa: BLE001 - S3, a disk or a damaged record: asked again at the next poll
             self.log(f"could not check the sharded steps sent ({type(error).__name__}: {error})")
+
+    def _follow(self, step: int, since: float) -> None:
+        identity = self.parts.sent.get(step)
+        settled = self.parts.settlement(step, identity) if identity is not None else None
+        if settled is None:
+            if self.parts.publish_if_whole(step):
+                self._forget(step)
+            elif time.monotonic() - since > self.arrival_seconds and not self._settled_meanwhile(step, identity):
+                self._abandon(step)
+                self._forget(step)
+            return
+        if settled.get("outcome") != PUBLISHED or identity is None:
+            self._forget(step)  # abandoned: the node that settled it said so
+            return
+        age = time.time() - float(settled.get("settled_at") or 0.0)
+        if settled.get("instance") != self.parts.store.instance and age < self.takeover_seconds:
+            return  # its publisher is on it
+        try:
+            finished = self.parts.finish(step, identity)
+        except RemoteStoreError as error:
+            if age > self.publish_seconds:
+                self.log(f"checkpoint step {step} abandoned: it is whole in S3, but S3 refused its MANIFEST.json or "
+                         f"latest.json for {self.publish_seconds:.0f}s ({error.cause or error}); its objects are left "
+                         "to retention, and the step published before it stands")
+                self.event("abandoned", step=step, missing="its publish", removed=False)
+                self._forget(step)
+            elif self._publish_failed.get(step) != (said := error.cause or str(error)):
+                self._publish_failed[step] = said
+                self.log(f"checkpoint step {step} is whole in S3 but not published yet: S3 failed its publish "
+                         f"({said}); retried at each poll")
+            return
+        if finished and step in self._publish_failed:
+            self.log(f"checkpoint step {step} published (its publish retried after S3 failed it)")
+        self._forget(step)
+
+    def _settled_meanwhile(self, step: int, identity: str | None) -> bool:
+        return identity is not None and self.parts.settlement(step, identity) is not None
 
     def prune_set_aside(self, published: int) -> list[str]:
         """Shards set aside as a round began (`.unverified-<name>`, `.incomplete-<name>`) below the step now
@@ -133,6 +181,7 @@ class ShardedSaves:
     def _forget(self, step: int) -> None:
         with self._lock:
             self._sent.pop(step, None)
+            self._publish_failed.pop(step, None)
 
     def awaited(self, step: int) -> str:
         """Why `step` is not published yet, for a line: the parts still missing."""

@@ -102,9 +102,11 @@ class CheckpointStore(JobObjects):
             self.apply_retention(latest=step)
         return published
 
-    def send_files(self, local: Path, stored: dict[str, tuple[str, Path]], prefix: str) -> dict[str, Any]:
+    def send_files(self, local: Path, stored: dict[str, tuple[str, Path]], prefix: str, *,
+                   create_only: bool = False) -> dict[str, Any]:
         """Upload key → (name, path) under the absolute `prefix`, hashed as the bytes go out and confirmed at
-        full size; key → manifest entry (size, block SHA-256s, name). A file rewritten meanwhile fails it."""
+        full size; key → manifest entry (size, block SHA-256s, name). A file rewritten meanwhile fails it.
+        `create_only`: each object only where none is yet (a save's objects: a second writer fails)."""
         files = {key: path for key, (_, path) in stored.items()}
         try:
             before = {key: file_version(path) for key, path in files.items()}
@@ -113,7 +115,11 @@ class CheckpointStore(JobObjects):
                 # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
                 digests = hasher.submit(digest_files, files)
                 total = sum(path.stat().st_size for path in files.values())
-                self.transfer_all(((str(path), prefix + key) for key, path in files.items()), total)
+                if create_only:
+                    writers = {prefix + key: f"{self.instance}/{size}/{mtime}" for key, (size, mtime) in before.items()}
+                    self.create_all({prefix + key: path for key, path in files.items()}, total, writers)
+                else:
+                    self.transfer_all(((str(path), prefix + key) for key, path in files.items()), total)
                 blocks = digests.result()
             sizes = {key: path.stat().st_size for key, path in files.items()}
             if changed := sorted(stored[key][0] for key, path in files.items() if file_version(path) != before[key]):

@@ -16,8 +16,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from s3transfer.subscribers import BaseSubscriber
 
 from . import job_keys as keys
-from .conditional import is_missing, write_if
+from .conditional import CreateOnly, is_missing, is_overlap, is_taken, write_if
 from .s3client import transfer_config_for, upload_config_for
+
+WRITER = "spot-writer"  # the user metadata naming who wrote an object that must only be created
+OVERLAP_ATTEMPTS = 4  # an object's upload begun again after 409 ConditionalRequestConflict
 
 
 class RemoteStoreError(RuntimeError):
@@ -94,23 +97,69 @@ class JobObjects:
     # ---- S3 plumbing ----------------------------------------------------------------------------
     def transfer_all(self, pairs: Any, total_bytes: int, *, download: bool = False) -> None:
         """Run every (source, destination) transfer concurrently; raise on the first failure."""
-        # Downloads: few large ranged GETs; uploads: many small parts (see trainer/s3client.py).
+        self._transfers(list(pairs), total_bytes, download=download)
+
+    def create_all(self, files: dict[str, Path], total_bytes: int, writers: dict[str, str]) -> None:
+        """Upload key → file, each only where S3 holds no object at that key yet (conditional.CreateOnly).
+        An object already there that `writers[key]` wrote (this node's own earlier try) counts as sent; one
+        another writer put there fails the whole, and stays as it was."""
+        registry = CreateOnly.of(self.s3)
+        pending = dict(files)
+        registry.add(list(pending))
+        try:
+            for _ in range(OVERLAP_ATTEMPTS):
+                failures = self._transfers([(str(path), key) for key, path in pending.items()], total_bytes,
+                                           metadata={key: {WRITER: writers[key]} for key in pending})
+                again = {}
+                for key, error in failures.items():
+                    if isinstance(error, ClientError) and is_overlap(error):
+                        again[key] = pending[key]
+                    elif isinstance(error, ClientError) and is_taken(error) and self._writer(key) == writers[key]:
+                        continue
+                    elif isinstance(error, ClientError) and is_taken(error):
+                        raise RemoteStoreError(f"s3://{self.bucket}/{key}: another writer's object is there already; "
+                                               "it stays as it is", cause="an object another writer created") from error
+                    else:
+                        raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+                if not (pending := again):
+                    return
+            raise RemoteStoreError(f"s3://{self.bucket}/{next(iter(pending))}: other writes of the key kept "
+                                   "overlapping", cause="conditional writes kept overlapping")
+        finally:
+            registry.discard(list(files))
+
+    def _writer(self, key: str) -> str | None:
+        try:
+            return str(self.s3.head_object(Bucket=self.bucket, Key=key).get("Metadata", {}).get(WRITER))
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+
+    def _transfers(self, pairs: list[tuple[str, str]], total_bytes: int, *, download: bool = False,
+                   metadata: dict[str, dict[str, str]] | None = None) -> dict[str, Exception]:
+        """Every (source, destination) transfer at once. With `metadata` (uploads that only create), what failed,
+        by key, once every transfer ended; without, the first failure raises at once (the rest cancelled)."""
+        # Downloads: few large ranged GETs; uploads: parts sized for the largest file (see trainer/s3client.py).
         # total_bytes bounds the largest file, so the part-count limit holds for uploads.
         config = self.transfer or (transfer_config_for(total_bytes) if download else upload_config_for(total_bytes))
         told = self.on_download
         watched = [_Chunks(lambda chunk: told(chunk, total_bytes))] if download and told is not None else None
+        failed: dict[str, Exception] = {}
         with create_transfer_manager(self.s3, config) as manager:
             futures = []
             for source, dest in pairs:
                 if download:
                     futures.append((source, manager.download(self.bucket, source, dest, subscribers=watched)))
                 else:
-                    futures.append((dest, manager.upload(source, self.bucket, dest)))
+                    extra = {"Metadata": metadata[dest]} if metadata else None
+                    futures.append((dest, manager.upload(source, self.bucket, dest, extra_args=extra)))
             for key, future in futures:
                 try:
                     future.result()
                 except (ClientError, BotoCoreError) as error:
-                    raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+                    if metadata is None:
+                        raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+                    failed.setdefault(key, error)
+        return failed
 
     def confirm_sizes(self, prefix: str, expected: dict[str, int]) -> None:
         paginator = self.s3.get_paginator("list_objects_v2")

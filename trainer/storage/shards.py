@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import pickle
 import pickletools
 import re
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .regular_files import open_regular
 
@@ -90,6 +91,66 @@ def listed_in_file(metadata: Path) -> set[str] | None:
 
 def listed_in_bytes(body: bytes) -> set[str] | None:
     return listed_shards(io.BytesIO(body))
+
+
+class _Shadow:
+    """Stands in for any class a `.metadata` pickle names: it records what it was built with and runs
+    nothing, so reading a `.metadata` never imports or calls the classes it names."""
+
+    kind = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args: tuple[Any, ...] = args
+        self.state: Any = kwargs
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+    def field(self, name: str) -> Any:
+        """A dataclass field, from its pickled state (a dict, or a (dict, slots) pair)."""
+        state = self.state
+        if isinstance(state, tuple) and len(state) == 2:
+            state = {**(state[0] or {}), **(state[1] or {})}
+        return state.get(name) if isinstance(state, dict) else None
+
+
+class _ShadowReader(pickle.Unpickler):
+    _SAFE = {("collections", "OrderedDict"), ("builtins", "set"), ("builtins", "frozenset"),
+             ("builtins", "slice"), ("builtins", "complex")}
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        super().__init__(stream)
+        self._kinds: dict[str, type[_Shadow]] = {}
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in self._SAFE:
+            return super().find_class(module, name)
+        if name not in self._kinds:
+            self._kinds[name] = type(name, (_Shadow,), {"kind": name})
+        return self._kinds[name]
+
+
+def extents(body: bytes) -> dict[str, int] | None:
+    """Where each file of a save must end, from DCP's `.metadata` storage data: every chunk it lists is a
+    `_StorageInfo(relative_path, offset, length)`, and DCP's file writer writes a file's chunks one after
+    another (torch 2.13 `_write_files_from_queue`), so the file is exactly as long as its last chunk's end.
+    file name (inside its DCP folder) → that size; None when the pickle is unreadable or holds no
+    storage data (a `.metadata` DCP did not write)."""
+    try:
+        metadata = _ShadowReader(io.BytesIO(body)).load()
+    except Exception:  # whatever a damaged pickle raises, it proves nothing
+        return None
+    storage = metadata.field("storage_data") if isinstance(metadata, _Shadow) else None
+    if not isinstance(storage, dict):
+        return None
+    ends: dict[str, int] = {}
+    for info in storage.values():
+        path, offset, length = (info.field(name) for name in ("relative_path", "offset", "length")) \
+            if isinstance(info, _Shadow) else (None, None, None)
+        if not (isinstance(path, str) and type(offset) is int and type(length) is int):
+            return None
+        ends[path] = max(ends.get(path, 0), offset + length)
+    return ends or None
 
 
 def rank_of(shard: str) -> int | None:
