@@ -1,9 +1,11 @@
 """`python -m localcloud demo --job example [...]`: deploy a job's stack to a local AWS stand-in and
-train it on spot instances that get interrupted; `python -m localcloud destroy`: stop anything a
-killed demo left running and delete the local cloud's files (.localcloud/).
+train it on spot instances that get interrupted; `python -m localcloud up --job NAME`: deploy it and keep
+it up for the `spot-trainer` job commands until Ctrl-C (`env`, `interrupt` and `down` talk to it);
+`python -m localcloud destroy`: stop anything a killed demo left running and delete the local cloud's
+files (.localcloud/).
 
-Exit codes: 0 the job finished (DONE), 1 it failed or the local cloud could not run it, 2 bad usage,
-130 interrupted by Ctrl-C. Nothing is left running in any case.
+Exit codes: 0 the job finished (DONE), or `up` ended by Ctrl-C; 1 it failed or the local cloud could not
+run it; 2 bad usage; 130 a demo interrupted by Ctrl-C. Nothing is left running in any case.
 """
 
 from __future__ import annotations
@@ -18,21 +20,24 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from localcloud.cloud import WORK_ROOT, CloudError, Deployment, JobRefused, LocalCloud
 from localcloud.iam_report import summary_lines
-from localcloud.instance import Instance
-from localcloud.interruptions import InterruptionPlan, PlanError
+from localcloud.interruptions import ANNOUNCED, HARD, InterruptionPlan, PlanError
 from localcloud.outages import SpotOutage, parse_outage
 from localcloud.pace import PaceCheck
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
 from localcloud.report import DEFAULT_DISCOUNT, build_report, flat_prices
+from localcloud.session import STATE_ROOT, SessionError, find_session, sessions
+from localcloud.up import UpInputs, down, stop_instances, stop_leftovers, up
 from spot_trainer.builtin_arguments import arguments_problem, total_steps
 from spot_trainer.costs.spot_prices import PriceError, SpotPriceSource, TracePrices
 from spot_trainer.help_text import first_paragraph
 from spot_trainer.ops.plot_command import plot_job
 from spot_trainer.ops.problem import JobProblem
+from spot_trainer.secret_refs import SecretRef, SecretRefError, parse_refs
 from spot_trainer.storage.job_keys import STATUS, job_key
 from spot_trainer.storage.remote import RemoteStore
 
@@ -42,26 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="deploy the job locally and train it through interruptions")
     demo.add_argument("--job", default="example", help="jobs/<name>.toml or a path (default: example)")
-    when = demo.add_mutually_exclusive_group()
-    when.add_argument("--interruptions", type=int, default=None, metavar="N",
-                      help="announced interruptions spread evenly over the steps (default 3)")
-    when.add_argument("--rate", type=float, default=None, metavar="PER_HOUR",
-                      help="Poisson interruptions at this mean rate per hour of wall time")
-    demo.add_argument("--interrupt-every", type=float, default=20.0, metavar="S",
-                      help="for a command with no --steps: seconds after an instance's first progress "
-                           "(a step line or a new checkpoint) before each scheduled interruption (default 20)")
-    demo.add_argument("--hard-kill", type=int, default=0, metavar="N",
-                      help="power-offs without notice, before the --interruptions announced ones (default 0)")
-    demo.add_argument("--hard-kill-fraction", type=float, default=0.0, metavar="F",
-                      help="with --rate: share of interruptions without notice")
-    demo.add_argument("--notice-seconds", type=float, default=8.0, metavar="S",
-                      help="notice window before power-off (AWS: 120 s; default 8)")
-    demo.add_argument("--rebalance", action="store_true", help="send a rebalance recommendation with each notice")
-    demo.add_argument("--early-replacement", type=int, default=0, metavar="N",
-                      help="the first N notices launch the replacement at once (two instances overlap)")
-    demo.add_argument("--train-args", default=None, help="override the job's built-in trainer arguments")
-    demo.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                      help="extra environment for the training command, e.g. HF_STEPS=300 (repeatable)")
+    add_spot_flags(demo)
     demo.add_argument("--spot-discount", type=float, default=DEFAULT_DISCOUNT, metavar="D",
                       help="spot price = on-demand × (1 − D) for the cost report (default 0.70)")
     demo.add_argument("--spot-outage", action="append", default=[], metavar="START:LEN",
@@ -70,11 +56,57 @@ def build_parser() -> argparse.ArgumentParser:
                            "and none launches (repeatable)")
     demo.add_argument("--price-trace", type=Path, default=None, metavar="FILE",
                       help="spot prices over time for the cost report (JSON list of type, az, time, price)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the --rate process")
     demo.add_argument("--timeout", type=float, default=900.0, metavar="S", help="give up after S seconds")
     demo.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the report as JSON")
     commands.add_parser("destroy", help="stop leftovers of a killed demo and delete .localcloud/")
+    add_up_commands(commands)
     return parser
+
+
+def add_spot_flags(parser: argparse.ArgumentParser) -> None:
+    """How spot is played, and the training command's inputs: the same for `demo` and `up`."""
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--interruptions", type=int, default=None, metavar="N",
+                      help="announced interruptions spread evenly over the steps (default 3)")
+    when.add_argument("--rate", type=float, default=None, metavar="PER_HOUR",
+                      help="Poisson interruptions at this mean rate per hour of wall time")
+    parser.add_argument("--interrupt-every", type=float, default=20.0, metavar="S",
+                      help="for a command with no --steps: seconds after an instance's first progress "
+                           "(a step line or a new checkpoint) before each scheduled interruption (default 20)")
+    parser.add_argument("--hard-kill", type=int, default=0, metavar="N",
+                      help="power-offs without notice, before the --interruptions announced ones (default 0)")
+    parser.add_argument("--hard-kill-fraction", type=float, default=0.0, metavar="F",
+                      help="with --rate: share of interruptions without notice")
+    parser.add_argument("--notice-seconds", type=float, default=8.0, metavar="S",
+                      help="notice window before power-off (AWS: 120 s; default 8)")
+    parser.add_argument("--rebalance", action="store_true", help="send a rebalance recommendation with each notice")
+    parser.add_argument("--early-replacement", type=int, default=0, metavar="N",
+                      help="the first N notices launch the replacement at once (two instances overlap)")
+    parser.add_argument("--train-args", default=None, help="override the job's built-in trainer arguments")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                      help="extra environment for the training command, e.g. HF_STEPS=300 (repeatable)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --rate process")
+
+
+def add_up_commands(commands: Any) -> None:
+    up = commands.add_parser("up", help="deploy the job locally and keep it up for the job commands until Ctrl-C")
+    up.add_argument("--job", required=True, help="jobs/<name>.toml or a path")
+    up.add_argument("--secret", action="append", default=[], metavar="NAME=VALUE",
+                    help="the value of a secret the job file's run.secrets names, created in the local cloud "
+                         "before the deploy (repeatable)")
+    add_spot_flags(up)
+    beside = {"env": "print the running up's `export AWS_...` lines",
+              "interrupt": "interrupt the job's instance now: a spot notice, or a power-off with --hard",
+              "down": "end the running up: instances off, stack destroyed, local AWS stopped"}
+    for name, text in beside.items():
+        command = commands.add_parser(name, help=text)
+        command.add_argument("--job", default=None, help="the job's name (default: the only job up)")
+        if name == "interrupt":
+            command.add_argument("--hard", action="store_true", help="power off without notice")
+    for name in ("up", *beside):
+        commands.choices[name].add_argument(
+            "--state", type=Path, default=STATE_ROOT, metavar="DIR",
+            help="where up keeps what env, interrupt and down read (default .localcloud/up)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,8 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM ends the run as Ctrl-C does: every instance and server is stopped on the way out.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return demo(options) if options.command == "demo" else destroy()
-    except (PlanError, CloudError, PriceError) as error:
+        return run_command(options)
+    except (PlanError, CloudError, PriceError, SessionError) as error:
         print(f"localcloud: {error}", file=sys.stderr, flush=True)
         return 2 if isinstance(error, (PlanError, PriceError, JobRefused)) else 1
     except KeyboardInterrupt:
@@ -91,11 +123,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def run_command(options: argparse.Namespace) -> int:
+    if options.command == "demo":
+        return demo(options)
+    if options.command == "destroy":
+        return destroy()
+    if options.command == "up":
+        return up(options.state, checked_up_inputs(options))
+    session = find_session(options.state, options.job)
+    if options.command == "env":
+        if session.up_pid() is None:
+            raise SessionError(f"no `python -m localcloud up` runs for job {session.job!r}")
+        print(session.env_file.read_text(), end="")
+    elif options.command == "interrupt":
+        answer = session.ask(HARD if options.hard else ANNOUNCED)
+        print(answer)
+        return 0 if answer.startswith("instance ") and " runs on-demand" not in answer else 1
+    else:
+        print(f"localcloud: {down(session)}", file=sys.stderr)
+    return 0
+
+
 @dataclass(frozen=True)
 class JobFile:
     name: str
     command: str
     train_args: str
+    secrets: tuple[SecretRef, ...] = ()
 
     @property
     def stack_name(self) -> str:
@@ -113,8 +167,31 @@ def read_job(job: str) -> JobFile:
     except JobSpecError as error:
         raise PlanError(str(error)) from None
     run = data.get("run") if isinstance(data.get("run"), dict) else {}
+    try:
+        secrets = tuple(parse_refs(run.get("secrets", [])))
+    except (SecretRefError, TypeError, AttributeError):
+        secrets = ()  # `cdk synth` refuses the field with its own line
     return JobFile(str(data.get("name", path.stem)), str(run.get("command", "builtin")),
-                   str(run.get("train_args", "")))
+                   str(run.get("train_args", "")), secrets)
+
+
+def secret_values(job: JobFile, assignments: list[str]) -> list[tuple[SecretRef, str]]:
+    """Each secret the job file names with the value `--secret NAME=VALUE` gives it; every one is needed."""
+    named = {ref.env: ref for ref in job.secrets}
+    given: dict[str, str] = {}
+    for assignment in assignments:
+        name, equals, value = assignment.partition("=")
+        if not equals:
+            raise PlanError(f"--secret {name!r}: expected NAME=VALUE")
+        if name not in named:
+            known = f"it names {', '.join(named)}" if named else "it names none"
+            raise PlanError(f"--secret {name}: the job file's run.secrets does not name {name} ({known})")
+        given[name] = value
+    for name, ref in named.items():
+        if name not in given:
+            raise PlanError(f"job {job.name} reads {name} from {ref.service}:{ref.name}: "
+                            f"give its value with --secret {name}=VALUE")
+    return [(named[name], value) for name, value in given.items()]
 
 
 def command_env(assignments: list[str]) -> dict[str, str]:
@@ -143,9 +220,7 @@ class DemoInputs:
     train_args: str
 
 
-def checked_inputs(options: argparse.Namespace) -> DemoInputs:
-    """A flag that cannot work is one line now, not after moto, a synth and a deploy (or, for --json,
-    after the whole run)."""
+def checked_plan(options: argparse.Namespace) -> InterruptionPlan:
     plan = InterruptionPlan(
         count=3 if options.interruptions is None and options.rate is None else (options.interruptions or 0),
         hard_kills=options.hard_kill, rate_per_hour=options.rate, notice_seconds=options.notice_seconds,
@@ -153,6 +228,32 @@ def checked_inputs(options: argparse.Namespace) -> DemoInputs:
         hard_kill_fraction=options.hard_kill_fraction, seed=options.seed, spacing_seconds=options.interrupt_every,
     )
     plan.check()
+    return plan
+
+
+def checked_job(options: argparse.Namespace) -> tuple[JobFile, str]:
+    """The job file and the built-in trainer's arguments it runs with (the job's, or --train-args)."""
+    job = read_job(options.job)
+    train_args = job.train_args if options.train_args is None else options.train_args
+    if options.train_args is not None and job.command == "builtin" and (problem := arguments_problem(train_args)):
+        raise PlanError(f"--train-args: {problem}")
+    return job, train_args
+
+
+def checked_up_inputs(options: argparse.Namespace) -> UpInputs:
+    plan = checked_plan(options)
+    job, train_args = checked_job(options)
+    return UpInputs(job=options.job, name=job.name, plan=plan,
+                    total_steps=total_steps(train_args) if job.command == "builtin" else None,
+                    command_env=command_env(options.env),
+                    parameters={} if options.train_args is None else {"TrainArguments": train_args},
+                    secrets=secret_values(job, options.secret))
+
+
+def checked_inputs(options: argparse.Namespace) -> DemoInputs:
+    """A flag that cannot work is one line now, not after moto, a synth and a deploy (or, for --json,
+    after the whole run)."""
+    plan = checked_plan(options)
     if not options.timeout > 0:
         raise PlanError(f"--timeout {options.timeout} must be a positive number of seconds")
     outages = [parse_outage(text) for text in options.spot_outage]
@@ -166,10 +267,7 @@ def checked_inputs(options: argparse.Namespace) -> DemoInputs:
         raise PlanError(f"--spot-discount {options.spot_discount} must lie in [0, 1)")
     if options.json is not None and not options.json.resolve().parent.is_dir():
         raise PlanError(f"--json {options.json}: no folder {options.json.parent} to write the report into")
-    job = read_job(options.job)
-    train_args = job.train_args if options.train_args is None else options.train_args
-    if options.train_args is not None and job.command == "builtin" and (problem := arguments_problem(train_args)):
-        raise PlanError(f"--train-args: {problem}")
+    job, train_args = checked_job(options)
     return DemoInputs(plan, outages, prices, command_env(options.env), job, train_args)
 
 
@@ -231,14 +329,9 @@ def _status(cloud: LocalCloud, bucket: str, job: str) -> dict | None:
 
 
 def destroy() -> int:
-    """Leftovers of a demo that was itself killed: its instances' processes, then the files."""
-    stopped = 0
-    for root in sorted((WORK_ROOT / "runs").glob("*/instances/i-*")) if WORK_ROOT.exists() else []:
-        if not root.is_dir():
-            continue
-        leftover = Instance(root.name, "", root, {})
-        stopped += len(leftover.processes())
-        leftover.kill()
+    """Leftovers of a demo or an up that was itself killed: its instances' processes, then the files."""
+    stopped = stop_instances((WORK_ROOT / "runs").glob("*/instances/i-*"))
+    stopped += sum(stop_leftovers(session) for session in sessions(STATE_ROOT))
     shutil.rmtree(WORK_ROOT, ignore_errors=True)
     print(f"localcloud: stopped {stopped} leftover processes; removed {WORK_ROOT}", file=sys.stderr)
     return 0

@@ -58,6 +58,9 @@ class RunOptions:
     # An instance is interrupted only once this says so (default: as the plan places it), e.g. once the
     # environment it built is stored.
     may_interrupt: Callable[[Instance], bool] | None = None
+    # The schedule to follow (default: a fresh one from `plan`); one shared by several runs of the same
+    # job, as `python -m localcloud up` plays it through pauses, goes on where the last run left it.
+    injector: Injector | None = None
 
 
 @dataclass
@@ -90,7 +93,7 @@ class Player:
     def run(self) -> Player:
         self.asg, self.ec2, self.s3 = (self.cloud.client(n) for n in ("autoscaling", "ec2", "s3"))
         self._agent_events = EventFeed(self.s3, self.deployment.bucket, self.deployment.job)
-        injector = Injector(self.options.plan, self.options.total_steps)
+        injector = self.options.injector or Injector(self.options.plan, self.options.total_steps)
         self.started_at = time.time()
         deadline = time.monotonic() + self.options.timeout_seconds
         try:
@@ -244,9 +247,7 @@ class Player:
     def _inject(self, injector: Injector) -> None:
         target = self.training_instance()
         if self.options.plan.rate_per_hour is not None and target is None:
-            booting = [i for i in self.alive() if i.instance_id not in self._pending_kills
-                       and i.instance_id not in self._overlapping]
-            target = booting[0] if booting else None
+            target = self._first_untouched()
         if target is None or self.market_of.get(target.instance_id) == ON_DEMAND:
             return  # on-demand capacity is not reclaimed
         if self.options.may_interrupt is not None and not self.options.may_interrupt(target):
@@ -257,13 +258,10 @@ class Player:
         kind = injector.due(time.time(), log.max_step, log.resumed_step or 0, log.first_step_at)
         if kind is None:
             return
-        iid, now = target.instance_id, time.time()
-        self.interruptions.append(Interruption(kind, iid, now, step_at_notice=self.logs[iid].max_step))
-        if kind == HARD:
-            self.cloud.log(f"instance {iid}: reclaimed without notice")
-            self._power_off(target)
+        if self._interrupt(target, kind):
             return
         announced = sum(1 for r in self.interruptions if r.kind == ANNOUNCED)
+        iid, now = target.instance_id, time.time()
         if injector.early_replacement(announced):
             # Capacity rebalancing: a rebalance recommendation, the replacement launched at once, and
             # the interruption notice only once the replacement's agent is up beside this one.
@@ -273,6 +271,30 @@ class Player:
             self.cloud.log(f"instance {iid}: rebalance recommendation, replacement launched now")
             return
         self._notify(target)
+
+    def interrupt_now(self, kind: str = ANNOUNCED) -> Instance | None:
+        """Take the instance training (or else one booting) away now: a notice, or with HARD a power-off
+        without one. None when no instance is up to take."""
+        target = self.training_instance() or self._first_untouched()
+        if target is not None and not self._interrupt(target, kind):
+            self._notify(target)
+        return target
+
+    def _first_untouched(self) -> Instance | None:
+        """A live instance with no notice yet (one still booting, when none trains)."""
+        untouched = [i for i in self.alive() if i.instance_id not in self._pending_kills
+                     and i.instance_id not in self._overlapping]
+        return untouched[0] if untouched else None
+
+    def _interrupt(self, target: Instance, kind: str) -> bool:
+        """Record the interruption; a hard one powers the instance off at once (True: nothing left to do)."""
+        iid = target.instance_id
+        self.interruptions.append(Interruption(kind, iid, time.time(), step_at_notice=self.logs[iid].max_step))
+        if kind != HARD:
+            return False
+        self.cloud.log(f"instance {iid}: reclaimed without notice")
+        self._power_off(target)
+        return True
 
     def _notify(self, target: Instance) -> None:
         notice = self.options.plan.notice_seconds
