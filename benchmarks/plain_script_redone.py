@@ -9,6 +9,10 @@ file of its working directory, which the agent never reads) and the step its rep
 difference is the work redone.
 
     python benchmarks/plain_script_redone.py [--scripts cnn,series,keras] [--power-offs 3] [--spacing 7]
+    python benchmarks/plain_script_redone.py --scripts cnn-10s,series-5s,keras-5s --rate 90 --seed 1
+
+The first three save every 2 s or 1.2 s, as short as the 2 s a save must lie still; the `-10s` and `-5s`
+runs save less often, as real jobs do, so a power-off lands anywhere in a longer save interval.
 """
 
 from __future__ import annotations
@@ -17,28 +21,36 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from localcloud.cloud import LocalCloud
-from localcloud.interruptions import InterruptionPlan
-from localcloud.player import Player, RunOptions
 from spot_trainer.help_text import first_paragraph
-from tests.support.plain_jobs import WHERE, plain_job, where_it_was
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from localcloud.cloud import LocalCloud  # noqa: E402
+from localcloud.interruptions import InterruptionPlan  # noqa: E402
+from localcloud.player import Player, RunOptions  # noqa: E402
+from tests.support.plain_jobs import WHERE, plain_job, where_it_was  # noqa: E402
 
 RUNS = {  # script, arguments, its environment, steps (or epochs) between two saves
-    "cnn": ("cnn_checkpoint_n.py", "400 20", {"STEP_SECONDS": "0.1"}, 20),
-    "series": ("model_per_epoch.py", "40", {"EPOCH_SECONDS": "1.0"}, 1),
-    "keras": ("keras_per_epoch.py", "40", {"EPOCH_SECONDS": "1.0"}, 1),
+    "cnn": ("cnn_checkpoint_n.py", "400 20", {"STEP_SECONDS": "0.1"}, 20),  # a save every 2 s
+    "series": ("model_per_epoch.py", "40", {"EPOCH_SECONDS": "1.2"}, 1),
+    "keras": ("keras_per_epoch.py", "40", {"EPOCH_SECONDS": "1.2"}, 1),
+    "cnn-10s": ("cnn_checkpoint_n.py", "1200 100", {"STEP_SECONDS": "0.1"}, 100),  # a save every 10 s
+    "series-5s": ("model_per_epoch.py", "24", {"EPOCH_SECONDS": "5"}, 1),
+    "keras-5s": ("keras_per_epoch.py", "24", {"EPOCH_SECONDS": "5"}, 1),
 }
 
 
-def play(cloud: LocalCloud, folder: Path, name: str, power_offs: int, spacing: float) -> dict[str, Any]:
+def play(cloud: LocalCloud, folder: Path, name: str, plan: InterruptionPlan) -> dict[str, Any]:
     file, arguments, env, save_every = RUNS[name]
     deployment = cloud.deploy(cloud.synth(str(plain_job(folder, file, arguments))), {})
     try:
-        options = RunOptions(plan=InterruptionPlan(hard_kills=power_offs, spacing_seconds=spacing),
+        options = RunOptions(plan=plan,
                              command_env={**env, "WHERE_FILE": WHERE, "OMP_NUM_THREADS": "1"}, timeout_seconds=600)
         player = Player(cloud, deployment, options).run()
     finally:
@@ -52,18 +64,27 @@ def play(cloud: LocalCloud, folder: Path, name: str, power_offs: int, spacing: f
             "mean": round(statistics.mean(redone), 1) if redone else None, "max": max(redone, default=None)}
 
 
+def plan(options: argparse.Namespace) -> InterruptionPlan:
+    if options.rate is not None:  # a power-off anywhere in the save interval, not where the schedule puts it
+        return InterruptionPlan(rate_per_hour=options.rate, hard_kill_fraction=1.0, seed=options.seed)
+    return InterruptionPlan(hard_kills=options.power_offs, spacing_seconds=options.spacing)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--scripts", default=",".join(RUNS), help="which of " + ", ".join(RUNS))
     parser.add_argument("--power-offs", type=int, default=3)
     parser.add_argument("--spacing", type=float, default=7.0, help="seconds of training before each power-off")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="power-offs per hour at random moments (seeded) instead of the schedule")
+    parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     results = {}
     with tempfile.TemporaryDirectory() as directory:
         with LocalCloud(Path(directory) / "cloud", log=lambda line: None) as cloud:
             for name in options.scripts.split(","):
-                results[name] = play(cloud, Path(directory) / name, name, options.power_offs, options.spacing)
+                results[name] = play(cloud, Path(directory) / name, name, plan(options))
     print(json.dumps({"redone_steps_per_power_off": results}, indent=1))
     return 0
 
