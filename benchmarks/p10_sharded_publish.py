@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from torch.distributed.checkpoint.filesystem import _StorageInfo
+from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -87,9 +89,9 @@ def write_save(root: Path, nodes: int, total_mb: int) -> list[Path]:
         with open(folder / f"__{rank}_0.distcp", "wb") as handle:
             for index in range(each):
                 handle.write(block[index % 97:] + block[:index % 97])  # no two MB alike
-        if rank == 0:
-            (folder / ".metadata").write_bytes(pickle.dumps({"shards": [f"__{r}_0.distcp" for r in range(nodes)]}))
         folders.append(folder)
+    storage = {MetadataIndex(f"rank{r}"): _StorageInfo(f"__{r}_0.distcp", 0, each * MB) for r in range(nodes)}
+    (folders[0] / ".metadata").write_bytes(pickle.dumps(Metadata(state_dict_metadata={}, storage_data=storage)))
     return folders
 
 
