@@ -9,8 +9,10 @@ the step it still hands over (the newest it holds when it published the round be
 uploads it as the round forms); group rank 0 waits a little for the newest such step to reach S3,
 then names S3's latest as the round's step; every node sets aside what its disk holds above that
 step, fetches the step unless its disk holds the very files S3 does, and passes it to its workers as
-RESUME_FROM. A group rank 0 that cannot read S3 says so in the store, so the others leave the round
-at once instead of waiting out the store's timeout.
+RESUME_FROM. Of a sharded step a node fetches what its ranks read (checkpoint_restore.py); a round that
+starts again from a step its node restored in part (the round before ended before a newer step was
+published: a rank may have found a file missing) fetches all of it. A group rank 0 that cannot read S3
+says so in the store, so the others leave the round at once instead of waiting out the store's timeout.
 
 The agent asks for this (spot_trainer.rounds.ROUND_RESUME_ENV) for commands of the user's own only:
 the built-in trainer agrees on the newest step among its ranks by itself and sends it to the ranks that lack it.
@@ -29,10 +31,12 @@ from torch.distributed import DistStoreError
 
 from ..storage import layouts
 from ..storage.checkpoint_files import entry_name
+from ..storage.checkpoint_restore import restored_in_part
 from ..storage.job_keys import MANIFEST
 from ..storage.key_names import local_name
 from ..storage.regular_files import is_regular
 from ..storage.remote import RemoteStore
+from ..storage.shards import NodeRanks
 
 STEP_KEY = "spot_trainer/resume_step"  # in the round's own store (prefixed by torch per round)
 HANDOVER_KEY = "spot_trainer/handover/{rank}"  # each node's step to hand over, or NONE
@@ -99,19 +103,39 @@ def agree_on_step(store: Any, group_rank: int, nodes: int, remote: RemoteStore) 
     return step
 
 
-def bring_to_step(directory: Path, step: int | None, remote: RemoteStore) -> Path | None:
-    """CHECKPOINT_DIR holds `step` as S3 does and nothing newer; the path to resume from (None: start over)."""
+def node_ranks(group_rank: int, nodes: int, argv: list[str] | None = None) -> NodeRanks | None:
+    """The ranks this node's workers hold in the round: its workers per node, read from torchrun's own
+    arguments by torchrun's own parser (this process is torchrun); None when they do not say."""
+    from torch.distributed.run import determine_local_world_size, get_args_parser
+
+    try:
+        parsed, _ = get_args_parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+        per_node = determine_local_world_size(parsed.nproc_per_node)
+    except (SystemExit, ValueError, TypeError, AttributeError):
+        return None
+    return NodeRanks(group_rank=group_rank, nodes=nodes, per_node=per_node) if per_node > 0 else None
+
+
+def bring_to_step(directory: Path, step: int | None, remote: RemoteStore,
+                  ranks: NodeRanks | None = None) -> Path | None:
+    """CHECKPOINT_DIR holds `step` as S3 does and nothing newer; the path to resume from (None: start over).
+    With `ranks`, what those ranks read of a sharded step, unless the round before started from it too."""
     if step is None:
         aside = layouts.set_aside_above(directory, None)
         if aside:
             _say(f"set aside {', '.join(aside)}: nothing is published in S3, so this round starts over")
         return None
+    before = restored_in_part(directory) or {}
+    if ranks is not None and before.get("step") == step and before.get("ranks") is not None:
+        _say(f"step {step} was restored in part for the round before, which ended before a newer step was "
+             "published (a rank may have read a file it did not fetch): fetching all of it")
+        ranks = None
     here = same_as_published(directory, step, remote)
     aside = layouts.set_aside_above(directory, step if here else step - 1)
     if aside:
         _say(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): every node of this round "
              f"resumes from step {step}, published in S3")
-    restored = here or remote.restore_at_or_below(directory, step)
+    restored = here or remote.restore_at_or_below(directory, step, ranks)
     # S3's record, not the name, says which step came back (a series member alone is no series yet).
     if restored is None or (not here and remote.restored_step != step):  # never a step the others do not resume
         raise RuntimeError(f"could not fetch step {step}, the round's step, from S3: this node leaves the round")
@@ -122,12 +146,15 @@ def bring_to_step(directory: Path, step: int | None, remote: RemoteStore) -> Pat
 
 
 def same_as_published(directory: Path, step: int, remote: RemoteStore) -> Path | None:
-    """This disk's copy of `step` when it holds every file S3's manifest lists, at the same size."""
+    """This disk's copy of `step` when it holds every file S3's manifest lists, at the same size (never a
+    copy restored in part)."""
     manifest = remote.read_record(remote.step_prefix(step) + MANIFEST, absolute=True)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         return None
     try:
         path = directory / entry_name(manifest.get("name"))
+        if (restored_in_part(directory) or {}).get("name") == path.name:
+            return None
         files = {(path if manifest.get("kind") == "file" else path / local_name(key, entry)): int(entry["size"])
                  for key, entry in manifest["files"].items()}
     except (TypeError, ValueError, KeyError, AttributeError):
@@ -150,4 +177,4 @@ def start_round(store: Any, group_rank: int, nodes: int, remote: RemoteStore, pu
             store.set(STEP_KEY, FAILED)
         raise
     step = agree_on_step(store, group_rank, nodes, remote)
-    os.environ.update(resume_env(bring_to_step(directory, step, remote)))
+    os.environ.update(resume_env(bring_to_step(directory, step, remote, node_ranks(group_rank, nodes))))

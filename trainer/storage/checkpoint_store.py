@@ -30,6 +30,7 @@ from .job_objects import DamagedRecord, JobObjects, RemoteStoreError
 from .key_names import manifest_fields, shown
 from .layouts import Checkpoint, published
 from .lease import Lease
+from .shards import NodeRanks
 
 log = logging.getLogger(__name__)
 
@@ -203,21 +204,23 @@ class CheckpointStore(JobObjects):
             latest = None
         return self.restore_at_or_below(dest_dir, latest)
 
-    def restore_at_or_below(self, dest_dir: Path, latest: int | None) -> Path | None:
-        """`restore` for a caller that already read latest.json (None: consider every checkpoint)."""
+    def restore_at_or_below(self, dest_dir: Path, latest: int | None, ranks: NodeRanks | None = None) -> Path | None:
+        """`restore` for a caller that already read latest.json (None: consider every checkpoint); with
+        `ranks`, a sharded step only as far as those ranks read it (checkpoint_restore.py)."""
         self.restored_step = None
-        restored = self.restore_checkpoint(dest_dir, latest)
+        restored = self.restore_checkpoint(dest_dir, latest, ranks)
         self.restored_step = restored.step if restored else None
         return restored.path if restored else None
 
-    def restore_checkpoint(self, dest_dir: Path, latest: int | None) -> Checkpoint | None:
+    def restore_checkpoint(self, dest_dir: Path, latest: int | None,
+                           ranks: NodeRanks | None = None) -> Checkpoint | None:
         """The newest checkpoint at or below `latest` that restores whole into dest_dir, at its step in S3
-        (None: consider every checkpoint)."""
+        (None: consider every checkpoint; `ranks`: what those ranks read of a sharded step)."""
         dest_dir = Path(dest_dir)
         dest_dir.mkdir(parents=True, exist_ok=True)
         candidates = [s for s in self.remote_steps() if latest is None or s <= latest]
         for step in sorted(candidates, reverse=True):
-            restored = restore_step(self, self.step_prefix(step), step, dest_dir, self.damaged_steps)
+            restored = restore_step(self, self.step_prefix(step), step, dest_dir, self.damaged_steps, ranks)
             if restored is not None:
                 return published(restored, step)
         return None

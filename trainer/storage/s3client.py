@@ -45,15 +45,22 @@ def transfer_config_for(total_bytes: int, *, concurrency: int = DEFAULT_CONCURRE
 
 
 UPLOAD_CHUNK_BYTES = 8 * MB
+BIG_UPLOAD_CHUNK_BYTES = 128 * MB
 UPLOAD_CONCURRENCY = 10
 MAX_PARTS = 9_000  # S3 allows 10,000 parts per object; keep a margin
+# Parts per upload thread before parts grow: 8 MiB parts up to 1.25 GiB, then growing to 128 MiB from 20 GiB.
+PARTS_PER_THREAD = 16
 
 
 def upload_config_for(largest_file_bytes: int) -> TransferConfig:
     """Uploads are the opposite case: many small parts keep every thread and the server busy
-    (1 GiB to a local S3: 131 MB/s with 8 MiB parts, 76 MB/s with 128 MiB parts), as long as the
-    largest file stays within S3's part-count limit."""
-    chunk = max(UPLOAD_CHUNK_BYTES, -(-max(largest_file_bytes, 1) // MAX_PARTS))
+    (1 GiB to a local S3: 131 MB/s with 8 MiB parts, 76 MB/s with 128 MiB parts). Past
+    PARTS_PER_THREAD parts a thread, parts grow up to 128 MiB: an 840 GB save on 64 nodes (13 GB a node,
+    83 MiB parts) then goes up in about 10,000 PUTs rather than 100,000, under S3's 3,500 PUT/s per prefix;
+    the largest file stays within S3's part-count limit."""
+    size = max(largest_file_bytes, 1)
+    grown = min(BIG_UPLOAD_CHUNK_BYTES, -(-size // (UPLOAD_CONCURRENCY * PARTS_PER_THREAD)))
+    chunk = max(UPLOAD_CHUNK_BYTES, grown, -(-size // MAX_PARTS))
     return transfer_config(chunk_bytes=chunk, concurrency=UPLOAD_CONCURRENCY)
 
 

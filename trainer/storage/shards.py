@@ -16,6 +16,7 @@ import io
 import pickle
 import pickletools
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -136,19 +137,11 @@ def extents(body: bytes) -> dict[str, int] | None:
     another (torch 2.13 `_write_files_from_queue`), so the file is exactly as long as its last chunk's end.
     file name (inside its DCP folder) → that size; None when the pickle is unreadable or holds no
     storage data (a `.metadata` DCP did not write)."""
-    try:
-        metadata = _ShadowReader(io.BytesIO(body)).load()
-    except Exception:  # whatever a damaged pickle raises, it proves nothing
-        return None
-    storage = metadata.field("storage_data") if isinstance(metadata, _Shadow) else None
-    if not isinstance(storage, dict):
+    chunks = _storage(body)
+    if chunks is None:
         return None
     ends: dict[str, int] = {}
-    for info in storage.values():
-        path, offset, length = (info.field(name) for name in ("relative_path", "offset", "length")) \
-            if isinstance(info, _Shadow) else (None, None, None)
-        if not (isinstance(path, str) and type(offset) is int and type(length) is int):
-            return None
+    for _, path, offset, length in chunks:
         ends[path] = max(ends.get(path, 0), offset + length)
     return ends or None
 
@@ -167,3 +160,113 @@ def metadata_identity(bodies: dict[str, bytes]) -> str:
     for name in sorted(bodies):
         digest.update(name.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(bodies[name]).digest())
     return digest.hexdigest()
+
+
+# ---- what a node's ranks read ------------------------------------------------------------------------
+Range = tuple[int, int]  # (offset, length) in a file
+
+
+@dataclass(frozen=True)
+class NodeRanks:
+    """The global ranks a node's workers hold in a round: torchrun gives the node of group rank g, with L
+    workers on every node, ranks g*L .. g*L+L-1 of nodes*L (torch 2.13 `_assign_worker_ranks`: a node's
+    base rank is the sum of the local world sizes of the group ranks before it)."""
+
+    group_rank: int
+    nodes: int
+    per_node: int
+
+    @property
+    def world(self) -> int:
+        return self.nodes * self.per_node
+
+    @property
+    def ranks(self) -> range:
+        return range(self.group_rank * self.per_node, (self.group_rank + 1) * self.per_node)
+
+
+# Before a round forms a node does not know its ranks: it fetches a sharded step's files but its shards.
+BEFORE_A_ROUND = NodeRanks(group_rank=0, nodes=0, per_node=0)
+
+
+@dataclass(frozen=True)
+class Share:
+    """What a node fetches of one DCP folder: whole files, and pieces (byte ranges) of others; `why` says
+    why it is all of it ('' when it is a share)."""
+
+    whole: frozenset[str]
+    pieces: dict[str, list[Range]] = field(default_factory=dict)
+    why: str = ""
+
+
+def _storage(body: bytes) -> list[tuple[str, str, int, int]] | None:
+    """(item, file, offset, length) of every chunk DCP's `.metadata` storage data places; None when unreadable."""
+    try:
+        metadata = _ShadowReader(io.BytesIO(body)).load()
+    except Exception:  # whatever a damaged pickle raises, it proves nothing
+        return None
+    storage = metadata.field("storage_data") if isinstance(metadata, _Shadow) else None
+    if not isinstance(storage, dict):
+        return None
+    found = []
+    for index, info in storage.items():
+        item = index.field("fqn") if isinstance(index, _Shadow) else None
+        path, offset, length = (info.field(name) for name in ("relative_path", "offset", "length")) \
+            if isinstance(info, _Shadow) else (None, None, None)
+        if not (isinstance(item, str) and isinstance(path, str) and type(offset) is int and type(length) is int):
+            return None
+        found.append((item, path, offset, length))
+    return found
+
+
+def node_share(body: bytes, files: set[str], ranks: NodeRanks) -> Share:
+    """What the node's ranks read of one DCP folder (`files`: its shard names in the manifest), from its
+    `.metadata`. At the world size that saved it, with every split item split over every rank (FSDP's
+    plain sharding), rank r reads its own chunk of each split item from its own `__r_<n>.distcp`, and
+    each item stored whole (a replicated tensor such as Adam's `step`, `param_groups`' values: DCP keeps
+    one copy, in whichever rank's file had the least) from wherever it is: those files whole, pieces of
+    the others. Otherwise all of it, and why."""
+    if ranks == BEFORE_A_ROUND:
+        return Share(frozenset())
+    chunks = _storage(body)
+    if chunks is None:
+        return Share(frozenset(files), why="its .metadata's storage data could not be read")
+    saved = {rank for name in files if (rank := rank_of(name)) is not None}
+    if saved != set(range(ranks.world)):
+        lacking = sorted(f"__{rank}_0.distcp" for rank in set(ranks.ranks) - saved)
+        why = (f"it was saved by {len(saved)} rank(s), this round has {ranks.world}" if len(saved) != ranks.world
+               else f"the manifest lacks {', '.join(lacking[:3]) or 'a rank of this round'}, which its ranks read")
+        return Share(frozenset(files), why=why)
+    by_item: dict[str, list[tuple[str, int, int]]] = {}
+    for item, path, offset, length in chunks:
+        by_item.setdefault(item, []).append((path, offset, length))
+    whole = {name for name in files if rank_of(name) in ranks.ranks}
+    pieces: dict[str, list[Range]] = {}
+    for item, placed in by_item.items():
+        if len(placed) > 1:
+            if sorted(_rank(path) for path, _, _ in placed) != list(range(ranks.world)):
+                return Share(frozenset(files), why=f"its item {item!r} is not split over every rank (not FSDP's "
+                                                   "plain sharding), so which rank reads which file is not known")
+            continue
+        path, offset, length = placed[0]
+        if path not in whole:
+            pieces.setdefault(path, []).append((offset, length))
+    return Share(frozenset(whole), {path: _coalesced(ranges) for path, ranges in pieces.items()})
+
+
+def _rank(path: str) -> int:
+    rank = rank_of(path)
+    return -1 if rank is None else rank
+
+
+COALESCE_BYTES = 1024 * 1024  # pieces closer than this are fetched as one range (one GET, not several)
+
+
+def _coalesced(ranges: list[Range]) -> list[Range]:
+    merged: list[list[int]] = []
+    for offset, length in sorted(ranges):
+        if merged and offset <= merged[-1][0] + merged[-1][1] + COALESCE_BYTES:
+            merged[-1][1] = max(merged[-1][1], offset + length - merged[-1][0])
+        else:
+            merged.append([offset, length])
+    return [(offset, length) for offset, length in merged]

@@ -1,0 +1,114 @@
+"""Each node of a round restores what its ranks read of a sharded step (moto, the agent's own code, one
+folder per simulated node): at the world size that saved it, `.metadata`, what rank 0 writes alone, its
+own ranks' shards whole and of the others only the pieces holding items stored whole; at another world
+size all of it, in one line saying why; and a round that starts again from a step restored in part
+fetches all of it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from torch.distributed.checkpoint.filesystem import _StorageInfo
+from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
+
+from spot_trainer.distributed.round_start import bring_to_step
+from spot_trainer.storage.checkpoint_restore import PART_RECORD, restored_in_part
+from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.shards import NodeRanks
+from spot_trainer.storage.step_parts import StepParts
+from tests.integration.test_multinode import job_store
+
+JOB = "share"
+STEP = 40
+WORLD = 4
+WHOLE_ITEM = 300  # bytes of each rank's file holding an item stored whole (Adam's `step`, as DCP dedups it)
+SHARD = 5000  # bytes of each rank's chunk of the one split item
+
+
+def fsdp_save(root: Path) -> list[Path]:
+    """One FSDP-shaped DCP save of WORLD ranks, one node per rank: each file holds an item stored whole,
+    then its chunk of the split item; rank 0's node also holds `.metadata` and `trainer_state.json`."""
+    folders, storage = [], {}
+    for rank in range(WORLD):
+        folder = root / f"node{rank}" / f"step-{STEP}"
+        folder.mkdir(parents=True)
+        (folder / f"__{rank}_0.distcp").write_bytes(bytes([rank + 1]) * WHOLE_ITEM + bytes([rank + 101]) * SHARD)
+        storage[MetadataIndex(f"optimizer.state.{rank}.step")] = _StorageInfo(f"__{rank}_0.distcp", 0, WHOLE_ITEM)
+        storage[MetadataIndex("model.weight", torch.Size([rank * 10, 0]))] = _StorageInfo(
+            f"__{rank}_0.distcp", WHOLE_ITEM, SHARD)
+        folders.append(folder)
+    (folders[0] / "trainer_state.json").write_text(json.dumps({"global_step": STEP}))
+    (folders[0] / ".metadata").write_bytes(pickle.dumps(Metadata(state_dict_metadata={}, storage_data=storage)))
+    return folders
+
+
+@pytest.fixture
+def published(aws_env: dict[str, str], bucket: str, tmp_path: Path) -> tuple[RemoteStore, list[Path]]:
+    store = job_store(aws_env, bucket, JOB)
+    folders = fsdp_save(tmp_path / "saved")
+    for rank, folder in enumerate(folders):
+        StepParts(RemoteStore(store.s3, store.bucket, JOB, instance=f"i-{rank}", keep=store.keep)).upload(folder, STEP)
+    assert store.latest_step() == STEP
+    return store, folders
+
+
+def test_each_node_restores_its_ranks_share_at_the_same_world_size(
+        published: tuple[RemoteStore, list[Path]], tmp_path: Path) -> None:
+    store, folders = published
+    metadata = (folders[0] / ".metadata").stat().st_size
+    for group_rank in range(WORLD):
+        disk = tmp_path / f"fresh{group_rank}"
+        restored = store.restore_at_or_below(disk, STEP, NodeRanks(group_rank=group_rank, nodes=WORLD, per_node=1))
+        assert restored is not None and store.restored_step == STEP
+        own = restored / f"__{group_rank}_0.distcp"
+        assert own.read_bytes() == (folders[group_rank] / own.name).read_bytes()
+        assert (restored / "trainer_state.json").read_text() == (folders[0] / "trainer_state.json").read_text()
+        assert (restored / ".metadata").stat().st_size == metadata
+        fetched = metadata + own.stat().st_size + (restored / "trainer_state.json").stat().st_size
+        for rank in set(range(WORLD)) - {group_rank}:  # the item stored whole is there; the other rank's chunk is not
+            body = (restored / f"__{rank}_0.distcp").read_bytes()
+            assert body == bytes([rank + 1]) * WHOLE_ITEM + bytes(SHARD)
+            fetched += WHOLE_ITEM
+        saved = sum(path.stat().st_size for folder in folders for path in folder.iterdir())
+        assert fetched < saved / 2, (fetched, saved)  # the node's own share, .metadata and rank 0's file
+        record = restored_in_part(disk) or {}
+        assert (record["step"], record["name"], record["ranks"], record["absent"]) == (
+            STEP, f"step-{STEP}", [group_rank, WORLD, 1], [])
+        assert sorted((key.rsplit("/", 1)[-1], ranges) for key, ranges in record["pieces"].items()) == [
+            (f"__{rank}_0.distcp", [[0, WHOLE_ITEM]]) for rank in range(WORLD) if rank != group_rank]
+
+
+def test_another_world_size_restores_all_of_it_in_one_line(
+        published: tuple[RemoteStore, list[Path]], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store, folders = published
+    with caplog.at_level(logging.INFO):
+        restored = store.restore_at_or_below(tmp_path / "fresh", STEP, NodeRanks(group_rank=0, nodes=3, per_node=1))
+    assert restored is not None
+    for rank in range(WORLD):
+        name = f"__{rank}_0.distcp"
+        assert (restored / name).read_bytes() == (folders[rank] / name).read_bytes()
+    assert not (tmp_path / "fresh" / PART_RECORD).exists()
+    lines = [r.getMessage() for r in caplog.records if "restoring all of step" in r.getMessage()]
+    assert lines == [f"restoring all of step {STEP} for this node's ranks (0 to 0 of 3): .metadata: it was "
+                     "saved by 4 rank(s), this round has 3"], lines
+
+
+def test_a_round_again_from_a_step_restored_in_part_fetches_all_of_it(
+        published: tuple[RemoteStore, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store, folders = published
+    disk = tmp_path / "node2"
+    ranks = NodeRanks(group_rank=2, nodes=WORLD, per_node=1)
+    first = bring_to_step(disk, STEP, store, ranks)
+    assert first is not None and restored_in_part(disk) is not None
+    assert (first / "__0_0.distcp").read_bytes() != (folders[0] / "__0_0.distcp").read_bytes()
+    again = bring_to_step(disk, STEP, store, ranks)  # the round before ended before a newer step: all of it
+    assert again is not None and restored_in_part(disk) is None
+    for rank in range(WORLD):
+        name = f"__{rank}_0.distcp"
+        assert (again / name).read_bytes() == (folders[rank] / name).read_bytes()
+    assert "was restored in part for the round before" in capsys.readouterr().err
