@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # Most of the suite waits on real processes, servers and paced steps, so three workers fill two cores.
 TEST_WORKERS ?= 3
 
-.PHONY: demo test test-under-load lint bench gpu-check synth clean
+.PHONY: demo test check test-under-load lint bench gpu-check synth clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ demo: $(STAMP)
 test: $(STAMP) $(CHECKOV_STAMP)
 	$(PY) -m compileall -q trainer stacks localcloud tests jobs benchmarks app.py
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=10 $(PYTEST_ARGS)
+
+# The edit loop: lint, types and the unit tests (no servers, no instances), two workers. CI runs `make test`.
+check: lint $(CHECKOV_STAMP)
+	$(PY) -m pytest tests/unit -n 2 --dist loadscope -q -p no:cacheprovider
 
 # The same suite beside two busy processes, one pinned to each of the first two cores (BUSY_CORES=N for
 # more): about half the machine, as on a slower or shared one. Every test must pass here too.

@@ -9,6 +9,20 @@ import signal
 # be caught, so a command could never save on them.
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2")
 UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+# The built-in trainer saves on these alone: any other stop signal would end it before it saves.
+BUILTIN_STOP_SIGNALS = ("SIGTERM", "SIGINT")
+
+
+def builtin_stop_problem(name: str) -> str:
+    """Why the built-in trainer cannot stop on `name` and save ('' when it can)."""
+    try:
+        stop = parse_signal(name)
+    except ValueError:
+        return ""  # named as not a signal by the check that reads any command's stop signal
+    if stop.name in BUILTIN_STOP_SIGNALS:
+        return ""
+    return (f"the built-in trainer saves on {' or '.join(BUILTIN_STOP_SIGNALS)} only, so {name} would end it "
+            "before it saves: leave run.stop_signal out")
 
 
 def parse_signal(name: str) -> signal.Signals:

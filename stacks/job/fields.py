@@ -19,7 +19,7 @@ from spot_trainer.builtin_arguments import arguments_problem
 from spot_trainer.command_text import has_control_character, shadows_builtin
 from spot_trainer.secret_refs import SecretRefError, parse_refs
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
-from spot_trainer.signals import STOP_SIGNALS
+from spot_trainer.signals import STOP_SIGNALS, builtin_stop_problem
 from stacks.job.checkpoint_dir_field import check_checkpoint_dir
 from stacks.job.instance_types import check_image_architecture, check_instance_types
 from stacks.job.key_hints import unknown_key_message
@@ -132,6 +132,8 @@ def _check_run(run: RunSpec, source: Path) -> None:
         _check_builtin_arguments(run.train_args)
     if run.stop_signal not in STOP_SIGNALS:
         raise field_error("run.stop_signal", f"expected one of {', '.join(STOP_SIGNALS)}, got {run.stop_signal!r}")
+    if run.command == "builtin" and (problem := builtin_stop_problem(run.stop_signal)):
+        raise field_error("run.stop_signal", problem)
     for field, value in (("run.grace_seconds", run.grace_seconds), ("run.save_warn_seconds", run.save_warn_seconds)):
         if (problem := _out_of_bounds(field, value)) is not None:
             raise field_error(field, f"expected {problem} seconds, got {value}")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spot_trainer.agent.command import CommandProcess
+from spot_trainer.agent.stopping import Stopping
 from spot_trainer.signals import parse_signal
 
 
@@ -95,3 +96,15 @@ def test_work_after_the_stop_signal_neither_delays_it_nor_adds_to_the_grace(tmp_
     code = command.stop(signal.SIGTERM, grace_seconds=5, after_signal=slow_status_write)
     assert seen_during == [True], "the command was signalled only after the slow write"
     assert code == 0 and time.monotonic() - started < 5
+
+
+def test_a_stop_with_no_time_left_is_not_given_the_whole_grace_period() -> None:
+    command = bash("trap '' TERM; echo ignoring; while true; do sleep 0.05; done")  # saves forever
+    wait_for_line(command, "ignoring")
+    log: list[str] = []
+    telemetry = type("Telemetry", (), {"log": lambda self, line: log.append(line)})()
+    notices = type("Notices", (), {"reclaim_at": None})()
+    stopping = Stopping("SIGTERM", grace_seconds=60.0, notices=notices, telemetry=telemetry)  # type: ignore[arg-type]
+    started = time.monotonic()
+    assert stopping.command(command, grace_seconds=0.0) == -int(signal.SIGKILL)
+    assert time.monotonic() - started < 10, "a budget of 0 s must not become the 60 s grace period"

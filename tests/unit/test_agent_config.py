@@ -36,6 +36,7 @@ def test_lifecycle_hook_and_status_interval_are_read() -> None:
     ({"job": "Cifar"}, "SPOT_JOB='Cifar' is not a job name"),
     ({"notify_topic": "my-topic"}, "SPOT_NOTIFY_TOPIC='my-topic' is not an SNS topic ARN"),
     ({"stop_signal": "SIGKILL"}, "SPOT_STOP_SIGNAL='SIGKILL' cannot be caught"),
+    ({"stop_signal": "SIGUSR1"}, "SPOT_STOP_SIGNAL='SIGUSR1': the built-in trainer saves on SIGTERM or SIGINT only"),
     ({"region": "us-east-1 "}, "SPOT_REGION='us-east-1 ' is not an AWS region name"),
     ({"bucket": "My_Bucket"}, "SPOT_BUCKET: 'My_Bucket' is not an S3 bucket name"),
     ({"command": "builtin;"}, "SPOT_COMMAND='builtin;': the built-in trainer is exactly"),

@@ -177,6 +177,7 @@ BAD_CASES = [
     ({**with_changes("access", ssh_cidr="2001:db8::/32", key_pair="k")}, "access.ssh_cidr: '2001:db8::/32' is IPv6"),
     (with_change("storage", "log_retention_days", 10), "storage.log_retention_days: expected one of"),
     (with_change("run", "stop_signal", "SIGKILL"), "run.stop_signal: expected one of"),
+    (with_change("run", "stop_signal", "SIGUSR1"), "run.stop_signal: the built-in trainer saves on SIGTERM or SIGINT"),
     (with_change("run", "workdir", "no-such-dir"), "run.workdir: 'no-such-dir' is not a directory"),
     (with_change(None, "userdata_version", "v9"), "userdata_version: 'v9' not found"),
     (with_change(None, "description", "é" * 600), "description: 1200 bytes; with the stack's own prefix"),

@@ -19,7 +19,7 @@ from ..builtin_arguments import arguments_problem, total_steps
 from ..capacity.policy import parse_deadline, parse_duration
 from ..command_text import has_control_character, shadows_builtin
 from ..settings import NO_DEFAULT, SETTINGS, agent_default, agent_env_names
-from ..signals import STOP_SIGNALS, UNCATCHABLE, parse_signal
+from ..signals import STOP_SIGNALS, UNCATCHABLE, builtin_stop_problem, parse_signal
 from .env_file import read_env_text
 
 
@@ -150,6 +150,8 @@ def check_config(config: AgentConfig) -> None:
     if stop in UNCATCHABLE:
         raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} cannot be caught, so the command could "
                           f"never save before it stops: use {', '.join(STOP_SIGNALS[:-1])} or {STOP_SIGNALS[-1]}")
+    if config.command == "builtin" and (problem := builtin_stop_problem(config.stop_signal)):
+        raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r}: {problem}")
     if not REGION.match(config.region):
         raise ConfigError(f"SPOT_REGION={config.region!r} is not an AWS region name (like us-east-1)")
     if problem := bucket_name_problem(config.bucket):

@@ -39,7 +39,8 @@ class Stopping:
     def command(self, command: CommandProcess, grace_seconds: float | None = None,
                 after_signal: Callable[[], None] | None = None) -> int:
         """The stop signal, then up to `grace_seconds` (the grace period) for the command to exit; its code."""
-        code = command.stop(parse_signal(self.stop_signal), grace_seconds or self.grace_seconds, after_signal)
+        bound = self.grace_seconds if grace_seconds is None else grace_seconds  # 0.0 left is no time, not all of it
+        code = command.stop(parse_signal(self.stop_signal), bound, after_signal)
         self.log(f"command exited with code {code}")
         if code == -int(signal.SIGKILL) and self.notices.reclaim_at is not None:
             self.log("the emergency checkpoint did not fit before the reclaim: the replacement resumes from "

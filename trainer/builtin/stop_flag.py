@@ -5,8 +5,9 @@ from __future__ import annotations
 import signal
 
 from ..signal_connector import SignalConnector
+from ..signals import BUILTIN_STOP_SIGNALS
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = tuple(signal.Signals[name] for name in BUILTIN_STOP_SIGNALS)
 
 
 class StopFlag:
