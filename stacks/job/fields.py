@@ -132,8 +132,8 @@ def _check_run(run: RunSpec, source: Path) -> None:
         _check_builtin_arguments(run.train_args)
     if run.stop_signal not in STOP_SIGNALS:
         raise field_error("run.stop_signal", f"expected one of {', '.join(STOP_SIGNALS)}, got {run.stop_signal!r}")
-    if run.command == "builtin" and (problem := builtin_stop_problem(run.stop_signal)):
-        raise field_error("run.stop_signal", problem)
+    if run.command == "builtin" and (stop_problem := builtin_stop_problem(run.stop_signal)):
+        raise field_error("run.stop_signal", stop_problem)
     for field, value in (("run.grace_seconds", run.grace_seconds), ("run.save_warn_seconds", run.save_warn_seconds)):
         if (problem := _out_of_bounds(field, value)) is not None:
             raise field_error(field, f"expected {problem} seconds, got {value}")

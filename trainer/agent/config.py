@@ -150,8 +150,8 @@ def check_config(config: AgentConfig) -> None:
     if stop in UNCATCHABLE:
         raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} cannot be caught, so the command could "
                           f"never save before it stops: use {', '.join(STOP_SIGNALS[:-1])} or {STOP_SIGNALS[-1]}")
-    if config.command == "builtin" and (problem := builtin_stop_problem(config.stop_signal)):
-        raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r}: {problem}")
+    if config.command == "builtin" and (stop_problem := builtin_stop_problem(config.stop_signal)):
+        raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r}: {stop_problem}")
     if not REGION.match(config.region):
         raise ConfigError(f"SPOT_REGION={config.region!r} is not an AWS region name (like us-east-1)")
     if problem := bucket_name_problem(config.bucket):
