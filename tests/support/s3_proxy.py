@@ -32,12 +32,13 @@ class FaultProxy:
     client never learns whether it was applied. `delay` seconds are added to every forwarded request
     that sends a body (a slow uplink). A write of a key over 1024 bytes is refused, as S3 does.
     `before_write(key)` is called before a write (PUT or POST) is forwarded: it may hold it. `write_fault(key)`
-    may answer a write with a fault of its own ("503" or "reset"), whatever the counts above say."""
+    may answer a write with a fault of its own ("503" or "reset"), whatever the counts above say.
+    `latency` seconds are added to every forwarded request (S3's own round trip, far from the client)."""
 
     def __init__(self, upstream_port: int, *, first_n: int = 0, fraction: float = 0.0, resets: float = 0.5,
                  seed: int = 7, delay: float = 0.0, before_write: Callable[[str], None] | None = None,
-                 write_fault: Callable[[str], str | None] | None = None) -> None:
-        self.upstream_port, self.first_n, self.delay = upstream_port, first_n, delay
+                 write_fault: Callable[[str], str | None] | None = None, latency: float = 0.0) -> None:
+        self.upstream_port, self.first_n, self.delay, self.latency = upstream_port, first_n, delay, latency
         self.before_write, self.write_fault = before_write, write_fault
         self.fraction, self.resets = fraction, resets
         self.random = random.Random(seed)
@@ -87,6 +88,8 @@ class FaultProxy:
                     return self.reply(503, {"Content-Type": "application/xml"}, SLOW_DOWN)
                 if body and proxy.delay:
                     time.sleep(proxy.delay)
+                if proxy.latency:
+                    time.sleep(proxy.latency)
                 if self.command in ("PUT", "POST") and proxy.before_write is not None:
                     proxy.before_write(object_key(self.path, self.headers.get("Host", "")))
                 upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
