@@ -84,7 +84,10 @@ class Session:
         os.replace(temporary, self._record_file)
 
     def serve(self, reply: Callable[[str], str]) -> None:
-        """Answer every request waiting: `reply(kind)` is the line the asking command prints."""
+        """Answer every request waiting: `reply(kind)` is the line the asking command prints. Only while
+        the folder is this process's own: another up may have taken it since (this one's files deleted)."""
+        if (self.record() or {}).get("pid") != os.getpid():
+            return
         for asked in sorted(self._requests.glob("*.json")) if self._requests.is_dir() else []:
             try:
                 kind = str(json.loads(asked.read_text())["kind"])

@@ -127,14 +127,18 @@ def keep_playing(cloud: LocalCloud, deployment: Deployment, inputs: UpInputs, se
 
     def tick(player: Player) -> None:
         progress(player)
-        session.serve(lambda kind: interrupt_answer(player, kind))
+        session.serve(lambda kind: said(interrupt_answer(player, kind)))
+
+    def said(answer: str) -> str:
+        progress.message(f"asked to interrupt: {answer}")
+        return answer
 
     idle = f"no instance to interrupt: the group of job {deployment.job} is at 0"
     while True:
         group = autoscaling.describe_auto_scaling_groups(
             AutoScalingGroupNames=[deployment.group])["AutoScalingGroups"][0]
         if group["DesiredCapacity"] == 0:
-            session.serve(lambda kind: idle)
+            session.serve(lambda kind: said(idle))
             time.sleep(IDLE_SECONDS)
             continue
         options = RunOptions(plan=inputs.plan, total_steps=inputs.total_steps, timeout_seconds=math.inf,
