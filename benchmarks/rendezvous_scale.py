@@ -7,17 +7,19 @@ behind a proxy (its own process) that adds `--latency-ms` to every request. The 
 `num_nodes_waiting()` (a positive answer restarts the round) about once a second, with a command of the
 user's own (a peer gone from the round counts), while torch's keep-alive timer beats.
 
-Time is scaled down 5x: keep-alive every 1 s instead of torch's 5 s, a node dead after 3 s of silence
-instead of 15 s, a heartbeat given 1 s instead of 5 s, so `--seconds 120` plays 10 minutes. S3's latency
-and torch's own 1 s pauses (its state cache and its poll) are not scaled, which makes the run harder
-than the minutes it stands for.
+Time is scaled down 2.5x by default: keep-alive every 2 s instead of torch's 5 s (`--keep-alive`), a node
+dead after three silent intervals (6 s instead of 15 s), a heartbeat given one interval, so `--seconds 240`
+plays 10 minutes. S3's latency and torch's own fixed 1 s pauses (its state cache, its poll while a round
+forms) are not scaled, which makes the run harder than the minutes it stands for; scaled further (1 s),
+those pauses alone come near the dead-node timeout. A round that does not form within `--join-timeout`
+seconds is reported as such, and its steady phase skipped.
 
 Reported per N: conditional writes of the state and how many lost (conflicts per second of the steady
 phase), heartbeats missed (a keep-alive torch gave up on: its warning), live nodes declared dead, and
 spurious rounds (times a round would restart with every node alive; triggers within one dead-node
 timeout of each other are one round).
 
-    python benchmarks/rendezvous_scale.py [--nodes 16 32 64 128] [--latency-ms 80] [--seconds 120]
+    python benchmarks/rendezvous_scale.py [--nodes 16 32 64 128] [--latency-ms 80] [--seconds 240]
 
 To measure another checkout's code, put a folder holding `spot_trainer` (a link to its `trainer/`) first on
 PYTHONPATH: `--label` names it in the output.
@@ -49,8 +51,7 @@ from spot_trainer.rounds import ROUND_RESUME_ENV  # noqa: E402
 from tests.support.s3_proxy import FaultProxy  # noqa: E402
 
 BUCKET = "rendezvous-scale"
-KEEP_ALIVE_SECONDS, MAX_ATTEMPTS = 1, 3  # torch's 5 s and 3, scaled 5x
-DEAD_AFTER = KEEP_ALIVE_SECONDS * MAX_ATTEMPTS
+TORCH_KEEP_ALIVE_SECONDS, MAX_ATTEMPTS = 5, 3  # torch's defaults, and the agent's
 POLL_SECONDS = 1.0
 MISSED = "failed to send a keep-alive heartbeat"
 
@@ -97,21 +98,28 @@ def serve_proxy(upstream: int, latency: float) -> None:
         print(proxy.requests, flush=True)
 
 
-def params(nodes: int, node: int, job: str) -> RendezvousParameters:
+def params(nodes: int, node: int, job: str, keep_alive: int, join_timeout: int) -> RendezvousParameters:
     return RendezvousParameters(
         backend="s3", endpoint=f"{BUCKET}/{job}", run_id=job, min_nodes=nodes, max_nodes=nodes,
-        local_addr=f"10.0.{node // 250}.{node % 250 + 1}", last_call_timeout=1, join_timeout=600,
-        heartbeat_timeout=KEEP_ALIVE_SECONDS, keep_alive_interval=KEEP_ALIVE_SECONDS,
-        keep_alive_max_attempt=MAX_ATTEMPTS)
+        local_addr=f"10.0.{node // 250}.{node % 250 + 1}", last_call_timeout=1, join_timeout=join_timeout,
+        heartbeat_timeout=keep_alive, keep_alive_interval=keep_alive, keep_alive_max_attempt=MAX_ATTEMPTS)
 
 
-def one_run(nodes: int, seconds: float, writes: StateWrites, tally: Tally) -> dict[str, Any]:
+def one_run(nodes: int, args: argparse.Namespace, writes: StateWrites, tally: Tally) -> dict[str, Any]:
     job = f"scale-{nodes}-{int(time.time())}"
-    handlers = [create_s3_handler(params(nodes, node, job)) for node in range(nodes)]
+    handlers = [create_s3_handler(params(nodes, node, job, args.keep_alive, args.join_timeout))
+                for node in range(nodes)]
+    scale, seconds = TORCH_KEEP_ALIVE_SECONDS / args.keep_alive, args.seconds
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=nodes) as pool:
-        list(pool.map(lambda handler: handler.next_rendezvous(), handlers))
+        joined = list(pool.map(lambda handler: _joined(handler), handlers))
     formed = time.monotonic() - started
+    if not all(joined):
+        for handler in handlers:
+            handler._stop_heartbeats()
+        writes_now, lost_now = writes.read()
+        return {"nodes": nodes, "formed": False, "formed_s": round(formed, 1), "state_writes": writes_now,
+                "conflicts": lost_now, "heartbeats_missed": tally.missed}
     os.environ[ROUND_RESUME_ENV] = "1"
     writes_before, lost_before = writes.read()
     missed_before = tally.missed
@@ -152,18 +160,29 @@ def one_run(nodes: int, seconds: float, writes: StateWrites, tally: Tally) -> di
         handler._stop_heartbeats()
     rounds, last = 0, -1e9
     for at in sorted(triggers):
-        rounds, last = (rounds + 1, at) if at > last + DEAD_AFTER else (rounds, last)
-    return {"nodes": nodes, "formed_s": round(formed, 1), "steady_s": round(steady, 1),
-            "simulated_minutes": round(steady * 5 / 60, 1), "state_writes": state_writes, "conflicts": lost,
+        rounds, last = (rounds + 1, at) if at > last + args.keep_alive * MAX_ATTEMPTS else (rounds, last)
+    return {"nodes": nodes, "formed": True, "formed_s": round(formed, 1), "steady_s": round(steady, 1),
+            "simulated_minutes": round(steady * scale / 60, 1), "state_writes": state_writes, "conflicts": lost,
             "conflicts_per_s": round(lost / steady, 2), "heartbeats_missed": tally.missed - missed_before,
             "live_nodes_declared_dead": len(declared_dead), "spurious_rounds": rounds}
+
+
+def _joined(handler: Any) -> bool:
+    try:
+        handler.next_rendezvous()
+        return True
+    except Exception as error:  # noqa: BLE001 - a round that never forms is the figure
+        print(f"{type(error).__name__}: {error}", file=sys.stderr)
+        return False
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[16, 32, 64, 128])
     parser.add_argument("--latency-ms", type=float, default=80)
-    parser.add_argument("--seconds", type=float, default=120, help="steady phase, wall (x5 = simulated)")
+    parser.add_argument("--seconds", type=float, default=240, help="steady phase, wall seconds")
+    parser.add_argument("--keep-alive", type=int, default=2, help="keep-alive interval (torch's: 5 s)")
+    parser.add_argument("--join-timeout", type=int, default=180, help="seconds a round may take to form")
     parser.add_argument("--label", default="this checkout")
     parser.add_argument("--proxy-for", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -183,7 +202,7 @@ def main() -> None:
             assert proxy.stdout is not None and proxy.stdin is not None
             os.environ["AWS_ENDPOINT_URL"] = f"http://localhost:{proxy.stdout.readline().strip()}"
             for nodes in args.nodes:
-                figures = one_run(nodes, args.seconds, writes, tally)
+                figures = one_run(nodes, args, writes, tally)
                 print(json.dumps({"label": args.label, "latency_ms": args.latency_ms, **figures}), flush=True)
             proxy.stdin.close()
             print(json.dumps({"label": args.label, "s3_requests": int(proxy.stdout.readline() or 0)}))
