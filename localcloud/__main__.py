@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import sys
@@ -93,7 +94,7 @@ def add_up_commands(commands: Any) -> None:
     up.add_argument("--job", required=True, help="jobs/<name>.toml or a path")
     up.add_argument("--secret", action="append", default=[], metavar="NAME=VALUE",
                     help="the value of a secret the job file's run.secrets names, created in the local cloud "
-                         "before the deploy (repeatable)")
+                         "before the deploy; NAME alone takes $NAME (repeatable)")
     add_spot_flags(up)
     beside = {"env": "print the running up's `export AWS_...` lines",
               "interrupt": "interrupt the job's instance now: a spot notice, or a power-off with --hard",
@@ -181,8 +182,10 @@ def secret_values(job: JobFile, assignments: list[str]) -> list[tuple[SecretRef,
     given: dict[str, str] = {}
     for assignment in assignments:
         name, equals, value = assignment.partition("=")
-        if not equals:
-            raise PlanError(f"--secret {name!r}: expected NAME=VALUE")
+        if not equals:  # the value from this shell's environment, kept off the command line
+            if name not in os.environ:
+                raise PlanError(f"--secret {name}: no {name} in the environment; give NAME=VALUE or export it")
+            value = os.environ[name]
         if name not in named:
             known = f"it names {', '.join(named)}" if named else "it names none"
             raise PlanError(f"--secret {name}: the job file's run.secrets does not name {name} ({known})")
