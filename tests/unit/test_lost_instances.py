@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from spot_trainer.costs.instance_records import InstanceLife
-from spot_trainer.costs.loss_text import describe_losses
-from spot_trainer.costs.lost_instances import LossKind, find_losses
+from spot_trainer.costs.loss_text import describe_losses, loss_line
+from spot_trainer.costs.lost_instances import Loss, LossKind, find_losses
 
 T0 = 1_790_000_000.0
 
@@ -94,3 +94,9 @@ def test_without_instance_records_power_offs_are_unknown_not_zero() -> None:
     losses = find_losses(events, [], now=T0 + 100, job_running=False)
     assert describe_losses(losses, when)[0] == ("interruptions  1 with a notice; power-offs unknown (no instance "
                                                 "records to see them by)")
+
+
+def test_a_real_instance_id_stays_apart_from_what_befell_it() -> None:
+    loss = Loss("i-64c499740e17abe55", LossKind.NOTICE, 0.0, "spot interruption notice", trained=True, saved_step=40,
+                record_step=40, disk_checkpoint_step=None, resumed_from=40)
+    assert loss_line(loss, lambda at: "t0").startswith("  i-64c499740e17abe55 notice at t0")

@@ -29,7 +29,7 @@ def loss_line(loss: Loss, when: Callable[[float], str]) -> str:
         what = f"notice at {when(loss.at)} ({loss.reason}); {saved}"
     else:
         what = f"power-off, last seen {when(loss.at)}"
-    return f"  {loss.instance:<13}{what}; {record_text(loss)}; {redone_text(loss)}"
+    return f"  {loss.instance:<12} {what}; {record_text(loss)}; {redone_text(loss)}"  # an EC2 id runs past the column
 
 
 def record_text(loss: Loss) -> str:
