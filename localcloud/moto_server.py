@@ -48,7 +48,8 @@ class MotoServer:
         """Environment for a client (boto3, aws CLI, cdk) that should talk to this server."""
         return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL": self.endpoint}
 
-    def start(self, timeout: float = 30.0) -> MotoServer:
+    # Importing moto takes ~3 s of CPU; on two cores busy with other servers and instances it was seen to take 26 s.
+    def start(self, timeout: float = 120.0) -> MotoServer:
         """Start and wait until it answers. A port picked here may be taken by another process before
         moto binds it (test workers start servers side by side): then a fresh port, twice at most."""
         chosen = self.port
