@@ -231,7 +231,7 @@ def follow_logs(up: Up, seconds: float) -> str:
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     time.sleep(seconds)
     process.send_signal(signal.SIGINT)
-    out, _ = process.communicate(timeout=30)
+    out, _ = process.communicate(timeout=WAIT)  # a loaded machine may take a while to wind the command down
     return out
 
 
