@@ -113,7 +113,6 @@ class S3StateHolder(_BackendRendezvousStateHolder):
                 return None
             has_set = None
             self._read()
-            self._beat_when_due()
         self._dirty = False
         self._last_sync_time = time.monotonic()
         self._sanitize()
@@ -172,21 +171,6 @@ class S3StateHolder(_BackendRendezvousStateHolder):
                 continue
             at = self._mine.get(node, heard)  # this node's own beats are on its own clock
             state.last_heartbeats[node] = max(state.last_heartbeats.get(node, at), at)
-
-    def _beat_when_due(self) -> None:
-        """torch beats from a timer of one interval, and only once the last beat is an interval old: the
-        beats come every one to two intervals, and after a round forms the first comes up to two intervals
-        and a second after the last. A beat is one PUT here, so a node that reads the state (every second
-        while a round forms or trains) also beats when its beat is due. Best effort: the timer still
-        beats."""
-        now = datetime.now(UTC)
-        for node, at in list(self._mine.items()):
-            if node in self._state.last_heartbeats and at <= now - self._settings.keep_alive_interval:
-                try:
-                    self._beat(node, now)
-                except RendezvousConnectionError:
-                    return
-                self._state.last_heartbeats[node] = now
 
     def _beat(self, node: _NodeDesc, at: datetime) -> None:
         try:
