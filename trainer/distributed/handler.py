@@ -19,7 +19,6 @@ from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousIn
 from torch.distributed.elastic.rendezvous.api import rendezvous_handler_registry
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     DynamicRendezvousHandler,
-    _DistributedRendezvousOpExecutor,
     _RendezvousExitOp,
     create_handler,
 )
@@ -29,7 +28,7 @@ from ..storage.job_keys import job_key, rendezvous_prefix
 from ..storage.remote import RemoteStore
 from ..storage.s3client import s3_client
 from .round_start import start_round
-from .s3_backend import S3RendezvousBackend, S3StateHolder
+from .s3_backend import S3RendezvousBackend
 from .s3_objects import ConditionalObjects, S3ObjectError
 from .s3_store import S3Store
 
@@ -125,14 +124,9 @@ def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
     bucket, prefix = endpoint_parts(params.endpoint)
     objects = ConditionalObjects(s3_client(), bucket, job_key(prefix, rendezvous_prefix(params.run_id)))
     store_timeout = timedelta(seconds=params.get_as_int("store_timeout", 300) or 300)
-    backend = S3RendezvousBackend(objects)
-    handler = create_handler(S3Store(objects, store_timeout), backend, params)
+    handler = create_handler(S3Store(objects, store_timeout), S3RendezvousBackend(objects), params)
     handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; it differs in its shutdown and round start
     assert isinstance(handler, LeavingRendezvousHandler)
-    # torch gives its handler and the handler's executor a state holder that writes every heartbeat into the
-    # shared state; ours writes each node's to its own object (s3_backend.py)
-    handler._state_holder = S3StateHolder(backend, handler.settings)
-    handler._op_executor = _DistributedRendezvousOpExecutor(handler._this_node, handler._state_holder, handler.settings)
     handler.remote, handler.objects = RemoteStore(s3_client(), bucket, prefix), objects
     _CREATED.append(handler)
     return handler
