@@ -123,7 +123,7 @@ def compressed(body: str) -> str:
     """`body` as one line that decodes and runs it in this shell (the header's variables stay set).
     mtime=0: the same script gives the same template."""
     packed = base64.b64encode(gzip.compress(body.encode(), compresslevel=9, mtime=0)).decode()
-    return (f"# userdata/<version>/bootstrap.sh without comments, gzip + base64 (see stacks/user_data.py)\n"
+    return (f"# userdata/<version>/bootstrap.sh less comments, gzip+base64 (stacks/instance/user_data.py)\n"
             f"BOOTSTRAP_SCRIPT=\"$(printf %s '{packed}' | base64 -d | gzip -dc)\" || exit 70\n"
             'eval "$BOOTSTRAP_SCRIPT"\n')
 

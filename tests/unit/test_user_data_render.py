@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import gzip
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -75,3 +77,30 @@ def test_unknown_version_and_bad_names_are_refused_by_name() -> None:
         render_user_data("v9", {})
     with pytest.raises(UserDataError, match=r"header variable 'spot-job' must be UPPER_SNAKE_CASE"):
         render_user_data("v1", {"spot-job": "x"})
+
+
+# A file of this repository as the scripts name it; the installed package's spot_trainer/ is trainer/ here.
+_REPO_FILE = re.compile(r"(?<![\w.-])(spot_trainer|stacks|trainer|userdata|localcloud)(/[\w<>.-]+)+\.(py|sh)\b")
+_PACKED_BODY = re.compile(r"printf %s '([A-Za-z0-9+/=]+)' \| base64 -d \| gzip -dc")
+
+
+def files_named(text: str, version: str) -> set[str]:
+    named = {match.group(0).replace("<version>", version) for match in _REPO_FILE.finditer(text)}
+    return {re.sub(r"^spot_trainer/", "trainer/", name) for name in named}
+
+
+def shipped_text(version: str) -> str:
+    """What an instance receives: the rendered user data, its packed body unpacked."""
+    rendered = render_user_data(version, {"SPOT_JOB": "demo"})
+    return rendered + "".join(gzip.decompress(base64.b64decode(packed)).decode()
+                              for packed in _PACKED_BODY.findall(rendered))
+
+
+@pytest.mark.parametrize("version", [v for v in user_data.available_versions() if v != "v1"])
+def test_every_file_the_user_data_names_exists(version: str) -> None:
+    # v1 is frozen byte for byte and names the 0.1 runtime's files, which this checkout no longer has.
+    sources = [user_data.script_path(version), *user_data.part_paths(version)]
+    named = files_named(shipped_text(version), version) | {
+        name for path in sources for name in files_named(path.read_text(), version)}
+    root = user_data.USERDATA_ROOT.parent
+    assert named and sorted(name for name in named if not (root / name).is_file()) == []
