@@ -16,6 +16,7 @@ import torch
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 
+from spot_trainer.agent.restore import Restore
 from spot_trainer.distributed.round_start import bring_to_step
 from spot_trainer.storage.checkpoint_restore import PART_RECORD, restored_in_part
 from spot_trainer.storage.remote import RemoteStore
@@ -112,3 +113,29 @@ def test_a_round_again_from_a_step_restored_in_part_fetches_all_of_it(
         name = f"__{rank}_0.distcp"
         assert (again / name).read_bytes() == (folders[rank] / name).read_bytes()
     assert "was restored in part for the round before" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("builtin", [False, True])
+def test_a_node_restoring_before_its_round_fetches_all_but_the_shards_which_the_round_brings(
+        published: tuple[RemoteStore, list[Path]], tmp_path: Path, builtin: bool) -> None:
+    """At boot (or between rounds) a node does not know its ranks yet: for the user's own command it fetches
+    `.metadata` and rank 0's own files, and its round then fetches its share and links the rest. The
+    built-in trainer, which agrees on a step by itself, gets all of it."""
+    store, folders = published
+    disk = tmp_path / "booted"
+    restore = Restore(disk, store, telemetry=None, distributed=True, builtin=builtin)  # type: ignore[arg-type]
+    booted = store.restore_checkpoint(disk, STEP, restore.before_a_round)
+    assert booted is not None and booted.step == STEP
+    shards = sorted(path.name for path in booted.path.iterdir() if path.name.endswith(".distcp"))
+    if builtin:
+        assert shards == [f"__{rank}_0.distcp" for rank in range(WORLD)] and restored_in_part(disk) is None
+        return
+    assert shards == [] and (booted.path / ".metadata").is_file()
+    state = booted.path / "trainer_state.json"
+    assert state.read_text() == (folders[0] / "trainer_state.json").read_text()
+    ranks = NodeRanks(group_rank=1, nodes=WORLD, per_node=1)
+    in_round = bring_to_step(disk, STEP, store, ranks)
+    assert in_round is not None
+    assert (in_round / "__1_0.distcp").read_bytes() == (folders[1] / "__1_0.distcp").read_bytes()
+    assert (in_round / "trainer_state.json").stat().st_ino == state.stat().st_ino, "linked, not fetched again"
+    assert (restored_in_part(disk) or {}).get("ranks") == [1, WORLD, 1]

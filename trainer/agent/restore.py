@@ -14,6 +14,7 @@ from pathlib import Path
 from ..storage import layouts, staging
 from ..storage.layouts import Checkpoint
 from ..storage.remote import RemoteStore, RemoteStoreError
+from ..storage.shards import BEFORE_A_ROUND, NodeRanks
 from .telemetry import RunTelemetry
 
 
@@ -30,6 +31,13 @@ class Restore:
     telemetry: RunTelemetry
     distributed: bool  # several nodes resume from one published step, never from one node's disk
     builtin: bool  # the built-in trainer always writes a COMMITTED marker: for it nothing else counts
+
+    @property
+    def before_a_round(self) -> NodeRanks | None:
+        """What a restore before a round fetches of a sharded step: for several nodes running the user's own
+        command, all but its shards, since each round brings every node its own ranks' share as it forms
+        (round_start.py); otherwise all of it."""
+        return BEFORE_A_ROUND if self.distributed and not self.builtin else None
 
     def at_start(self) -> StartPoint:
         """The checkpoint to resume from, and the step latest.json held (read once, here)."""
@@ -49,7 +57,7 @@ class Restore:
         else:
             started = time.monotonic()
             # At the step S3's record gives, not the name's: a series member alone on this disk is no series yet.
-            restored = self.store.restore_checkpoint(directory, remote_step)
+            restored = self.store.restore_checkpoint(directory, remote_step, self.before_a_round)
             if restored is not None:
                 self.telemetry.log(f"restored {restored.path.name} from S3 in {time.monotonic() - started:.2f}s")
             remote_step = self._settle_fallback(remote_step, restored.step if restored else None)

@@ -228,7 +228,7 @@ class Agent:
                 uploads.settle_parts()  # before the next round sets this disk's newer saves aside
                 resume_from = self.world.catch_up(uploads.uploader, self.telemetry.group_stop_step,
                                                   rounds.publishes(), lambda: self.restore.newest(writer_done=True),
-                                                  self.restore.prepare)
+                                                  self.restore.prepare, self.restore.before_a_round)
                 continue
             failures += 1
             self.telemetry.event("failure", exit_code=end.code, reason=reason, failures=failures)

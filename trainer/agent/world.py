@@ -15,6 +15,7 @@ from typing import Any
 from ..storage import layouts
 from ..storage.layouts import Checkpoint
 from ..storage.remote import RemoteStore, RemoteStoreError
+from ..storage.shards import NodeRanks
 from ..storage.uploader import CheckpointUploader
 from . import status as states
 from .budget_watch import BUDGET_EVENT
@@ -80,13 +81,15 @@ class World:
             self.stop_requested.wait(min(self.config.poll_seconds, left))
 
     def catch_up(self, uploader: CheckpointUploader, group_stop_step: int | None, published: bool,
-                 newest_local: NewestLocal, prepare: Callable[[Checkpoint | None], None]) -> Checkpoint | None:
+                 newest_local: NewestLocal, prepare: Callable[[Checkpoint | None], None],
+                 before_a_round: NodeRanks | None = None) -> Checkpoint | None:
         """Before this node joins a new round, its disk gets the step published in S3, the one every
         node resumes from. When the world stopped together to save (at `group_stop_step`), wait up to
         the grace period for that checkpoint to reach S3, so the round loses no step. What this disk
         holds beyond it goes aside: on the node that `published` in the last round, a checkpoint whose
         upload failed; on any other, the parts its ranks wrote (HF's and Lightning's non-zero ranks
-        write checkpoints without the model), which are never whole."""
+        write checkpoints without the model), which are never whole. With `before_a_round`, of a sharded
+        step all but its shards: the round brings each node its own ranks' share as it forms."""
         directory, store = Path(self.config.checkpoint_dir), self.store
         deadline = time.monotonic() + self.config.grace_seconds
         while True:
@@ -100,7 +103,7 @@ class World:
                      f"published in S3 ({remote}), which every node of the next round resumes from")
         local = newest_local()
         if remote is not None and (local is None or remote > local.step):
-            if (restored := store.restore_checkpoint(directory, remote)) is not None:
+            if (restored := store.restore_checkpoint(directory, remote, before_a_round)) is not None:
                 uploader.already_in_s3(restored.step)
                 self.log(f"fetched {restored.path.name} from S3 for the next round")
                 prepare(restored)
