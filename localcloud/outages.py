@@ -4,7 +4,7 @@ On-demand instances are not affected: that is what a job falls back to."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from localcloud.interruptions import PlanError
 
@@ -55,3 +55,25 @@ def spot_available(outages: list[SpotOutage], elapsed: float) -> bool:
 def outages_begun(outages: list[SpotOutage], before: float, now: float) -> list[SpotOutage]:
     """The outages that began in (before, now]: their start reclaims the running spot instances."""
     return [outage for outage in outages if before < outage.start <= now]
+
+
+@dataclass
+class OutageClock:
+    """The run's planned outages as they are placed in time, read against the run's clock."""
+
+    planned: list[SpotOutage]
+    elapsed: float = 0.0  # seconds into the run, as of the last advance
+    _placed: list[SpotOutage] = field(default_factory=list)
+    _placed_from: set[int] = field(default_factory=set)  # which planned outages are placed
+
+    def advance(self, elapsed: float, latest_step: int | None) -> bool:
+        """The clock moved to `elapsed` (S3 holding `latest_step`): True when an outage began since the last move."""
+        before, self.elapsed = self.elapsed, elapsed
+        for index, outage in enumerate(self.planned):
+            if index not in self._placed_from and (placed := outage.placed(elapsed, latest_step)) is not None:
+                self._placed_from.add(index)
+                self._placed.append(placed)
+        return bool(outages_begun(self._placed, before, elapsed))
+
+    def spot_available(self) -> bool:
+        return spot_available(self._placed, self.elapsed)

@@ -5,62 +5,27 @@ them in moto, whose group then launches replacements, until the agent scales the
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import io
 import json
-import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from unittest import mock
-
-import boto3
 
 from localcloud.agent_events import EventFeed
+from localcloud.capacity_watch import CapacityWatch
 from localcloud.cloud import CloudError, Deployment, LocalCloud
-from localcloud.fake_imds import RoleCredentials
 from localcloud.iam_policy import ALLOWED
 from localcloud.iam_report import of_stack
-from localcloud.images import ImageFacts
-from localcloud.instance import STATIC_CREDENTIALS, Instance
-from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption, InterruptionPlan
+from localcloud.instance import Instance
+from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption
 from localcloud.journal import TrainingLog
-from localcloud.outages import SpotOutage, outages_begun, spot_available
-from localcloud.roles import assume, instance_profile_role, lambda_environment
-from spot_trainer.capacity import watch
+from localcloud.launch import Launcher, instance_settings
+from localcloud.outages import OutageClock
+from localcloud.run_options import RunOptions
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
 from spot_trainer.storage.job_keys import LATEST, job_key
 
 TICK_SECONDS = 0.25
-# Time runs faster here: instance records and deadline checks every second or two, not every minute.
-LOCAL_PACE = {"SPOT_HEARTBEAT_SECONDS": "2", "SPOT_DEADLINE_CHECK_SECONDS": "1", "SPOT_BUDGET_CHECK_SECONDS": "1"}
-# Passed by localcloud/bin/systemctl to the agent: credentials (only an instance without a role has any;
-# others get theirs from IMDS), and this instance's boot time and spot prices (on EC2 the agent reads
-# those from /proc/uptime and the price history).
-DEFAULT_PASSENV = "AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN SPOT_LAUNCHED_AT SPOT_PRICE_TRACE"
-
-
-@dataclass
-class RunOptions:
-    plan: InterruptionPlan = field(default_factory=InterruptionPlan)
-    total_steps: int | None = None
-    timeout_seconds: float = 900.0
-    settings: dict[str, str] = field(default_factory=dict)  # extra agent settings for every instance
-    command_env: dict[str, str] = field(default_factory=dict)  # extra environment of the training command
-    on_tick: Callable[[Player], None] | None = None
-    outages: list[SpotOutage] = field(default_factory=list)  # windows with no spot capacity
-    watch_seconds: float = 2.0  # how often the capacity watch runs (AWS: every minute)
-    price_trace: Path | None = None  # spot prices for the cost report (default: a flat 30% of on-demand)
-    image: ImageFacts | None = None  # instances play this image as it is (default: an env with torch)
-    # An instance is interrupted only once this says so (default: as the plan places it), e.g. once the
-    # environment it built is stored.
-    may_interrupt: Callable[[Instance], bool] | None = None
-    # The schedule to follow (default: a fresh one from `plan`); one shared by several runs of the same
-    # job, as `python -m localcloud up` plays it through pauses, goes on where the last run left it.
-    injector: Injector | None = None
 
 
 @dataclass
@@ -79,16 +44,18 @@ class Player:
     ended_at: float = 0.0
     _pending_kills: dict[str, float] = field(default_factory=dict)
     _overlapping: dict[str, float] = field(default_factory=dict)  # rebalanced, notice not yet sent
-    _templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # launch template data by version
     market_of: dict[str, str] = field(default_factory=dict)  # instance → the market it was launched in
     _waiting_for_spot: dict[str, float] = field(default_factory=dict)  # no spot capacity: not booted yet
     _replacing: dict[str, float] = field(default_factory=dict)  # wrong market: replacement launched
-    _elapsed: float = 0.0
-    _outages: list[SpotOutage] = field(default_factory=list)  # the outages placed in time so far
-    _placed_from: set[int] = field(default_factory=set)  # which of the options' outages are placed
-    _watch_at: float = 0.0
-    _watch_env: dict[str, str] | None = None
     _agent_events: EventFeed | None = None
+    _outages: OutageClock = field(init=False)
+    _launcher: Launcher = field(init=False)
+    _capacity_watch: CapacityWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._outages = OutageClock(self.options.outages)
+        self._launcher = Launcher(self.cloud, self.options.image)
+        self._capacity_watch = CapacityWatch(self.cloud, self.deployment.group, self.options.watch_seconds)
 
     def run(self) -> Player:
         self.asg, self.ec2, self.s3 = (self.cloud.client(n) for n in ("autoscaling", "ec2", "s3"))
@@ -110,7 +77,7 @@ class Player:
                 self._notify_overlapping()
                 self._replace_wrong_market(market)
                 self._power_off_due()
-                self._run_capacity_watch()
+                self._capacity_watch.tick()
                 if self.options.on_tick:
                     self.options.on_tick(self)
                 if time.monotonic() > deadline:
@@ -140,7 +107,7 @@ class Player:
             iid = member["InstanceId"]
             if iid in self.instances or member["LifecycleState"] != "InService":
                 continue
-            if market == SPOT and not spot_available(self._outages, self._elapsed):
+            if market == SPOT and not self._outages.spot_available():
                 if iid not in self._waiting_for_spot:
                     self._waiting_for_spot[iid] = time.time()
                     self.cloud.log(f"no spot capacity: instance {iid} cannot launch")
@@ -151,43 +118,14 @@ class Player:
                 self._terminate_in_group(iid)
                 continue
             self._waiting_for_spot.pop(iid, None)
-            root = self.cloud.workdir / "instances" / iid
-            template = self._launch_template_data(member, group)
-            instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge", root, self.cloud.aws_env,
-                                self._instance_settings(), local_ipv4=f"127.0.0.{len(self.instances) % 250 + 2}",
-                                market=market, role=self._instance_role(template, iid), image=self.options.image)
-            self.instances[iid] = instance.launch(base64.b64decode(template["UserData"]).decode())
+            settings = instance_settings(self.options)
+            instance = self._launcher.launch(member, group, market, settings=settings,
+                                             local_ipv4=f"127.0.0.{len(self.instances) % 250 + 2}")
+            self.instances[iid] = instance
             self.logs[iid] = TrainingLog(instance.journal)
             self.market_of[iid] = market
             self.cloud.log(f"instance {iid} ({instance.instance_type}, {market}) launched")
         self.most_alive = max(self.most_alive, len(self.alive()))
-
-    def _instance_settings(self) -> dict[str, str]:
-        """The agent's settings plus the command's environment, which the systemd stand-in passes to
-        the agent (and so to the command) as names to pass through."""
-        passed = " ".join([DEFAULT_PASSENV, *self.options.command_env])
-        trace = {"SPOT_PRICE_TRACE": str(self.options.price_trace.resolve())} if self.options.price_trace else {}
-        return {**LOCAL_PACE, **trace, **self.options.settings, **self.options.command_env,
-                "SYSTEMCTL_PASSENV": passed}
-
-    def _launch_template_data(self, member: dict[str, Any], group: dict[str, Any]) -> dict[str, Any]:
-        spec = member.get("LaunchTemplate") or group["MixedInstancesPolicy"]["LaunchTemplate"][
-            "LaunchTemplateSpecification"]
-        key = f"{spec['LaunchTemplateId']}:{spec.get('Version', '$Latest')}"
-        if key not in self._templates:
-            version = spec.get("Version") or "$Latest"
-            found = self.ec2.describe_launch_template_versions(
-                LaunchTemplateId=spec["LaunchTemplateId"], Versions=[version])["LaunchTemplateVersions"]
-            self._templates[key] = found[0]["LaunchTemplateData"]
-        return self._templates[key]
-
-    def _instance_role(self, template: dict[str, Any], instance_id: str) -> RoleCredentials | None:
-        """The launch template's instance profile role, assumed for this instance as EC2 does."""
-        profile = template.get("IamInstanceProfile") or {}
-        if not (profile.get("Arn") or profile.get("Name")):
-            return None
-        role_arn = instance_profile_role(self.cloud.client("iam"), profile.get("Arn") or profile["Name"])
-        return assume(self.cloud.client("sts"), role_arn, instance_id)
 
     def alive(self) -> list[Instance]:
         return [i for i in self.instances.values() if i.ended_at is None]
@@ -313,9 +251,8 @@ class Player:
     # ---- markets and capacity ------------------------------------------------------------------
     def _reclaim_at_outages(self) -> None:
         """When spot capacity dries up, the running spot instances get their notice."""
-        before, self._elapsed = self._elapsed, time.time() - self.started_at
-        self._place_outages()
-        if not outages_begun(self._outages, before, self._elapsed):
+        latest = self.latest_history[-1] if self.latest_history else None
+        if not self._outages.advance(time.time() - self.started_at, latest):
             return
         for instance in self.alive():
             iid = instance.instance_id
@@ -324,14 +261,6 @@ class Player:
                                                        step_at_notice=self.logs[iid].max_step))
                 self.cloud.log(f"spot capacity outage: instance {iid} reclaimed")
                 self._notify(instance)
-
-    def _place_outages(self) -> None:
-        """An outage counted from a step is placed in time the first tick S3 holds that step."""
-        latest = self.latest_history[-1] if self.latest_history else None
-        for index, outage in enumerate(self.options.outages):
-            if index not in self._placed_from and (placed := outage.placed(self._elapsed, latest)) is not None:
-                self._placed_from.add(index)
-                self._outages.append(placed)
 
     def _replace_wrong_market(self, market: str) -> None:
         """As AWS after a change of the group's on-demand share: launch the replacement first, then
@@ -351,37 +280,11 @@ class Player:
                 continue
             if self.market_of.get(iid) == market:
                 continue
-            if market == SPOT and not spot_available(self._outages, self._elapsed):
+            if market == SPOT and not self._outages.spot_available():
                 continue  # the spot replacement cannot launch: the on-demand instance stays
             self._replacing[iid] = time.time()
             self._terminate_in_group(iid)
             self.cloud.log(f"instance {iid}: the group is now {market}, replacement launched")
-
-    def _run_capacity_watch(self) -> None:
-        """Play the stack's capacity-watch Lambda: its own code, with its deployed environment."""
-        if time.monotonic() < self._watch_at:
-            return
-        self._watch_at = time.monotonic() + self.options.watch_seconds
-        if self._watch_env is None:
-            functions = self.cloud.client("lambda").list_functions()["Functions"]
-            found = [f for f in functions
-                     if f.get("Environment", {}).get("Variables", {}).get("GROUP_NAME") == self.deployment.group]
-            self._watch_env = {**found[0]["Environment"]["Variables"],
-                               **lambda_environment(assume(self.cloud.client("sts"), found[0]["Role"],
-                                                           found[0]["FunctionName"]))} if found else {}
-        if not self._watch_env:
-            return  # the job has neither a deadline nor a max_spot_wait: no watch deployed
-        deployer = {k: v for k, v in self.cloud.aws_env.items() if k not in STATIC_CREDENTIALS}
-        env = {**deployer, **self._watch_env, "QUIET_SECONDS": "6"}
-        with mock.patch.dict(os.environ, env):
-            boto3.DEFAULT_SESSION = None  # its clients must read this environment
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):  # its log line is the one below
-                    outcome = watch.handler({}, None)
-            finally:
-                boto3.DEFAULT_SESSION = None
-        if outcome not in ("nothing to do", "spot is fine"):
-            self.cloud.log(f"capacity watch: group switched to on-demand ({outcome})")
 
     def _power_off_due(self) -> None:
         now = time.time()

@@ -1,0 +1,37 @@
+"""What one run of the local spot cloud plays: the interruptions and outages, the instances' image, the
+agent's extra settings and the command's environment, and how long the job may take."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from localcloud.images import ImageFacts
+from localcloud.instance import Instance
+from localcloud.interruptions import Injector, InterruptionPlan
+from localcloud.outages import SpotOutage
+
+if TYPE_CHECKING:
+    from localcloud.player import Player
+
+
+@dataclass
+class RunOptions:
+    plan: InterruptionPlan = field(default_factory=InterruptionPlan)
+    total_steps: int | None = None
+    timeout_seconds: float = 900.0
+    settings: dict[str, str] = field(default_factory=dict)  # extra agent settings for every instance
+    command_env: dict[str, str] = field(default_factory=dict)  # extra environment of the training command
+    on_tick: Callable[[Player], None] | None = None
+    outages: list[SpotOutage] = field(default_factory=list)  # windows with no spot capacity
+    watch_seconds: float = 2.0  # how often the capacity watch runs (AWS: every minute)
+    price_trace: Path | None = None  # spot prices for the cost report (default: a flat 30% of on-demand)
+    image: ImageFacts | None = None  # instances play this image as it is (default: an env with torch)
+    # An instance is interrupted only once this says so (default: as the plan places it), e.g. once the
+    # environment it built is stored.
+    may_interrupt: Callable[[Instance], bool] | None = None
+    # The schedule to follow (default: a fresh one from `plan`); one shared by several runs of the same
+    # job, as `python -m localcloud up` plays it through pauses, goes on where the last run left it.
+    injector: Injector | None = None
