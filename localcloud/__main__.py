@@ -40,6 +40,7 @@ from spot_trainer.ops.plot_command import plot_job
 from spot_trainer.ops.problem import JobProblem
 from spot_trainer.secret_refs import SecretRef, SecretRefError, parse_refs
 from spot_trainer.storage.job_keys import STATUS, job_key
+from spot_trainer.storage.record_kinds import JobState
 from spot_trainer.storage.remote import RemoteStore
 
 
@@ -312,7 +313,7 @@ def demo(options: argparse.Namespace) -> int:
     progress.message(f"demo finished in {time.monotonic() - started:.0f}s")
     if options.json is not None:
         options.json.write_text(report.to_json())
-    return 0 if report.state == "DONE" else 1
+    return 0 if report.state == JobState.DONE else 1
 
 
 def draw_life(cloud: LocalCloud, deployment: Deployment, path: Path, prices: SpotPriceSource) -> str:

@@ -24,11 +24,11 @@ from localcloud.lost_work import held_on_disk, lost_phrase, lost_steps
 from localcloud.player import Player
 from localcloud.work import logged_work
 from spot_trainer.agent.boot_times import boot_rows
-from spot_trainer.agent.status import FINAL_OUTPUTS
 from spot_trainer.costs.instance_records import InstanceLife, read_records
 from spot_trainer.costs.job_cost import JobCost, job_cost
 from spot_trainer.costs.on_demand_prices import USD_PER_HOUR
 from spot_trainer.costs.spot_prices import SpotPriceSource, flat_trace
+from spot_trainer.storage.record_kinds import EventKind, JobState
 from spot_trainer.storage.remote import RemoteStore
 
 DEFAULT_DISCOUNT = 0.70
@@ -148,13 +148,13 @@ class Report:
         return " (counted from checkpoints: the command prints no steps, so steps after its last save are unseen)"
 
 
-def unfired_phrase(planned: int, happened: int, every_seconds: float | None, state: str = "DONE") -> str:
+def unfired_phrase(planned: int, happened: int, every_seconds: float | None, state: str = JobState.DONE) -> str:
     """'; 2 of the 2 planned never came: ...': a demo asked for interruptions that the job outran must
     not read as a run that survived them. Spacing them closer helps only a job that ended DONE first: one
     that failed says why on the report's first line."""
     if happened >= planned:
         return ""
-    if state != "DONE":
+    if state != JobState.DONE:
         return f"; {planned - happened} of the {planned} planned never came: the job was {state} first"
     why = "the job ended first"
     if every_seconds is not None:
@@ -264,12 +264,12 @@ def market_switches(player: Player, events: list[dict[str, Any]]) -> list[dict[s
     """Every switch of the job's group between spot and on-demand, as its events record it."""
     return [{"after_seconds": round(float(event["epoch"]) - player.started_at, 1), "from": event.get("from"),
              "to": event.get("to"), "by": event.get("instance"), "reason": event.get("reason")}
-            for event in events if event.get("kind") == "market"]
+            for event in events if event.get("kind") == EventKind.MARKET]
 
 
 def final_outputs(events: list[dict[str, Any]]) -> str:
     """'4 files (0.5 MB) kept in s3://…/final/' from the agent's event, or '' when it kept none."""
-    if not (kept := [event for event in events if event.get("kind") == FINAL_OUTPUTS]):
+    if not (kept := [event for event in events if event.get("kind") == EventKind.FINAL_OUTPUTS]):
         return ""
     last = kept[-1]
     return f"{last.get('files')} files ({int(last.get('bytes') or 0) / 1e6:.1f} MB) kept in {last.get('location')}"

@@ -32,6 +32,7 @@ from localcloud.session import Session, SessionError, export_lines, process_aliv
 from spot_trainer.capacity.policy import ON_DEMAND
 from spot_trainer.secret_refs import SSM, SecretRef
 from spot_trainer.storage.job_keys import STATUS, job_key
+from spot_trainer.storage.record_kinds import JobState
 
 IDLE_SECONDS = 0.5  # how often a group at 0 is looked at for a resume
 DOWN_SECONDS = 180.0  # the most `down` waits for an up to power off, destroy and stop
@@ -166,7 +167,7 @@ def at_zero_line(cloud: LocalCloud, deployment: Deployment) -> str:
     """What up says once the group is at 0, and how the job goes on."""
     job = deployment.job
     state = _status(cloud, deployment).get("state", "")
-    if state in ("DONE", "FAILED"):
+    if state in (JobState.DONE, JobState.FAILED):
         return (f"job {job} is {state} and its group at 0; `spot-trainer status --job {job}` tells more, "
                 "Ctrl-C ends the local cloud")
     return (f"job {job}'s group is at 0, nothing deleted; `spot-trainer resume --job {job}` starts it again, "

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..storage.record_kinds import EventKind
 from .instance_record import launched_at
 
-BOOT_EVENT, FIRST_STEP_EVENT = "boot", "first_step"
-TIMED_EVENTS = ("start", "resume", FIRST_STEP_EVENT)
+TIMED_EVENTS = (EventKind.START, EventKind.RESUME, EventKind.FIRST_STEP)
 # User data's record of its phases: in its state folder, the agent's working directory (agent_config.sh).
 PHASES_FILE = Path("boot-phases.jsonl")
 

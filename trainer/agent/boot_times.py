@@ -6,18 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..storage.record_kinds import EventKind
+
 
 def boot_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per instance that booted, in the order they booted."""
     rows: dict[str, dict[str, Any]] = {}
     for event in events:
         instance = str(event.get("instance"))
-        if event.get("kind") == "boot" and instance not in rows:
+        if event.get("kind") == EventKind.BOOT and instance not in rows:
             environment = event.get("environment") or {}
             rows[instance] = {"instance": instance, "agent_started_s": event.get("agent_started_s"),
                               "environment": environment.get("how"), "environment_s": environment.get("seconds"),
                               "environment_bytes": environment.get("bytes"), "first_step_s": None}
-        elif event.get("kind") == "first_step" and instance in rows and rows[instance]["first_step_s"] is None:
+        elif event.get("kind") == EventKind.FIRST_STEP and instance in rows and rows[instance]["first_step_s"] is None:
             rows[instance]["first_step_s"] = event.get("since_launch_s")
     return list(rows.values())
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..capacity.market import GroupClient, group_market, set_group_market
 from ..capacity.policy import SPOT, DeadlinePlan, Progress, choose_market, parse_deadline, parse_duration
+from ..storage.record_kinds import EventKind
 from .config import AgentConfig, known_total_steps
 from .pace import Pace
 from .telemetry import RunTelemetry
@@ -48,7 +49,7 @@ class DeadlineWatch:
             self.log(f"could not apply the deadline policy: {error}")
             return
         self.log(f"switched {self.group_name} from {self.market} to {decision.market}: {decision.reason}")
-        self.event("market", step=step, reason=decision.reason, **{"from": self.market, "to": decision.market})
+        self.event(EventKind.MARKET, step=step, reason=decision.reason, **{"from": self.market, "to": decision.market})
         self.market, self._switched_at = decision.market, now
 
     def _too_soon_to_leave_on_demand(self, now: float, market: str) -> bool:

@@ -8,12 +8,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..costs.pauses import PAUSED, RESUMED, user_events
+from ..costs.pauses import user_events
 from ..settings import FINAL_UPLOAD_ALLOWANCE_SECONDS
 from ..storage import job_keys
+from ..storage.record_kinds import EventKind, JobState
 from ..storage.remote import RemoteStore, RemoteStoreError
-from . import status as states
-from .budget_watch import BUDGET_EVENT
 from .config import AgentConfig
 from .notice_watch import SCALE_IN_REASON, NoticeWatch
 from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
@@ -47,11 +46,11 @@ class Endings:
     def interrupted(self, reason: str, step: int | None) -> int:
         reporter = self._reporter()
         paused = self._stopped_by_a_pause(reason)
-        reporter.update(state=states.INTERRUPTED, interruptions=reporter.status.interruptions + (not paused),
+        reporter.update(state=JobState.INTERRUPTED, interruptions=reporter.status.interruptions + (not paused),
                         reason=reason)
         if step is None and self.config.distributed:  # rank 0 may have saved on another node
             step = self.store.latest_step()
-        self.telemetry.event("interruption", reason=reason, step=step, **({"paused": True} if paused else {}))
+        self.telemetry.event(EventKind.INTERRUPTION, reason=reason, step=step, **({"paused": True} if paused else {}))
         self.group.release()
         if step is None:
             saved = "no checkpoint yet"
@@ -67,15 +66,15 @@ class Endings:
         if reason != SCALE_IN_REASON:
             return False
         try:
-            changes = user_events(self.store.events(PAUSED, RESUMED))
+            changes = user_events(self.store.events(EventKind.PAUSED, EventKind.RESUMED))
         except RemoteStoreError:  # not known: counted as the stop it looks like
             return False
-        return bool(changes) and changes[-1].kind == PAUSED
+        return bool(changes) and changes[-1].kind == EventKind.PAUSED
 
     def done(self, step: int | None) -> int:
         # The event first: a peer that sees status.json DONE then finds the event, with the step, beside it.
-        self.telemetry.event("done", step=step)
-        self._reporter().update(state=states.DONE)
+        self.telemetry.event(EventKind.DONE, step=step)
+        self._reporter().update(state=JobState.DONE)
         self._end_job(f"training finished at checkpoint step {step}")
         return 0
 
@@ -109,34 +108,34 @@ class Endings:
         """At the spending cap: neither done nor failed. A higher cap and capacity resume the job."""
         if self.config.distributed and (ending := self.world.ended_by_a_peer(self.started_at)):
             return self.ended_elsewhere(ending)
-        self._reporter().update(state=states.STOPPED_BY_BUDGET, reason=reason)
+        self._reporter().update(state=JobState.STOPPED_BY_BUDGET, reason=reason)
         saved = f"checkpoint step {step} is in S3" if step is not None else "no checkpoint yet"
         if self._first_to_record_budget_stop(reason, step):
-            self.telemetry.event(BUDGET_EVENT, reason=reason, step=step, budget_usd=self.config.budget_usd)
+            self.telemetry.event(EventKind.BUDGET, reason=reason, step=step, budget_usd=self.config.budget_usd)
         self._end_job(f"stopped at the budget ({reason}); {saved}")  # whoever recorded it: the group goes to zero
         return 0
 
     def ended_elsewhere(self, ending: dict[str, Any]) -> int:
         """A peer finished the job, gave up on it or stopped it at its budget: the record says what it
         said, not "interrupted"."""
-        if ending.get("kind") == BUDGET_EVENT:
-            self._reporter().update(state=states.STOPPED_BY_BUDGET, reason=str(ending.get("reason") or ""))
+        if ending.get("kind") == EventKind.BUDGET:
+            self._reporter().update(state=JobState.STOPPED_BY_BUDGET, reason=str(ending.get("reason") or ""))
             self.log("another node stopped the job at its budget; this one leaves too")
-        elif ending.get("kind") == "failed":
+        elif ending.get("kind") == EventKind.FAILED:
             reason = str(ending.get("reason") or "")
-            self._reporter().update(state=states.FAILED, reason=reason)
+            self._reporter().update(state=JobState.FAILED, reason=reason)
             self.log(f"another node gave up on the job ({reason}); this one leaves too")
         else:
-            self._reporter().update(state=states.DONE)
+            self._reporter().update(state=JobState.DONE)
             step = ending.get("step")
             at = f" at checkpoint step {step}" if step is not None else ""
             self.log(f"another node finished the job{at}; this one leaves too")
         self.group.release()
-        return EXIT_FAILED if ending.get("kind") == "failed" else 0
+        return EXIT_FAILED if ending.get("kind") == EventKind.FAILED else 0
 
     def failed(self, reason: str, failures: int, *, keep_instance: bool = False) -> int:
-        self._reporter().update(state=states.FAILED, reason=reason, failures=failures)
-        self.telemetry.event("failed", reason=reason)
+        self._reporter().update(state=JobState.FAILED, reason=reason, failures=failures)
+        self.telemetry.event(EventKind.FAILED, reason=reason)
         self._end_job(f"giving up after {failures} failures: {reason}" if failures else f"giving up: {reason}",
                       keep_instance=keep_instance)
         return EXIT_FAILED

@@ -14,13 +14,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..storage.record_kinds import JobState
 from . import status as states
 
 
 def failed_record(previous: Mapping[str, Any] | None, job: str, instance: str, reason: str) -> dict[str, Any]:
     """FAILED over the job's record, keeping its counters and progress, one more failure counted."""
     record = asdict(states.JobStatus.carried_over(previous, job, instance))
-    record.update(state=states.FAILED, reason=reason, failures=int((previous or {}).get("failures") or 0) + 1)
+    record.update(state=JobState.FAILED, reason=reason, failures=int((previous or {}).get("failures") or 0) + 1)
     return record
 
 

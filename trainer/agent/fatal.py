@@ -18,6 +18,7 @@ import boto3
 
 from ..storage.checkpoint_restore import LOCAL_DISK_ERRORS
 from ..storage.job_records import JobRecords
+from ..storage.record_kinds import EventKind
 from ..storage.s3client import client_config, s3_client
 from . import status as states
 from .failed_record import failed_record
@@ -59,7 +60,7 @@ def notify_failed(topic: str, job: str, reason: str, region: str | None, log: Ca
     """The `failed` message on the job's topic, worded as the agent's own (notify.py)."""
     try:
         sns = boto3.session.Session().client("sns", region_name=region, config=client_config(max_attempts=3))
-        Notifier(topic, sns, job, log).event("failed", {"reason": reason})
+        Notifier(topic, sns, job, log).event(EventKind.FAILED, {"reason": reason})
     except Exception as error:
         log(f"could not publish the failed notification: {_first_line(error)}")
 
@@ -91,7 +92,7 @@ def record_failed(store: JobRecords, reason: str) -> None:
     """FAILED over the job's record, keeping its counters and progress."""
     previous: dict[str, Any] | None = store.read_record(states.STATUS_NAME)
     store.put_json(states.STATUS_NAME, failed_record(previous, store.job, store.instance, reason))
-    store.append_event("failed", reason=reason)
+    store.append_event(EventKind.FAILED, reason=reason)
 
 
 def _first_line(error: BaseException) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..storage.final_outputs import FINAL_PREFIX, final_output_files
-from .status import FINAL_OUTPUTS
+from ..storage.record_kinds import EventKind
 from .telemetry import RunTelemetry
 
 
@@ -26,4 +26,4 @@ def keep_final_outputs(telemetry: RunTelemetry, directory: Path) -> None:
         telemetry.warn(message)
         return
     telemetry.log(f"final outputs: {len(files)} files ({size / 1e6:.1f} MB) from {directory} kept in {location}")
-    telemetry.event(FINAL_OUTPUTS, location=location, files=len(files), bytes=size)
+    telemetry.event(EventKind.FINAL_OUTPUTS, location=location, files=len(files), bytes=size)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .status import UPLOAD_FAILING
+from ..storage.record_kinds import EventKind
 
 SUBJECT_LIMIT = 100  # SNS refuses longer subjects
 
@@ -28,24 +28,27 @@ def message_for(job: str, kind: str, fields: Mapping[str, Any]) -> tuple[str, st
     instance = fields.get("instance") or "an instance"
     step = fields.get("step")
     at_step = f" at step {step}" if step is not None else ""
-    if kind == "interruption" and fields.get("paused"):
+    if kind == EventKind.INTERRUPTION and fields.get("paused"):
         kept = f"checkpoint step {step} is safe in S3" if step is not None else "it had saved no checkpoint yet"
         return (f"Spot Trainer {job}: paused"[:SUBJECT_LIMIT],
                 f"Job {job} stopped on {instance} for the pause; {kept}. `spot-trainer resume --job {job}` goes on.")
-    texts = {
-        "interruption": ("interrupted", f"Job {job} was interrupted on {instance} ({fields.get('reason')}); " + (
-            f"checkpoint step {step} is safe in S3 and a replacement will resume from it." if step is not None
-            else "it had saved no checkpoint yet, so a replacement starts from the beginning.")),
-        "resume": ("resumed", f"Job {job} resumed on {instance} from checkpoint step {step}."),
-        "market": (f"now {fields.get('to')}", f"Job {job} switched from {fields.get('from')} to "
-                   f"{fields.get('to')}{at_step}: {fields.get('reason')}."),
-        "done": ("done", f"Job {job} finished{at_step}; its group is scaled to zero."),
-        "budget": ("stopped at its budget", f"Job {job} stopped{at_step}: {fields.get('reason')}. Its group is "
-                   "scaled to zero; raise its budget (BudgetUSD) and its capacity to go on from its last checkpoint."),
-        "failed": ("FAILED", f"Job {job} failed: {fields.get('reason')}. Its group is scaled to zero."),
-        UPLOAD_FAILING: ("checkpoints not reaching S3", f"Job {job}: {fields.get('message')} (on {instance}). "
-                         "Until this is fixed, an interruption loses what was trained since the last checkpoint "
-                         "in S3; see the instance's log."),
+    resumes = (f"checkpoint step {step} is safe in S3 and a replacement will resume from it." if step is not None
+               else "it had saved no checkpoint yet, so a replacement starts from the beginning.")
+    texts: dict[str, tuple[str, str]] = {
+        EventKind.INTERRUPTION: ("interrupted",
+                                 f"Job {job} was interrupted on {instance} ({fields.get('reason')}); {resumes}"),
+        EventKind.RESUME: ("resumed", f"Job {job} resumed on {instance} from checkpoint step {step}."),
+        EventKind.MARKET: (f"now {fields.get('to')}", f"Job {job} switched from {fields.get('from')} to "
+                           f"{fields.get('to')}{at_step}: {fields.get('reason')}."),
+        EventKind.DONE: ("done", f"Job {job} finished{at_step}; its group is scaled to zero."),
+        EventKind.BUDGET: ("stopped at its budget", f"Job {job} stopped{at_step}: {fields.get('reason')}. Its group "
+                           "is scaled to zero; raise its budget (BudgetUSD) and its capacity to go on from its last "
+                           "checkpoint."),
+        EventKind.FAILED: ("FAILED", f"Job {job} failed: {fields.get('reason')}. Its group is scaled to zero."),
+        EventKind.UPLOAD_FAILING: ("checkpoints not reaching S3",
+                                   f"Job {job}: {fields.get('message')} (on {instance}). Until this is fixed, an "
+                                   "interruption loses what was trained since the last checkpoint in S3; see the "
+                                   "instance's log."),
     }
     if kind not in texts:
         return None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..rounds import Round, read_round
+from ..storage.record_kinds import EventKind
 from .round_failures import CHANGED, EXHAUSTED, RoundFailures
 from .telemetry import RunTelemetry
 
@@ -56,7 +57,8 @@ class RoundPart:
         if round_ is not None and round_ != self.said:
             self.said = round_
             self.telemetry.log(round_.line())
-            self.telemetry.event("round", number=round_.number, nodes=len(round_.nodes), group_rank=round_.group_rank)
+            self.telemetry.event(EventKind.ROUND, number=round_.number, nodes=len(round_.nodes),
+                                 group_rank=round_.group_rank)
 
     def exhausted_when_formed(self, round_: Round | None) -> bool:
         """Each poll: once the round after a failure forms, was it the world changing, or the same world
@@ -80,7 +82,7 @@ class RoundPart:
         failures = self.failures
         if failures.failed(round_.nodes if round_ else None, reason) == EXHAUSTED:
             return True
-        self.telemetry.event("round_ended", exit_code=code, reason=reason, failures=failures.count)
+        self.telemetry.event(EventKind.ROUND_ENDED, exit_code=code, reason=reason, failures=failures.count)
         self.telemetry.update(failures=failures.count)
         self.telemetry.log(f"the round ended: {reason}; joining the next round (failed rounds in a world of "
                            f"{len(failures.world or ())} node(s): {failures.count}/{failures.budget}, "

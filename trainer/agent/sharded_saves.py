@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..storage import layouts, shards
 from ..storage.checkpoint_files import checkpoint_files
+from ..storage.record_kinds import EventKind
 from ..storage.remote import RemoteStoreError
 from ..storage.step_parts import FINISH_TAKEOVER_SECONDS, PARTS_ARRIVAL_SECONDS, PUBLISHED, StepParts
 from ..storage.uploader import PART
@@ -144,7 +145,7 @@ class ShardedSaves:
                 self.log(f"checkpoint step {step} abandoned: it is whole in S3, but S3 refused its MANIFEST.json or "
                          f"latest.json for {self.publish_seconds:.0f}s ({error.cause or error}); its objects are left "
                          "to retention, and the step published before it stands")
-                self.event("abandoned", step=step, missing="its publish", removed=False)
+                self.event(EventKind.ABANDONED, step=step, missing="its publish", removed=False)
                 self._forget(step)
             elif self._publish_failed.get(step) != (said := error.cause or str(error)):
                 self._publish_failed[step] = said
@@ -176,7 +177,7 @@ class ShardedSaves:
                 "its objects are left to retention (another save of it began, or another node settled it)")
         self.log(f"checkpoint step {step} abandoned: {missing} did not reach S3 within {self.arrival_seconds:.0f}s "
                  f"of this node's part; {kept}, and the step published before it stands")
-        self.event("abandoned", step=step, missing=missing, removed=removed)
+        self.event(EventKind.ABANDONED, step=step, missing=missing, removed=removed)
 
     def _forget(self, step: int) -> None:
         with self._lock:

@@ -15,28 +15,14 @@ from typing import Any
 
 from ..costs.loss_text import describe_losses
 from ..costs.lost_instances import Losses, find_losses
-from ..costs.pauses import PAUSED, user_events
+from ..costs.pauses import user_events
 from ..storage.job_keys import STATUS
+from ..storage.record_kinds import FINISHED, EventKind, JobState
 from .pace import Pace
 
 STATUS_NAME = STATUS
-# The built-in trainer's event (and the job's recorded one) for a resume that cannot end bit-identical.
-NOT_BIT_IDENTICAL = "not_bit_identical"
-FINAL_OUTPUTS = "final_outputs"  # what a finished command left beside its checkpoints, and where it went
-UPLOAD_FAILING = "upload_failing"  # checkpoint uploads keep failing, once per cause (storage/upload_health.py)
-
-# States of a job as the status record spells them.
-STARTING = "STARTING"
-WAITING_FOR_LEASE = "WAITING_FOR_LEASE"
-RESTORING = "RESTORING"
-TRAINING = "TRAINING"
-STOPPING = "STOPPING"
-INTERRUPTED = "INTERRUPTED"
-DONE = "DONE"
-FAILED = "FAILED"
-# Stopped at its spending cap: neither done nor failed; a higher cap and capacity resume it.
-STOPPED_BY_BUDGET = "STOPPED_BY_BUDGET"
-FINISHED = (DONE, FAILED, STOPPED_BY_BUDGET)
+# The states by the names the rooms that read the record import them by (storage/record_kinds.py has them all).
+TRAINING, INTERRUPTED, DONE, FAILED = JobState.TRAINING, JobState.INTERRUPTED, JobState.DONE, JobState.FAILED
 # How `status` reads a job that `spot-trainer pause` or `resume` moved (the record keeps the agent's INTERRUPTED).
 PAUSED_STATE = "PAUSED"
 PAUSING = "PAUSING"
@@ -58,7 +44,7 @@ def utc_text(epoch_seconds: float) -> str:
 @dataclass
 class JobStatus:
     job: str
-    state: str = STARTING
+    state: JobState = JobState.STARTING
     step: int | None = None
     loss: float | None = None
     samples_per_s: float | None = None
@@ -155,11 +141,11 @@ def describe_job(
         lines.append(f"reason         {reason}")
     if status.get("warning"):
         lines.append(f"warning        {status['warning']}")
-    if inexact := [event for event in events if event.get("kind") == NOT_BIT_IDENTICAL]:
+    if inexact := [event for event in events if event.get("kind") == EventKind.NOT_BIT_IDENTICAL]:
         first = min(inexact, key=lambda event: event["step"] if isinstance(event.get("step"), int) else 0)
         more = f" (and {len(inexact) - 1} more)" if len(inexact) > 1 else ""
         lines.append(f"exact resume   lost from step {_or_dash(first.get('step'))}: {first.get('reason')}{more}")
-    if kept := [event for event in events if event.get("kind") == FINAL_OUTPUTS]:
+    if kept := [event for event in events if event.get("kind") == EventKind.FINAL_OUTPUTS]:
         size = kept[-1].get("bytes")
         megabytes = f"{size / 1e6:.1f} MB" if isinstance(size, int) else "? MB"
         lines.append(f"final outputs  {kept[-1].get('location')} ({kept[-1].get('files')} files, {megabytes})")
@@ -177,14 +163,14 @@ def state_and_reason(status: Mapping[str, Any], events: list[Mapping[str, Any]])
     if state in FINISHED or not changes:
         return state, reason
     newest = changes[-1]
-    if any(e.get("kind") == "start" and isinstance(e.get("epoch"), int | float) and e["epoch"] > newest.at
+    if any(e.get("kind") == EventKind.START and isinstance(e.get("epoch"), int | float) and e["epoch"] > newest.at
            for e in events):
         return state, reason  # an instance has started since: its record tells
-    if newest.kind == PAUSED:
-        if state == INTERRUPTED:  # no instance trains any more
+    if newest.kind == EventKind.PAUSED:
+        if state == JobState.INTERRUPTED:  # no instance trains any more
             return PAUSED_STATE, f"paused at {utc_text(newest.at)} (spot-trainer pause)"
         return PAUSING, f"paused at {utc_text(newest.at)}: the instances save their step, upload it and leave"
-    if state == INTERRUPTED:
+    if state == JobState.INTERRUPTED:
         return RESUMING, f"resumed at {utc_text(newest.at)} (spot-trainer resume): waiting for an instance to start"
     return state, reason
 

@@ -23,6 +23,7 @@ from ..costs.spot_prices import SpotPriceSource
 from ..signal_connector import SignalConnector
 from ..storage.layouts import Checkpoint
 from ..storage.lease import Lease
+from ..storage.record_kinds import EventKind, JobState
 from ..storage.remote import RemoteStore
 from ..storage.step_parts import StepParts
 from . import status as states
@@ -135,8 +136,8 @@ class Agent:
             publish=self.telemetry.publish_status,
             interval_seconds=config.status_interval_seconds,
         )
-        reporter.update(state=states.RESTORING, total_steps=known_total_steps(config) or None)
-        self.telemetry.event("start", attempt=reporter.status.attempt + 1)
+        reporter.update(state=JobState.RESTORING, total_steps=known_total_steps(config) or None)
+        self.telemetry.event(EventKind.START, attempt=reporter.status.attempt + 1)
         self._deadline = deadline_watch_for(config, self.clients.autoscaling, self.telemetry,
                                             reporter.status.first_started_at or time.time())
         self._budget = budget_watch_for(config, store, self.clients.prices, self.telemetry)
@@ -174,7 +175,7 @@ class Agent:
                 holder = f" ({held.owner}, token {held.token}, expiring {utc_text(held.expires_at)})" if held else ""
                 self.log(f"another agent holds the job lease{holder}; waiting for it to finish, expire or go "
                          f"unrenewed for {self.config.lease_ttl_seconds:.0f}s")
-                self.telemetry.event("lease_wait", holder=held.owner if held else None)
+                self.telemetry.event(EventKind.LEASE_WAIT, holder=held.owner if held else None)
                 announced = True
             if self._notices.reason() or self.stop_requested.wait(self.config.poll_seconds):
                 return False
@@ -186,7 +187,7 @@ class Agent:
         failures, endings, rounds = 0, self.endings, self.rounds
         while True:
             reporter = self._require_reporter()
-            reporter.update(state=states.TRAINING, attempt=reporter.status.attempt + 1, reason="")
+            reporter.update(state=JobState.TRAINING, attempt=reporter.status.attempt + 1, reason="")
             command = start_command(self.config, resume_from, attempt=reporter.status.attempt,
                                     round_file=self.rounds.round_file, local_addr=self.world.local_addr,
                                     sink=self.telemetry.command_output, log=self.log)
@@ -231,7 +232,7 @@ class Agent:
                                                   self.restore.prepare, self.restore.before_a_round)
                 continue
             failures += 1
-            self.telemetry.event("failure", exit_code=end.code, reason=reason, failures=failures)
+            self.telemetry.event(EventKind.FAILURE, exit_code=end.code, reason=reason, failures=failures)
             self.log(f"training failed ({failures}/{self.config.restart_budget}): {reason}")
             if failures >= max(1, self.config.restart_budget):
                 return endings.failed(reason, failures)
@@ -294,7 +295,7 @@ class Agent:
                 self.log(f"{reason}: stopping the command with {self.config.stop_signal}")
                 # The signal first: the status write may wait on S3, and the notice's minutes are short.
                 code = self.stopping.command(command, grace,
-                                          after_signal=lambda: self.telemetry.update(state=states.STOPPING))
+                                          after_signal=lambda: self.telemetry.update(state=JobState.STOPPING))
                 return RunEnd(Outcome.STOPPED, code, reason)
             self._require_reporter().tick()
 

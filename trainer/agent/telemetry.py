@@ -11,20 +11,23 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..storage.job_records import JobRecords
+from ..storage.record_kinds import EventKind
 from ..storage.upload_health import UPLOADS_FAILING, UploadWarning
 from ..storage.uploader import Uploaded
 from . import status as states
-from .boot_events import BOOT_EVENT, FIRST_STEP_EVENT, BootClock
+from .boot_events import BootClock
 from .cloudwatch import CloudWatchSink
 from .log_lines import agent_line, write_line
 from .notify import Notifier
-from .status import NOT_BIT_IDENTICAL, UPLOAD_FAILING, StatusReporter
+from .status import StatusReporter
 
 METRIC_INTERVAL_SECONDS = 1.0
 EVENT_START = '{"event"'  # how every progress line begins (progress.py)
+# restore.py still names its two kinds by their text; as literals a misspelt one is a type error there too.
+Kind = EventKind | Literal["resume", "set_aside"]
 PROGRESS_METRICS = (("Step", "step", "Count"), ("Loss", "loss", "None"),
                     ("SamplesPerSecond", "samples_per_s", "Count/Second"))
 
@@ -53,7 +56,7 @@ class RunTelemetry:
         """Something the user must know or fix: said where they look (the log, the events and so a
         notification's record, status.json's warning), never silently."""
         self.log(f"WARNING: {message}")
-        self.event("warning", message=message)
+        self.event(EventKind.WARNING, message=message)
         self.update(warning=message)
 
     def upload_warning(self, warning: UploadWarning) -> None:
@@ -67,9 +70,9 @@ class RunTelemetry:
         self.log(f"WARNING: {warning.message}")
         self.update(warning=warning.message)
         if warning.first_of_cause:
-            self.event(UPLOAD_FAILING, cause=warning.cause, step=warning.step, message=warning.message)
+            self.event(EventKind.UPLOAD_FAILING, cause=warning.cause, step=warning.step, message=warning.message)
 
-    def event(self, kind: str, **fields: Any) -> None:
+    def event(self, kind: Kind, **fields: Any) -> None:
         fields = self.boot.timed(kind, fields)
         try:
             self.store.append_event(kind, **fields)
@@ -77,10 +80,11 @@ class RunTelemetry:
             self.log(f"could not record event {kind}: {error}")
         if self.notifier is not None:
             self.notifier.event(kind, {"instance": self.store.instance, **fields})
-        if kind == "interruption" and not fields.get("paused") and self.cloud is not None:  # a pause loses nothing
+        # A pause loses nothing: only a real interruption counts.
+        if kind == EventKind.INTERRUPTION and not fields.get("paused") and self.cloud is not None:
             self.cloud.metric("Interruptions", 1, "Count")
-        if kind == "start" and (boot := self.boot.boot_fields()) is not None:
-            self.event(BOOT_EVENT, **boot)
+        if kind == EventKind.START and (boot := self.boot.boot_fields()) is not None:
+            self.event(EventKind.BOOT, **boot)
 
     def publish_status(self, record: dict[str, Any]) -> None:
         try:
@@ -104,9 +108,9 @@ class RunTelemetry:
             self._progress(event)
         elif isinstance(event, dict) and event.get("event") == "group_stop" and isinstance(event.get("step"), int):
             self.group_stop_step = max(event["step"], self.group_stop_step or 0)
-        elif isinstance(event, dict) and event.get("event") == NOT_BIT_IDENTICAL:
+        elif isinstance(event, dict) and event.get("event") == EventKind.NOT_BIT_IDENTICAL:
             step = event.get("step") if isinstance(event.get("step"), int) else None  # a script's own line
-            self.event(NOT_BIT_IDENTICAL, step=step, reason=str(event.get("reason", ""))[:300])
+            self.event(EventKind.NOT_BIT_IDENTICAL, step=step, reason=str(event.get("reason", ""))[:300])
 
     def _forward(self, stream: str, line: str) -> None:
         write_line(line, sys.stdout if stream == "stdout" else sys.stderr)
@@ -116,7 +120,7 @@ class RunTelemetry:
     def _progress(self, event: dict[str, Any]) -> None:
         self.update(step=event.get("step"), loss=event.get("loss"), samples_per_s=event.get("samples_per_s"))
         if (first := self.boot.first_step(event.get("step"))) is not None:
-            self.event(FIRST_STEP_EVENT, **first)
+            self.event(EventKind.FIRST_STEP, **first)
         now = time.monotonic()
         if self.cloud is None or now - self._last_metric < METRIC_INTERVAL_SECONDS:
             return
@@ -127,7 +131,7 @@ class RunTelemetry:
 
     def uploaded(self, done: Uploaded) -> None:
         self.last_upload_seconds = done.seconds
-        self.event("checkpoint", step=done.step, upload_seconds=round(done.seconds, 3), bytes=done.bytes,
+        self.event(EventKind.CHECKPOINT, step=done.step, upload_seconds=round(done.seconds, 3), bytes=done.bytes,
                    published=done.published, **({"part": True} if done.part else {}))
         if done.published:
             self.update(checkpoint_step=done.step)

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ..storage.record_kinds import FINISHED
 from ..storage.remote import RemoteStore
 from .instance_records import InstanceLife, billed_span, read_records
 from .lost_instances import Losses, find_losses
@@ -112,7 +113,6 @@ def job_cost(lives: Sequence[InstanceLife], events: Iterable[Mapping[str, Any]],
     )
 
 
-FINISHED = ("DONE", "FAILED", "STOPPED_BY_BUDGET")  # status.json states of a job that runs no more
 
 
 def stored_job_cost(store: RemoteStore, events: Iterable[Mapping[str, Any]], state: str | None,

@@ -22,14 +22,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ..storage.record_kinds import JOB_ENDINGS, EventKind
 from .instance_records import LAST_SEEN, InstanceLife, billed_span
 from .pauses import paused_at, user_events
 from .redone_work import training_stretches
 
-INTERRUPTION = "interruption"
-# Events by which an agent says its instance's part ended ("budget": trainer/agent/budget_watch.py).
-OWN_ENDINGS = (INTERRUPTION, "done", "failed", "budget")
-JOB_ENDINGS = ("done", "failed", "budget")
+# Events by which an agent says its instance's part ended.
+OWN_ENDINGS = (EventKind.INTERRUPTION, *JOB_ENDINGS)
 
 
 class LossKind(StrEnum):
@@ -101,7 +100,7 @@ def notice_losses(timed: Sequence[Mapping[str, Any]], lives: Sequence[InstanceLi
     by_instance = {life.instance: life for life in lives}
     lost: list[Loss] = []
     pause_stops = 0
-    for event in (e for e in timed if e.get("kind") == INTERRUPTION):
+    for event in (e for e in timed if e.get("kind") == EventKind.INTERRUPTION):
         at, instance = float(event["epoch"]), str(event.get("instance", ""))
         if paused_at(changes, at):
             pause_stops += 1
@@ -144,7 +143,7 @@ def round_starts(timed: Sequence[Mapping[str, Any]], lives: Sequence[InstanceLif
     from, else 0), and every round of several nodes formed again from a published step."""
     starts = [(s.started, s.first_step) for s in training_stretches(timed, lives)]
     starts += [(float(e["epoch"]), step) for e in timed
-               if e.get("kind") == "round_resume" and (step := _step(e.get("step"))) is not None]
+               if e.get("kind") == EventKind.ROUND_RESUME and (step := _step(e.get("step"))) is not None]
     return sorted(starts)
 
 
@@ -155,12 +154,13 @@ def next_start(starts: Sequence[tuple[float, int]], at: float) -> int | None:
 def _job_ended_by(timed: Sequence[Mapping[str, Any]], at: float) -> bool:
     """The job had ended by `at`: its newest end or start recorded by then is an end (a job stopped at its
     budget may start again)."""
-    marks = [e.get("kind") for e in timed if e.get("kind") in (*JOB_ENDINGS, "start") and float(e["epoch"]) <= at]
+    marks = [e.get("kind") for e in timed
+             if e.get("kind") in (*JOB_ENDINGS, EventKind.START) and float(e["epoch"]) <= at]
     return bool(marks) and marks[-1] in JOB_ENDINGS
 
 
 def _started(timed: Iterable[Mapping[str, Any]], instance: str) -> bool:
-    return any(e.get("kind") == "start" and e.get("instance") == instance for e in timed)
+    return any(e.get("kind") == EventKind.START and e.get("instance") == instance for e in timed)
 
 
 def _number(value: Any) -> float | None:

@@ -12,20 +12,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-PAUSED = "paused"
-RESUMED = "resumed"
-USER_EVENTS = (PAUSED, RESUMED)
+from ..storage.record_kinds import EventKind
+
+USER_EVENTS = (EventKind.PAUSED, EventKind.RESUMED)
 
 
 @dataclass(frozen=True)
 class UserEvent:
-    kind: str  # PAUSED or RESUMED
+    kind: EventKind  # PAUSED or RESUMED
     at: float
 
 
 def user_events(events: Iterable[Mapping[str, Any]]) -> list[UserEvent]:
     """Every pause and resume, in time order."""
-    found = [UserEvent(str(e["kind"]), float(e["epoch"])) for e in events
+    found = [UserEvent(EventKind(e["kind"]), float(e["epoch"])) for e in events
              if e.get("kind") in USER_EVENTS and isinstance(e.get("epoch"), int | float)]
     return sorted(found, key=lambda e: e.at)
 
@@ -37,4 +37,4 @@ def last_before(changes: Iterable[UserEvent], at: float) -> UserEvent | None:
 
 def paused_at(changes: Iterable[UserEvent], at: float) -> bool:
     newest = last_before(changes, at)
-    return newest is not None and newest.kind == PAUSED
+    return newest is not None and newest.kind == EventKind.PAUSED

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..storage.record_kinds import EventKind
 from .instance_records import InstanceLife
 
 
@@ -44,18 +45,18 @@ def training_stretches(events: Iterable[Mapping[str, Any]], lives: Sequence[Inst
     timed = sorted((e for e in events if _number(e.get("epoch")) is not None), key=lambda e: float(e["epoch"]))
     for event in timed:
         instance, at, step = str(event.get("instance", "")), float(event["epoch"]), _step(event.get("step"))
-        if event.get("kind") == "start":
+        if event.get("kind") == EventKind.START:
             current[instance] = len(stretches)
             stretches.append(Stretch(instance, at, at, 0, 0))
             continue
-        if event.get("kind") == "lease_wait":
+        if event.get("kind") == EventKind.LEASE_WAIT:
             current.pop(instance, None)  # a standby trains nothing: its instance's earlier agent has stopped
             continue
-        if instance not in current or event.get("kind") == "round_resume":
+        if instance not in current or event.get("kind") == EventKind.ROUND_RESUME:
             continue  # a standby's or an unknown agent's event, or a step fetched (not trained) for a round
         index = current[instance]
         stretch = replace(stretches[index], last_event=at)
-        if event.get("kind") == "resume" and step is not None:
+        if event.get("kind") == EventKind.RESUME and step is not None:
             stretch = replace(stretch, first_step=step, last_step=max(step, stretch.last_step))
         elif step is not None:
             stretch = replace(stretch, last_step=max(step, stretch.last_step))

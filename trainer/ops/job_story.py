@@ -18,8 +18,9 @@ from ..costs.instance_records import InstanceLife
 from ..costs.job_cost import InstanceCost
 from ..costs.lost_instances import Losses, LossKind, last_sign_of_life
 from ..costs.pauses import user_events
+from ..storage.record_kinds import EventKind
 
-STEP_EVENTS = ("checkpoint", "resume", "interruption", "done")
+STEP_EVENTS = (EventKind.CHECKPOINT, EventKind.RESUME, EventKind.INTERRUPTION, EventKind.DONE)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def bars_of(lives: Sequence[InstanceLife], events: Sequence[Mapping[str, Any]]) 
 
 def redone_spans(events: Iterable[Mapping[str, Any]], points: Sequence[StepPoint]) -> list[Redone]:
     spans = []
-    for resume in (e for e in events if e.get("kind") == "resume" and isinstance(e.get("step"), int)):
+    for resume in (e for e in events if e.get("kind") == EventKind.RESUME and isinstance(e.get("step"), int)):
         at, step = float(resume["epoch"]), int(resume["step"])
         lost = max((p.step for p in points if p.at < at), default=step)
         if lost <= step:

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agent.status import DONE, FAILED, STATUS_NAME, STOPPED_BY_BUDGET
-from ..costs.pauses import PAUSED, RESUMED
+from ..agent.status import STATUS_NAME
+from ..storage.record_kinds import EventKind, JobState
 from ..storage.remote import RemoteStore
 from .aws_access import aws_errors
 from .group_state import GroupState, read_group, set_desired
 from .job_stack import JobStack
 from .problem import JobProblem
 
-PAUSED_EVENT = PAUSED
-RESUMED_EVENT = RESUMED
-FINISHED = (DONE, FAILED)
+FINISHED = (JobState.DONE, JobState.FAILED)
 
 
 def job_state(store: RemoteStore) -> str:
@@ -39,7 +37,7 @@ def pause(s3: Any, autoscaling: Any, job: JobStack) -> str:
         raise JobProblem(f"job {job.job!r} is already paused (its group wants 0 instances); "
                          f"`spot-trainer resume --job {job.job}` starts it again", 1)
     with aws_errors(f"cannot record the pause in s3://{job.bucket}/{job.job}/"):
-        store.append_event(PAUSED_EVENT, nodes=group.desired)
+        store.append_event(EventKind.PAUSED, nodes=group.desired)
     set_desired(autoscaling, job.group, 0)
     return (f"pausing job {job.job!r}: {group.desired} node(s) save and upload their step, then the group is at 0; "
             f"`spot-trainer resume --job {job.job}` goes on from there")
@@ -54,7 +52,7 @@ def resume(s3: Any, autoscaling: Any, job: JobStack) -> str:
     if not group.paused:
         raise JobProblem(f"job {job.job!r} is not paused: its group wants {group.desired} instance(s)", 1)
     with aws_errors(f"cannot record the resume in s3://{job.bucket}/{job.job}/"):
-        store.append_event(RESUMED_EVENT, nodes=group.most)
+        store.append_event(EventKind.RESUMED, nodes=group.most)
     set_desired(autoscaling, job.group, group.most)
     return (f"resuming job {job.job!r}: its group wants {group.most} instance(s) again; training goes on from "
             f"the newest checkpoint")
@@ -71,7 +69,7 @@ def wish_line(group: GroupState, job: str, state: str) -> str:
         return f"group: wants {group.desired} of at most {group.most} instance(s), {group.running} in it"
     if state in FINISHED:  # the job took its group to zero itself; `resume` answers that it is finished
         return f"group: wants 0 instances (the job is {state})"
-    if state == STOPPED_BY_BUDGET:
+    if state == JobState.STOPPED_BY_BUDGET:
         return (f"group: wants 0 instances (stopped at its budget: raise BudgetUSD, then "
                 f"`spot-trainer resume --job {job}` goes on)")
     return f"paused: the group wants 0 instances (`spot-trainer resume --job {job}` goes on)"
