@@ -31,17 +31,20 @@ WHOLE_ITEM = 300  # bytes of each rank's file holding an item stored whole (Adam
 SHARD = 5000  # bytes of each rank's chunk of the one split item
 
 
-def fsdp_save(root: Path) -> list[Path]:
-    """One FSDP-shaped DCP save of WORLD ranks, one node per rank: each file holds an item stored whole,
-    then its chunk of the split item; rank 0's node also holds `.metadata` and `trainer_state.json`."""
+def fsdp_save(root: Path, whole_items_on: range = range(WORLD)) -> list[Path]:
+    """One FSDP-shaped DCP save of WORLD ranks, one node per rank: each file of `whole_items_on` holds an
+    item stored whole, then its chunk of the split item; rank 0's node also holds `.metadata` and
+    `trainer_state.json`."""
     folders, storage = [], {}
     for rank in range(WORLD):
         folder = root / f"node{rank}" / f"step-{STEP}"
         folder.mkdir(parents=True)
-        (folder / f"__{rank}_0.distcp").write_bytes(bytes([rank + 1]) * WHOLE_ITEM + bytes([rank + 101]) * SHARD)
-        storage[MetadataIndex(f"optimizer.state.{rank}.step")] = _StorageInfo(f"__{rank}_0.distcp", 0, WHOLE_ITEM)
+        whole = WHOLE_ITEM if rank in whole_items_on else 0
+        (folder / f"__{rank}_0.distcp").write_bytes(bytes([rank + 1]) * whole + bytes([rank + 101]) * SHARD)
+        if whole:
+            storage[MetadataIndex(f"optimizer.state.{rank}.step")] = _StorageInfo(f"__{rank}_0.distcp", 0, whole)
         storage[MetadataIndex("model.weight", torch.Size([rank * 10, 0]))] = _StorageInfo(
-            f"__{rank}_0.distcp", WHOLE_ITEM, SHARD)
+            f"__{rank}_0.distcp", whole, SHARD)
         folders.append(folder)
     (folders[0] / "trainer_state.json").write_text(json.dumps({"global_step": STEP}))
     (folders[0] / ".metadata").write_bytes(pickle.dumps(Metadata(state_dict_metadata={}, storage_data=storage)))
@@ -50,8 +53,13 @@ def fsdp_save(root: Path) -> list[Path]:
 
 @pytest.fixture
 def published(aws_env: dict[str, str], bucket: str, tmp_path: Path) -> tuple[RemoteStore, list[Path]]:
+    return publish(aws_env, bucket, tmp_path, range(WORLD))
+
+
+def publish(aws_env: dict[str, str], bucket: str, tmp_path: Path,
+            whole_items_on: range) -> tuple[RemoteStore, list[Path]]:
     store = job_store(aws_env, bucket, JOB)
-    folders = fsdp_save(tmp_path / "saved")
+    folders = fsdp_save(tmp_path / "saved", whole_items_on)
     for rank, folder in enumerate(folders):
         StepParts(RemoteStore(store.s3, store.bucket, JOB, instance=f"i-{rank}", keep=store.keep)).upload(folder, STEP)
     assert store.latest_step() == STEP
@@ -139,3 +147,16 @@ def test_a_node_restoring_before_its_round_fetches_all_but_the_shards_which_the_
     assert (in_round / "__1_0.distcp").read_bytes() == (folders[1] / "__1_0.distcp").read_bytes()
     assert (in_round / "trainer_state.json").stat().st_ino == state.stat().st_ino, "linked, not fetched again"
     assert (restored_in_part(disk) or {}).get("ranks") == [1, WORLD, 1]
+
+
+def test_a_share_lacking_shards_only_other_ranks_read_is_what_the_round_resumes_from(
+        aws_env: dict[str, str], bucket: str, tmp_path: Path) -> None:
+    """DCP keeps an item stored whole in one rank's file: a node's share then lacks whole shard files (here
+    ranks 2 and 3's), which `.metadata` lists. The round's own step stays in CHECKPOINT_DIR under its name:
+    a script that resumes from the newest `step-<N>/.metadata` finds it."""
+    store, folders = publish(aws_env, bucket, tmp_path, range(1))
+    disk = tmp_path / "node1"
+    in_round = bring_to_step(disk, STEP, store, NodeRanks(group_rank=1, nodes=WORLD, per_node=1))
+    assert in_round == disk / f"step-{STEP}" and (in_round / ".metadata").is_file()
+    assert sorted(path.name for path in in_round.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    assert (in_round / "__1_0.distcp").read_bytes() == (folders[1] / "__1_0.distcp").read_bytes()

@@ -243,17 +243,20 @@ def prepare_for_resume(directory: Path, restored: Path | None) -> list[str]:
     """Make CHECKPOINT_DIR look as the framework would have left it had nothing died: entries the
     writer never finished are moved aside (HF's get_last_checkpoint would pick a newer half-written
     checkpoint-N and fail to load it), and a Lightning step file gets `last.ckpt` beside it for
-    `ckpt_path="last"`. Returns the names moved aside; they stay as `.incomplete-<name>`."""
-    hidden = _hide_unfinished(Path(directory))
+    `ckpt_path="last"`. Returns the names moved aside; they stay as `.incomplete-<name>`. `restored` itself
+    stays: it was checked against S3's manifest or proved whole here, and a node's share of a sharded step
+    (checkpoint_restore.py) lacks, on purpose, the shards only other ranks read."""
+    hidden = _hide_unfinished(Path(directory), restored)
     if restored is not None and classify(restored) == (LIGHTNING, step_of(restored)) and restored.is_file():
         _link_last(restored)
     return hidden
 
 
-def _hide_unfinished(directory: Path) -> list[str]:
+def _hide_unfinished(directory: Path, keep: Path | None) -> list[str]:
     if not directory.is_dir():
         return []
-    unfinished = [path for path in directory.iterdir() if _unfinished(path)]
+    kept = keep.name if keep is not None and keep.resolve().parent == directory.resolve() else None
+    unfinished = [path for path in directory.iterdir() if path.name != kept and _unfinished(path)]
     for path in unfinished:
         _move_aside(path, INCOMPLETE_PREFIX)
     return sorted(path.name for path in unfinished)
