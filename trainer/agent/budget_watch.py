@@ -19,12 +19,9 @@ from ..costs.budget import Spend, job_spend, reached
 from ..costs.cost_text import usd
 from ..costs.instance_records import read_records
 from ..costs.spot_prices import SpotPriceSource
-from ..storage.record_kinds import EventKind
 from ..storage.remote import RemoteStore
 from .config import AgentConfig
 from .telemetry import RunTelemetry
-
-BUDGET_EVENT = EventKind.BUDGET  # the event (and notification) of a job stopped at its cap
 
 
 @dataclass

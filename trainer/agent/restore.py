@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..storage import layouts, staging
 from ..storage.layouts import Checkpoint
+from ..storage.record_kinds import EventKind
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.shards import BEFORE_A_ROUND, NodeRanks
 from .telemetry import RunTelemetry
@@ -67,7 +68,7 @@ class Restore:
             self.telemetry.log("no checkpoint yet: starting fresh")
             return StartPoint(None, remote_step)
         self.telemetry.log(f"resuming from checkpoint step {restored.step} ({restored.path.name})")
-        self.telemetry.event("resume", step=restored.step)
+        self.telemetry.event(EventKind.RESUME, step=restored.step)
         self.telemetry.update(checkpoint_step=max(restored.step, remote_step or 0))
         return StartPoint(restored, remote_step)
 
@@ -121,4 +122,4 @@ class Restore:
             self.telemetry.log(f"set aside {', '.join(above)} in CHECKPOINT_DIR (as "
                                f"{layouts.UNVERIFIED_PREFIX}<name>): newer than the restore point, and nothing "
                                f"proves it complete{hint}")
-            self.telemetry.event("set_aside", names=above)
+            self.telemetry.event(EventKind.SET_ASIDE, names=above)

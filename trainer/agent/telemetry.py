@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..storage.job_records import JobRecords
 from ..storage.record_kinds import EventKind
@@ -26,8 +26,6 @@ from .status import StatusReporter
 
 METRIC_INTERVAL_SECONDS = 1.0
 EVENT_START = '{"event"'  # how every progress line begins (progress.py)
-# restore.py still names its two kinds by their text; as literals a misspelt one is a type error there too.
-Kind = EventKind | Literal["resume", "set_aside"]
 PROGRESS_METRICS = (("Step", "step", "Count"), ("Loss", "loss", "None"),
                     ("SamplesPerSecond", "samples_per_s", "Count/Second"))
 
@@ -72,7 +70,7 @@ class RunTelemetry:
         if warning.first_of_cause:
             self.event(EventKind.UPLOAD_FAILING, cause=warning.cause, step=warning.step, message=warning.message)
 
-    def event(self, kind: Kind, **fields: Any) -> None:
+    def event(self, kind: EventKind, **fields: Any) -> None:
         fields = self.boot.timed(kind, fields)
         try:
             self.store.append_event(kind, **fields)

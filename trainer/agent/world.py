@@ -14,11 +14,11 @@ from typing import Any
 
 from ..storage import layouts
 from ..storage.layouts import Checkpoint
+from ..storage.record_kinds import JOB_ENDINGS, JobState
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.shards import NodeRanks
 from ..storage.uploader import CheckpointUploader
 from . import status as states
-from .budget_watch import BUDGET_EVENT
 from .config import AgentConfig
 from .imds import ImdsClient
 
@@ -55,10 +55,10 @@ class World:
         the others then get a scale-in notice, which is not an interruption. The peer's event says so for
         sure: every node writes the one status record, and a node's progress published a moment after
         the peer's DONE or FAILED hides it."""
-        if endings := self.store.events("done", "failed", BUDGET_EVENT, since=since):
+        if endings := self.store.events(*JOB_ENDINGS, since=since):
             return endings[-1]
         status = self.store.read_record(states.STATUS_NAME) or {}
-        if status.get("state") in (states.DONE, states.FAILED):
+        if status.get("state") in (JobState.DONE, JobState.FAILED):
             return {"kind": str(status["state"]).lower(), "reason": status.get("reason", ""),
                     "step": status.get("checkpoint_step")}
         return None

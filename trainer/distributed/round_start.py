@@ -34,6 +34,7 @@ from ..storage.checkpoint_files import entry_name
 from ..storage.checkpoint_restore import restored_in_part
 from ..storage.job_keys import MANIFEST
 from ..storage.key_names import local_name
+from ..storage.record_kinds import EventKind
 from ..storage.regular_files import is_regular
 from ..storage.remote import RemoteStore
 from ..storage.shards import NodeRanks
@@ -51,7 +52,7 @@ def _say(line: str) -> None:
     print(f"spot-trainer: {line}", file=sys.stderr, flush=True)
 
 
-def _record(remote: RemoteStore, kind: str, **fields: Any) -> None:
+def _record(remote: RemoteStore, kind: EventKind, **fields: Any) -> None:
     """An event of this node's, as its agent records them: never at the cost of the round."""
     try:
         remote.append_event(kind, **fields)
@@ -141,7 +142,7 @@ def bring_to_step(directory: Path, step: int | None, remote: RemoteStore,
         raise RuntimeError(f"could not fetch step {step}, the round's step, from S3: this node leaves the round")
     layouts.prepare_for_resume(directory, restored)
     _say(f"this round resumes from step {step}, published in S3 ({'on this disk' if here else 'fetched'})")
-    _record(remote, "round_resume", step=step)
+    _record(remote, EventKind.ROUND_RESUME, step=step)
     return restored
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from . import job_keys as keys
 from .job_objects import DamagedRecord, JobObjects
+from .record_kinds import EventKind
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +25,12 @@ class JobRecords(JobObjects):
             log.warning("%s: taken as absent", error)
             return None
 
-    def append_event(self, kind: str, **fields: Any) -> None:
+    def append_event(self, kind: EventKind, **fields: Any) -> None:
         now = time.time()
         event = {"kind": kind, "time": keys.utc_stamp(now), "epoch": now, "instance": self.instance, **fields}
         self._put(keys.event_name(now, self.instance, kind), event, absolute=False)
 
-    def events(self, *kinds: str, since: float | None = None) -> list[dict[str, Any]]:
+    def events(self, *kinds: EventKind, since: float | None = None) -> list[dict[str, Any]]:
         """Every event of the job in time order; only those of `kinds`, recorded at or after `since`
         (epoch seconds), when given: chosen by key name, so only those are read."""
         paginator = self.s3.get_paginator("list_objects_v2")
