@@ -23,7 +23,7 @@ from spot_trainer.agent.sharded_saves import ShardedSaves
 from spot_trainer.storage.job_objects import RemoteStoreError
 from spot_trainer.storage.remote import RemoteStore
 from spot_trainer.storage.step_parts import StepParts
-from spot_trainer.storage.uploader import PART
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.test_multinode import job_store
 from tests.integration.test_step_parts import save
 from tests.support.dcp_metadata import write_metadata
@@ -61,7 +61,7 @@ def test_a_stale_shard_never_changes_a_published_step(store: RemoteStore, tmp_pa
     (stale / "__0_0.distcp").write_bytes(b"s" * 1629)
     # A one-node round from step 80 saves its own step 100, whole, and publishes it.
     fresh = save(tmp_path / "round", 100, 1, shard_bytes=3240)
-    assert node(store, "i-0").upload(fresh[0], 100) is True
+    assert node(store, "i-0").upload(fresh[0], 100) is UploadOutcome.PUBLISHED
     published = etags(store, 100)
     # The survivor read latest.json and the save's settling before the publish: both said "not yet".
     survivor = node(store, "i-0")
@@ -89,7 +89,7 @@ def test_a_stale_shard_never_changes_a_published_step(store: RemoteStore, tmp_pa
 def test_nothing_goes_into_a_settled_save(store: RemoteStore, tmp_path: Path) -> None:
     folders = save(tmp_path, 30, 2)
     coordinator = node(store, "i-0")
-    assert coordinator.upload(folders[0], 30) == PART
+    assert coordinator.upload(folders[0], 30) is UploadOutcome.PART_SENT
     identity = coordinator.sent[30]
     assert store.create_once(StepParts.settled_name(30, identity), {"outcome": "abandoned", "instance": "i-0"})
     before = etags(store, 30)
@@ -100,9 +100,10 @@ def test_nothing_goes_into_a_settled_save(store: RemoteStore, tmp_path: Path) ->
 
 def test_a_node_sends_its_own_part_again_after_a_failure(store: RemoteStore, tmp_path: Path) -> None:
     folders = save(tmp_path, 40, 2)
-    assert node(store, "i-0").upload(folders[0], 40) == PART
-    assert node(store, "i-0").upload(folders[0], 40) == PART  # its objects are its own: taken as sent
-    assert node(store, "i-1").upload(folders[1], 40) is True
+    assert node(store, "i-0").upload(folders[0], 40) is UploadOutcome.PART_SENT
+    # its objects are its own: taken as sent
+    assert node(store, "i-0").upload(folders[0], 40) is UploadOutcome.PART_SENT
+    assert node(store, "i-1").upload(folders[1], 40) is UploadOutcome.PUBLISHED
 
 
 class Outage:
@@ -142,9 +143,9 @@ def test_a_publish_that_meets_s3_errors_is_finished_by_a_later_poll(store: Remot
     lines: list[list[str]] = [[], []]
     saves = [ShardedSaves(proxied_store(endpoint, store, f"i-{rank}"), folders[rank].parent, lines[rank].append,
                           lambda kind, **fields: None, takeover_seconds=0.0) for rank in range(2)]
-    assert saves[0].upload(folders[0], 100) == PART
+    assert saves[0].upload(folders[0], 100) is UploadOutcome.PART_SENT
     names.on.set()  # S3 refuses the manifest and latest.json, beyond botocore's retries
-    assert saves[1].upload(folders[1], 100) == PART  # whole, settled by this node, not published
+    assert saves[1].upload(folders[1], 100) is UploadOutcome.PART_SENT  # whole, settled by this node, not published
     for _ in range(3):
         for each in saves:
             each.check(store.latest_step)
@@ -172,9 +173,9 @@ def test_a_publish_s3_never_takes_is_abandoned_in_a_line_naming_why(store: Remot
     events: list[dict[str, object]] = []
     saves = [ShardedSaves(proxied_store(endpoint, store, f"i-{rank}"), folders[rank].parent, lines.append,
                           lambda kind, **fields: events.append(fields), publish_seconds=0.0) for rank in range(2)]
-    assert saves[0].upload(folders[0], 100) == PART
+    assert saves[0].upload(folders[0], 100) is UploadOutcome.PART_SENT
     names.on.set()
-    assert saves[1].upload(folders[1], 100) == PART
+    assert saves[1].upload(folders[1], 100) is UploadOutcome.PART_SENT
     saves[1].check(store.latest_step)
     assert store.latest_step() == 80
     assert lines[-1].startswith("checkpoint step 100 abandoned: it is whole in S3, but S3 refused its MANIFEST.json "

@@ -21,7 +21,7 @@ import torch
 from spot_trainer.agent.sharded_saves import ShardedSaves
 from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
 from spot_trainer.storage.step_parts import StepParts
-from spot_trainer.storage.uploader import PART
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.test_multinode import job_store
 from tests.support.dcp_metadata import write_metadata
 
@@ -58,11 +58,11 @@ def test_a_step_is_published_once_every_listed_shard_is_in_s3(store: RemoteStore
     nodes = [node(store, f"i-{rank}") for rank in range(3)]
     with pytest.raises(RemoteStoreError, match="has not sent it"):  # rank 1's node before the coordinator's
         nodes[1].upload(folders[1], 30)
-    assert nodes[0].upload(folders[0], 30) == PART
-    assert nodes[2].upload(folders[2], 30) == PART
+    assert nodes[0].upload(folders[0], 30) is UploadOutcome.PART_SENT
+    assert nodes[2].upload(folders[2], 30) is UploadOutcome.PART_SENT
     assert store.latest_step() is None and not store.has_checkpoint(30)
     assert nodes[0].missing_parts(30) == "the shards of rank(s) 1"
-    assert nodes[1].upload(folders[1], 30) is True  # the last part publishes
+    assert nodes[1].upload(folders[1], 30) is UploadOutcome.PUBLISHED  # the last part publishes
     assert store.latest_step() == 30
     restored = store.restore_at_or_below(tmp_path / "fresh", 30)
     assert restored is not None
@@ -80,11 +80,11 @@ def test_parts_of_two_saves_of_one_step_never_mix(store: RemoteStore, tmp_path: 
     nodes[1].upload(first[1], 40)
     # Rank 2's node died; the next round (two nodes) trains step 40 again and saves it anew.
     second = save(tmp_path / "second", 40, 2, tag="b")
-    assert nodes[0].upload(second[0], 40) == PART
+    assert nodes[0].upload(second[0], 40) is UploadOutcome.PART_SENT
     with pytest.raises(RemoteStoreError, match="not listed by it"):  # the first save's shard: not listed any more
         nodes[2].upload(first[2], 40)
     assert store.latest_step() is None
-    assert nodes[1].upload(second[1], 40) is True
+    assert nodes[1].upload(second[1], 40) is UploadOutcome.PUBLISHED
     restored = store.restore_at_or_below(tmp_path / "fresh", 40)
     assert restored is not None
     assert (restored / "__1_0.distcp").read_bytes() == (second[1] / "__1_0.distcp").read_bytes()
@@ -128,7 +128,7 @@ def test_a_node_killed_while_uploading_its_shard_never_publishes_the_step(
     assert store.latest_step() == 10
     folders = save(tmp_path / "cut", 20, 2, shard_bytes=160 * 1024 * 1024)
     coordinator = node(store, "i-0")
-    assert coordinator.upload(folders[0], 20) == PART
+    assert coordinator.upload(folders[0], 20) is UploadOutcome.PART_SENT
     uploading = subprocess.Popen([sys.executable, "-c", KILLED_UPLOAD, aws_env["AWS_ENDPOINT_URL"], store.bucket, JOB,
                                   str(folders[1]), "20"], env={**os.environ, **aws_env}, stdout=subprocess.PIPE,
                                  text=True)
@@ -152,7 +152,7 @@ def test_a_node_killed_while_uploading_its_shard_never_publishes_the_step(
     events: list[dict[str, object]] = []
     saves = ShardedSaves(coordinator, tmp_path / "node0", lines.append, lambda kind, **fields: events.append(fields),
                          arrival_seconds=0.0)
-    assert saves.upload(folders[0], 20) == PART  # sent again: this node now follows the step
+    assert saves.upload(folders[0], 20) is UploadOutcome.PART_SENT  # sent again: this node now follows the step
     saves.check(store.latest_step)
     assert lines == ["checkpoint step 20 abandoned: the shards of rank(s) 1 did not reach S3 within 0s of this "
                      "node's part; its objects were removed, and the step published before it stands"], lines
@@ -190,10 +190,10 @@ def test_hf_trainers_sharded_fsdp_checkpoint_goes_up_from_every_node(store: Remo
     assert saves[1].ready(writer_done=False, above=None) is None  # the coordinator's part is not in S3 yet
     part = saves[0].ready(writer_done=False, above=None)
     assert part is not None and part.path == folders[0] and part.step == 50
-    assert saves[0].upload(part.path, part.step) == PART
+    assert saves[0].upload(part.path, part.step) is UploadOutcome.PART_SENT
     part = saves[1].ready(writer_done=False, above=None)
     assert part is not None and part.path == folders[1]
-    assert saves[1].upload(part.path, part.step) is True
+    assert saves[1].upload(part.path, part.step) is UploadOutcome.PUBLISHED
     restored = store.restore_at_or_below(tmp_path / "fresh", 50)
     assert restored is not None and restored.name == "checkpoint-50"
     held = sorted(str(path.relative_to(restored)) for path in restored.rglob("*") if path.is_file())
@@ -240,8 +240,8 @@ def test_a_save_settled_and_written_whose_publish_never_came_is_the_step(store: 
     # The node that wrote step 70's manifest died before latest.json moved: as if it never had.
     store.s3.delete_object(Bucket=store.bucket, Key=store.key("latest.json"))
     second = save(tmp_path / "second", 70, 2, tag="b")  # the next round trains step 70 again
-    assert node(store, "i-0").upload(second[0], 70) == PART
-    assert node(store, "i-1").upload(second[1], 70) is True  # the settled save, whole, is published
+    assert node(store, "i-0").upload(second[0], 70) is UploadOutcome.PART_SENT
+    assert node(store, "i-1").upload(second[1], 70) is UploadOutcome.PUBLISHED  # the settled save, whole, is published
     restored = store.restore_at_or_below(tmp_path / "fresh", 70)
     assert restored is not None and store.restored_step == 70
     assert (restored / "__1_0.distcp").read_bytes() == (first[1] / "__1_0.distcp").read_bytes()
@@ -268,10 +268,11 @@ def test_shards_of_a_newer_save_never_join_an_earlier_save_of_the_same_step(stor
     with pytest.raises(RemoteStoreError, match="not those of the save whose .metadata is in S3"):
         nodes[2].upload(newer[2], 80)
     assert store.latest_step() is None
-    assert nodes[0].upload(newer[0], 80) == PART  # the newer save's coordinator: now rank 2's shards join it
+    # the newer save's coordinator: now rank 2's shards join it
+    assert nodes[0].upload(newer[0], 80) is UploadOutcome.PART_SENT
     part = waiting.ready(writer_done=False, above=None)
-    assert part is not None and waiting.upload(part.path, part.step) == PART
-    assert nodes[1].upload(newer[1], 80) is True
+    assert part is not None and waiting.upload(part.path, part.step) is UploadOutcome.PART_SENT
+    assert nodes[1].upload(newer[1], 80) is UploadOutcome.PUBLISHED
     restored = store.restore_at_or_below(tmp_path / "fresh", 80)
     assert restored is not None
     assert all((restored / f"__{rank}_0.distcp").read_bytes() == (newer[rank] / f"__{rank}_0.distcp").read_bytes()
@@ -284,19 +285,19 @@ def test_a_save_is_abandoned_only_while_it_is_the_one_in_s3_and_nobody_settled_i
     lines: list[str] = []
     first = ShardedSaves(node(store, "i-0"), earlier[0].parent, lines.append, lambda kind, **fields: None,
                          arrival_seconds=0.0)
-    assert first.upload(earlier[0], 90) == PART
+    assert first.upload(earlier[0], 90) is UploadOutcome.PART_SENT
     newer = save(tmp_path / "newer", 90, 2, tag="b")
     aged(earlier[0], 60)
     node(store, "i-0b").upload(newer[0], 90)  # another save of step 90 began (a new round's coordinator)
     first.check(store.latest_step)
     assert "its objects are left to retention" in lines[-1], lines
-    assert node(store, "i-1").upload(newer[1], 90) is True  # the newer save was never touched
+    assert node(store, "i-1").upload(newer[1], 90) is UploadOutcome.PUBLISHED  # the newer save was never touched
     assert store.latest_step() == 90
 
     again = save(tmp_path / "again", 95, 2, tag="c")
     settling = ShardedSaves(node(store, "i-0"), again[0].parent, lines.append, lambda kind, **fields: None,
                             arrival_seconds=0.0)
-    assert settling.upload(again[0], 95) == PART
+    assert settling.upload(again[0], 95) is UploadOutcome.PART_SENT
     identity = settling.parts.sent[95]
     said = len(lines)
     assert store.create_once(StepParts.settled_name(95, identity), {"outcome": "published", "instance": "i-1",

@@ -20,6 +20,7 @@ from spot_trainer.storage import layouts
 from spot_trainer.storage.local import prune_checkpoints, write_checkpoint
 from spot_trainer.storage.names import checkpoint_name
 from spot_trainer.storage.staging import STAGING_PREFIX
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from spot_trainer.storage.uploader import CheckpointUploader, Uploaded
 from tests.integration.remote_helpers import small_part_store
 from tests.support.s3_proxy import FaultProxy
@@ -52,7 +53,7 @@ def test_uploads_slower_than_pruning_still_publish_while_training_runs(
     directory = tmp_path / "checkpoints"
     results: list[Uploaded] = []
     failures: list[str] = []
-    uploader = CheckpointUploader(lambda path, step: store.upload(path, step), results.append,
+    uploader = CheckpointUploader(lambda path, step: UploadOutcome.of(store.upload(path, step)), results.append,
                                   log=failures.append)
     stop = threading.Event()
     final: list[int] = []

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from spot_trainer.storage.upload_health import UPLOADS_FAILING, UploadWarning
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from spot_trainer.storage.uploader import CheckpointUploader, Uploaded
 from tests.support.tiny_fs import fill_inodes, remount_read_only, tiny_tmpfs
 
@@ -25,11 +26,11 @@ def test_checkpoints_written_during_an_upload_collapse_into_the_newest(tmp_path:
     uploaded: list[int] = []
     results: list[Uploaded] = []
 
-    def slow_upload(path: Path, step: int) -> bool:
+    def slow_upload(path: Path, step: int) -> UploadOutcome:
         uploading.set()
         gate.wait(10)
         uploaded.append(step)
-        return True
+        return UploadOutcome.PUBLISHED
 
     uploader = CheckpointUploader(slow_upload, results.append, log=lambda line: None)
     assert uploader.offer(1, make_checkpoint(tmp_path, 1))
@@ -49,11 +50,11 @@ def test_a_failed_upload_is_reported_and_the_next_one_still_goes(tmp_path: Path)
     messages: list[str] = []
     published: list[int] = []
 
-    def flaky(path: Path, step: int) -> bool:
+    def flaky(path: Path, step: int) -> UploadOutcome:
         if step == 1:
             raise OSError(f"{path}: vanished (pruned meanwhile)")
         published.append(step)
-        return step != 3  # latest.json already newer: uploaded but not published
+        return UploadOutcome.of(step != 3)  # latest.json already newer: uploaded but not published
 
     uploader = CheckpointUploader(flaky, lambda done: None, uploaded_step=0, log=messages.append)
     for step in (1, 2, 3):
@@ -73,7 +74,7 @@ def test_a_broken_callback_does_not_stop_later_uploads(tmp_path: Path) -> None:
             raise RuntimeError("events bucket unreachable")
         done.append(result.step)
 
-    uploader = CheckpointUploader(lambda path, step: True, callback, log=lambda line: None)
+    uploader = CheckpointUploader(lambda path, step: UploadOutcome.PUBLISHED, callback, log=lambda line: None)
     for step in (1, 2):
         uploader.offer(step, make_checkpoint(tmp_path, step))
         assert uploader.drain(timeout=10)
@@ -84,8 +85,8 @@ def test_a_broken_callback_does_not_stop_later_uploads(tmp_path: Path) -> None:
 def test_a_checkpoint_pruned_before_its_turn_is_skipped_quietly_and_the_next_one_goes(tmp_path: Path) -> None:
     uploaded: list[int] = []
     lines: list[str] = []
-    uploader = CheckpointUploader(lambda path, step: uploaded.append(step) or True, lambda result: None,
-                                  log=lines.append)
+    uploader = CheckpointUploader(lambda path, step: uploaded.append(step) or UploadOutcome.PUBLISHED,
+                                  lambda result: None, log=lines.append)
     gone = make_checkpoint(tmp_path, 5)
     for item in gone.iterdir():
         item.unlink()
@@ -113,8 +114,8 @@ def test_a_staging_error_fails_that_step_and_the_next_uploads(tmp_path: Path, mo
     monkeypatch.setattr(uploader_module, "stage", stage)
     lines: list[str] = []
     uploaded: list[int] = []
-    uploader = CheckpointUploader(lambda path, step: uploaded.append(step) or True, lambda done: None,
-                                  log=lines.append)
+    uploader = CheckpointUploader(lambda path, step: uploaded.append(step) or UploadOutcome.PUBLISHED,
+                                  lambda done: None, log=lines.append)
     uploader.offer(1, make_checkpoint(tmp_path, 1))
     assert uploader.drain(timeout=10)
     uploader.offer(2, make_checkpoint(tmp_path, 2))
@@ -133,9 +134,9 @@ def test_links_in_a_checkpoint_are_named_and_never_uploaded(tmp_path: Path) -> N
     sent: list[set[str]] = []
     lines: list[str] = []
 
-    def upload(path: Path, step: int) -> bool:
+    def upload(path: Path, step: int) -> UploadOutcome:
         sent.append({p.relative_to(path).as_posix() for p in path.rglob("*")})
-        return True
+        return UploadOutcome.PUBLISHED
 
     uploader = CheckpointUploader(upload, lambda done: None, log=lines.append)
     uploader.offer(3, checkpoint)
@@ -154,7 +155,8 @@ def test_a_checkpoint_that_is_a_link_to_a_folder_is_not_uploaded(tmp_path: Path)
     (checkpoints / "step-9").symlink_to(elsewhere, target_is_directory=True)
     sent: list[int] = []
     lines: list[str] = []
-    uploader = CheckpointUploader(lambda path, step: sent.append(step) or True, lambda done: None, log=lines.append)
+    uploader = CheckpointUploader(lambda path, step: sent.append(step) or UploadOutcome.PUBLISHED, lambda done: None,
+                                  log=lines.append)
     uploader.offer(9, checkpoints / "step-9")
     assert uploader.drain(timeout=10)
     uploader.close()
@@ -172,9 +174,9 @@ def test_without_room_for_a_staging_view_a_step_fails_while_the_command_runs_and
     lines: list[str] = []
     warnings: list[UploadWarning] = []
 
-    def upload(path: Path, step: int) -> bool:
+    def upload(path: Path, step: int) -> UploadOutcome:
         sent.append((path, (path / "state.pt").read_bytes()))
-        return True
+        return UploadOutcome.PUBLISHED
 
     with tiny_tmpfs(tmp_path / "disk", inodes=32) as disk:
         if disk_state == "no inode left":

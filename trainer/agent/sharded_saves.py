@@ -24,7 +24,7 @@ from ..storage.checkpoint_files import checkpoint_files
 from ..storage.record_kinds import EventKind
 from ..storage.remote import RemoteStoreError
 from ..storage.step_parts import FINISH_TAKEOVER_SECONDS, PARTS_ARRIVAL_SECONDS, PUBLISHED, StepParts
-from ..storage.uploader import PART
+from ..storage.upload_outcome import UploadOutcome
 
 # After the command stopped, for the coordinator's record of this node's newest save: rank 0's node sends
 # its .metadata first, within a poll or two; a save cut short never gets one, and the wait costs the round.
@@ -94,11 +94,11 @@ class ShardedSaves:
         files = {name: path for name, path in checkpoint_files(pending.path).items() if name in save.listed}
         return bool(files) and not save.refusal(files)
 
-    def upload(self, path: Path, step: int) -> bool | str:
-        """The uploader's upload for a sharded checkpoint: True once published, PART when sent and the step is
-        not whole yet, False when S3 already holds it or a newer step."""
+    def upload(self, path: Path, step: int) -> UploadOutcome:
+        """The uploader's upload for a sharded checkpoint (StepParts.upload); a part sent is followed until its
+        step is published."""
         outcome = self.parts.upload(path, step)
-        if outcome == PART:
+        if outcome is UploadOutcome.PART_SENT:
             with self._lock:
                 self._sent[step] = time.monotonic()
         return outcome

@@ -14,6 +14,7 @@ from ..storage import layouts, shards, upload_rules
 from ..storage.layouts import Checkpoint
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore, RemoteStoreError
+from ..storage.upload_outcome import UploadOutcome
 from ..storage.uploader import CheckpointUploader
 from .restore import Restore
 from .round_part import RoundPart
@@ -33,11 +34,11 @@ class NodeUploads:
         store.on_left_out = self.uploader.health.left_out
         self.rules_said: set[str] = set()  # upload_rules.rule_key of each rule line said
 
-    def send(self, path: Path, step: int) -> bool | str:
+    def send(self, path: Path, step: int) -> UploadOutcome:
         """The uploader's work: a checkpoint written in shards on several nodes goes up as this node's part."""
         if self.sharded is not None and shards.is_sharded(path):
             return self.sharded.upload(path, step)
-        return self.store.upload(path, step, lease=self.lease)
+        return UploadOutcome.of(self.store.upload(path, step, lease=self.lease))
 
     def offer_newest(self, exited: bool, round_: Round | None) -> Checkpoint | None:
         """The newest complete checkpoint here, offered for upload when this node publishes or hands a

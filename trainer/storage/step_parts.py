@@ -47,7 +47,7 @@ from .job_keys import MANIFEST
 from .key_names import key_name, local_name
 from .regular_files import open_regular
 from .remote import RemoteStore, RemoteStoreError
-from .uploader import PART
+from .upload_outcome import UploadOutcome
 
 log = logging.getLogger(__name__)
 
@@ -269,13 +269,14 @@ class StepParts:
         return self.store.read_record(self.settled_name(step, identity))
 
     # ---- upload ---------------------------------------------------------------------------------
-    def upload(self, local: Path, step: int) -> bool | str:
-        """Send this node's part of `step` and publish the step if it is now whole: True once published, PART
-        when sent and the step is not published yet, False when S3 holds this step or a newer one already."""
+    def upload(self, local: Path, step: int) -> UploadOutcome:
+        """Send this node's part of `step` and publish the step if it is now whole: PUBLISHED once published,
+        PART_SENT when sent and the step is not published yet, NOT_PUBLISHED when S3 holds this step or a newer
+        one already."""
         latest = self.store.latest_step()
         if latest is not None and latest >= step:
             log.warning("not uploading the shards of step %d: latest.json already holds step %d", step, latest)
-            return False
+            return UploadOutcome.NOT_PUBLISHED
         files = checkpoint_files(local)
         if shards.holds_metadata(local):
             identity = self._send_coordinators_part(local, step, files)
@@ -297,7 +298,7 @@ class StepParts:
         with self._lock:
             self.sent[step] = identity
         log.info("step %d: sent this node's part to s3://%s/%s", step, self.store.bucket, self.store.step_prefix(step))
-        return True if self.publish_if_whole(step) else PART
+        return UploadOutcome.PUBLISHED if self.publish_if_whole(step) else UploadOutcome.PART_SENT
 
     def _send_coordinators_part(self, local: Path, step: int, files: dict[str, Path]) -> str:
         """`.metadata` first, with a first record; then the listed shards and rank 0's own files."""

@@ -22,8 +22,7 @@ from typing import Any
 from .regular_files import links_in
 from .staging import release, stage
 from .upload_health import UploadHealth, UploadWarning, cause_of
-
-PART = "part"  # what an upload returns when it sent this node's part of a step not yet whole (step_parts.py)
+from .upload_outcome import UploadOutcome
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class CheckpointUploader:
 
     def __init__(
         self,
-        upload: Callable[[Path, int], bool | str],
+        upload: Callable[[Path, int], UploadOutcome],
         on_uploaded: Callable[[Uploaded], None],
         *,
         uploaded_step: int | None = None,
@@ -160,12 +159,13 @@ class CheckpointUploader:
         finally:
             if staged is not None and staged != path:
                 release(staged)
-        published = outcome is True
+        published = outcome is UploadOutcome.PUBLISHED
         if published:
             self.uploaded_step = max(step, self.uploaded_step or 0)
         self.health.succeeded(step)
         try:
-            self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published, part=outcome == PART))
+            part = outcome is UploadOutcome.PART_SENT
+            self._on_uploaded(Uploaded(step, time.monotonic() - started, size, published, part=part))
         except Exception as error:  # reporting is secondary; the worker must live on
             self._log(f"recording the upload of step {step} failed: {_one_line(error)}")
 
