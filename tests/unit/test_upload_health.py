@@ -7,6 +7,7 @@ import errno
 
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from spot_trainer.storage.failure_causes import FailureCause
 from spot_trainer.storage.remote import RemoteStoreError
 from spot_trainer.storage.upload_health import LEFT_OUT, UPLOADS_FAILING, UploadHealth, UploadWarning, cause_of
 
@@ -79,7 +80,7 @@ def test_causes_name_what_went_wrong_without_the_step() -> None:
     unreachable.__cause__ = EndpointConnectionError(endpoint_url="http://s3")
     assert cause_of(unreachable) == "S3 could not be reached (EndpointConnectionError)"
     assert cause_of(OSError(errno.ENOSPC, "No space left on device")) == "no space left on device (ENOSPC)"
-    assert cause_of(RemoteStoreError("x", cause="files rewritten while they were uploaded")) \
+    assert cause_of(RemoteStoreError("x", cause=FailureCause.REWRITTEN)) \
         == "files rewritten while they were uploaded"
 
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .failure_causes import FailureCause
 from .job_objects import RemoteStoreError
 from .key_names import key_name, shown, too_long
 from .regular_files import is_regular
-
-LEFT_OUT_CAUSE = "file names S3 cannot take"
 
 
 class BadManifest(RemoteStoreError):
@@ -40,7 +39,7 @@ def checkpoint_files(local: Path) -> dict[str, Path]:
     nor are FIFOs, sockets or devices."""
     if local.is_symlink():
         raise RemoteStoreError(f"checkpoint {local} is a link: links are never uploaded",
-                               cause="a checkpoint that is a link")
+                               cause=FailureCause.LINK)
     if local.is_file():
         return {local.name: local}
     if not local.is_dir():

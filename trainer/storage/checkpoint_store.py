@@ -22,10 +22,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from . import job_keys as keys
 from . import whole_files
-from .checkpoint_files import LEFT_OUT_CAUSE, checkpoint_files, file_version, names_shown, stored_files
+from .checkpoint_files import checkpoint_files, file_version, names_shown, stored_files
 from .checkpoint_restore import restore_step
 from .checksums import BLOCK_BYTES, digest_files
 from .conditional import is_missing
+from .failure_causes import FailureCause
 from .job_objects import DamagedRecord, JobObjects, RemoteStoreError
 from .key_names import manifest_fields, shown
 from .layouts import Checkpoint, published
@@ -70,7 +71,7 @@ class CheckpointStore(JobObjects):
         stored, left_out = stored_files(checkpoint_files(local), prefix)
         if not stored:
             raise RemoteStoreError(f"checkpoint {local}: S3 can take none of its files ({names_shown(left_out)}: keys "
-                                   "over 1024 bytes): shorten their paths", cause=LEFT_OUT_CAUSE)
+                                   "over 1024 bytes): shorten their paths", cause=FailureCause.LEFT_OUT)
         current, etag = self.latest_record()  # read once: checked here, reused by publish
         latest = int(current["step"]) if current else None
         if latest is not None and latest >= step:
@@ -126,7 +127,7 @@ class CheckpointStore(JobObjects):
             if changed := sorted(stored[key][0] for key, path in files.items() if file_version(path) != before[key]):
                 raise RemoteStoreError(f"checkpoint {local}: {names_shown(changed)} changed while it was uploaded "
                                        "(rewritten in place, not written then renamed): not published",
-                                       cause="files rewritten while they were uploaded")
+                                       cause=FailureCause.REWRITTEN)
         except OSError as error:
             raise RemoteStoreError(f"checkpoint {local} changed while uploading: {error}") from error
         self.confirm_sizes(prefix, sizes)
@@ -307,4 +308,4 @@ def refuse_cut_short(local: Path) -> None:
     if local.is_file() and whole_files.proof(local) is False:
         raise RemoteStoreError(f"checkpoint {local.name} is no longer whole (cut short or rewritten in place after "
                                "it was checked): not uploaded; the next checkpoint goes up",
-                               cause="a checkpoint file cut short after it was checked")
+                               cause=FailureCause.CUT_SHORT)

@@ -17,6 +17,7 @@ from s3transfer.subscribers import BaseSubscriber
 
 from . import job_keys as keys
 from .conditional import CreateOnly, is_missing, is_overlap, is_taken, write_if
+from .failure_causes import FailureCause
 from .s3client import transfer_config_for, upload_config_for
 
 WRITER = "spot-writer"  # the user metadata naming who wrote an object that must only be created
@@ -26,7 +27,7 @@ OVERLAP_ATTEMPTS = 4  # an object's upload begun again after 409 ConditionalRequ
 class RemoteStoreError(RuntimeError):
     """An S3 operation failed after botocore's retries; the message names the object and the cause."""
 
-    def __init__(self, message: str, *, cause: str = "") -> None:
+    def __init__(self, message: str, *, cause: FailureCause | None = None) -> None:
         super().__init__(message)
         self._cause = cause
 
@@ -34,8 +35,8 @@ class RemoteStoreError(RuntimeError):
     def cause(self) -> str:
         """What went wrong in a few words, the same for every checkpoint it fails ('' when not known)."""
         origin = self.__cause__
-        if self._cause:
-            return self._cause
+        if self._cause is not None:
+            return self._cause.value
         if isinstance(origin, ClientError):
             return f"S3 answered {origin.response.get('Error', {}).get('Code', 'an error')}"
         if isinstance(origin, BotoCoreError):
@@ -118,13 +119,13 @@ class JobObjects:
                         continue
                     elif isinstance(error, ClientError) and is_taken(error):
                         raise RemoteStoreError(f"s3://{self.bucket}/{key}: another writer's object is there already; "
-                                               "it stays as it is", cause="an object another writer created") from error
+                                               "it stays as it is", cause=FailureCause.TAKEN) from error
                     else:
                         raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
                 if not (pending := again):
                     return
             raise RemoteStoreError(f"s3://{self.bucket}/{next(iter(pending))}: other writes of the key kept "
-                                   "overlapping", cause="conditional writes kept overlapping")
+                                   "overlapping", cause=FailureCause.OVERLAPPING)
         finally:
             registry.discard(list(files))
 

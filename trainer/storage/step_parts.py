@@ -43,6 +43,7 @@ from . import shards
 from .checkpoint_files import checkpoint_files, stored_files
 from .checksums import BLOCK_BYTES
 from .conditional import is_missing
+from .failure_causes import FailureCause
 from .job_keys import MANIFEST
 from .key_names import key_name, local_name
 from .regular_files import open_regular
@@ -248,7 +249,7 @@ class StepParts:
             if ends is None:
                 raise RemoteStoreError(f"s3://{self.store.bucket}/{self.store.step_prefix(step)}{key_name(name)}: "
                                        "not a torch.distributed.checkpoint .metadata (no storage data)",
-                                       cause="a .metadata without storage data")
+                                       cause=FailureCause.NO_STORAGE_DATA)
             sizes |= {shards.in_folder(folder, shard): end for shard, end in ends.items()}
         return Save(str(record["metadata"]), key.instance, sizes, float(record.get("saved_at") or 0.0))
 
@@ -284,15 +285,15 @@ class StepParts:
             save = self.coordinator_save(step)  # read afresh: a newer save of the step may have begun
             if save is None:
                 raise RemoteStoreError(f"step {step}: the node holding its .metadata has not sent it",
-                                       cause="no coordinator's part")
+                                       cause=FailureCause.NO_COORDINATOR)
             files = {name: path for name, path in files.items() if name in save.listed}
             why = save.refusal(files) if files else "the shards here are not listed by it"
             if why:
                 raise RemoteStoreError(f"step {step}: the shards here are not those of the save whose .metadata is "
-                                       f"in S3 ({why}): not sent", cause="shards of another save")
+                                       f"in S3 ({why}): not sent", cause=FailureCause.ANOTHER_SAVE)
             if (settled := self.settlement(step, save.identity)) is not None:
                 raise RemoteStoreError(f"step {step}: its save is settled ({settled.get('outcome')}) already: "
-                                       "nothing more goes into it", cause="a settled save")
+                                       "nothing more goes into it", cause=FailureCause.SETTLED)
             identity = save.identity
             self._send_part(local, step, files, identity, RANKS_TAG, save.covered(set(files)))
         with self._lock:
@@ -312,14 +313,14 @@ class StepParts:
             ends = shards.extents(body)
             if ends is None:
                 raise RemoteStoreError(f"checkpoint {local}: {name} holds no storage data (not DCP's .metadata)",
-                                       cause="a .metadata without storage data")
+                                       cause=FailureCause.NO_STORAGE_DATA)
             sizes |= {shards.in_folder(folder, shard): end for shard, end in ends.items()}
         save = Save(identity, self.store.instance, sizes, saved_at)
         rest = {name: path for name, path in files.items() if name not in metadata and
                 (not name.endswith(shards.SHARD_SUFFIX) or name in save.listed)}
         if why := save.refusal({name: path for name, path in rest.items() if name in save.listed}):
             raise RemoteStoreError(f"checkpoint {local}: its shards are not those its .metadata describes ({why}): "
-                                   "not sent", cause="shards of another save")
+                                   "not sent", cause=FailureCause.ANOTHER_SAVE)
         carried = self._send_part(local, step, metadata, identity, METADATA_TAG, set(), saved_at=saved_at)
         self._send_part(local, step, rest, identity, COORDINATOR_TAG, save.covered(set(rest)), carried=carried,
                         saved_at=saved_at)
@@ -336,7 +337,7 @@ class StepParts:
         stored = {folder + key: named for key, named in stored.items()}
         if left_out:
             raise RemoteStoreError(f"step {step}: S3 cannot take {left_out[0]!r} (a key over 1024 bytes)",
-                                   cause="file names S3 cannot take")
+                                   cause=FailureCause.LEFT_OUT)
         sent = self.store.send_files(local, stored, prefix, create_only=True) if stored else {}
         entries = {**(carried or {}), **sent}
         record = {"step": step, "name": local.name, "kind": "directory", "block_bytes": BLOCK_BYTES,
@@ -408,12 +409,12 @@ class StepParts:
         if written is None or written.get("metadata") != identity:
             if written is not None:
                 raise RemoteStoreError(f"step {step}: its MANIFEST.json names another save of it, settled before",
-                                       cause="another save of the step settled")
+                                       cause=FailureCause.ANOTHER_SAVE_SETTLED)
             manifest = self._manifest(step, identity)
             if not self.store.create_once(name, manifest) and \
                     (self.store.get_json(name) or {}).get("metadata") != identity:
                 raise RemoteStoreError(f"step {step}: its MANIFEST.json names another save of it",
-                                       cause="another save of the step settled")
+                                       cause=FailureCause.ANOTHER_SAVE_SETTLED)
         published = self.store.publish(step)
         latest = self.store.latest_step()
         if published or latest == step:
@@ -422,7 +423,7 @@ class StepParts:
                 log.info("step %d is whole in S3: published", step)
             return True
         if latest is None or latest < step:
-            raise RemoteStoreError(f"step {step}: latest.json did not move to it", cause="latest.json not moved")
+            raise RemoteStoreError(f"step {step}: latest.json did not move to it", cause=FailureCause.LATEST_NOT_MOVED)
         return False
 
     def _manifest(self, step: int, identity: str) -> dict[str, Any]:
@@ -439,11 +440,11 @@ class StepParts:
         save = self._save_of(step, metadata, listing) if metadata is not None else None
         if coordinator is None or save is None or save.identity != identity:
             raise RemoteStoreError(f"step {step}: the coordinator's record of its settled save is gone",
-                                   cause="a settled save's records gone")
+                                   cause=FailureCause.RECORDS_GONE)
         held = {local_name(stored, entry): int(entry["size"]) for stored, entry in files.items()}
         if lacking := sorted(name for name, size in save.sizes.items() if held.get(name) != size):
             raise RemoteStoreError(f"step {step}: its settled save lacks {', '.join(lacking[:5])}: not published",
-                                   cause="a settled save not whole")
+                                   cause=FailureCause.SETTLED_NOT_WHOLE)
         return {"step": step, "kind": "directory", "name": coordinator["name"], "block_bytes": BLOCK_BYTES,
                 "files": files, "written_at": time.time(), "instance": self.store.instance,
                 "parts": sorted(str(r.get("instance")) for r in records), "metadata": identity}

@@ -13,7 +13,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .remote import RemoteStoreError
+from .failure_causes import FailureCause
+from .job_objects import RemoteStoreError
 
 UPLOADS_FAILING = "checkpoint uploads are failing"  # how a failure's warning begins
 LEFT_OUT = "files left out of checkpoints"  # how a left-out file's warning begins
@@ -57,7 +58,7 @@ class UploadHealth:
     def left_out(self, step: int, names: list[str]) -> None:
         """Files of `step` S3 cannot take were left out of it: the rest went up, but not whole."""
         self._say(f"{LEFT_OUT}: step {step} was stored without {', '.join(names[:3])} (S3 keys are at most "
-                  "1024 bytes: shorten their paths)", "file names S3 cannot take", step)
+                  "1024 bytes: shorten their paths)", FailureCause.LEFT_OUT, step)
 
     def succeeded(self, step: int) -> None:
         """Uploads work again: the failure warning is taken back (a left-out file's stays)."""
