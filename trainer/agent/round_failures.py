@@ -11,10 +11,16 @@ fails again before any round forms.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 World = tuple[str, ...] | None  # a round's nodes by address; None when no round formed
 
-CHANGED, EXHAUSTED = "changed", "exhausted"
+
+class RoundVerdict(Enum):
+    """What a failed round turned out to be, once known (None: not known yet, or nothing failed)."""
+
+    CHANGED = "changed"  # the next round's nodes differ: a peer left or joined, the failure is forgiven
+    EXHAUSTED = "exhausted"  # the same world failed its whole budget: the job fails
 
 
 @dataclass
@@ -25,17 +31,17 @@ class RoundFailures:
     pending: bool = False  # the last failure awaits the next round's nodes
     reason: str = ""
 
-    def failed(self, world: World, reason: str) -> str | None:
+    def failed(self, world: World, reason: str) -> RoundVerdict | None:
         """A round of `world` ended with a failure. EXHAUSTED when no round formed since the last one
         and the budget is spent; otherwise the next round decides."""
         if self.pending and self.count >= self.limit:
-            return EXHAUSTED
+            return RoundVerdict.EXHAUSTED
         if self.count and world != self.world:
             self.count = 0
         self.count, self.world, self.reason, self.pending = self.count + 1, world, reason, True
         return None
 
-    def round_formed(self, world: World) -> str | None:
+    def round_formed(self, world: World) -> RoundVerdict | None:
         """A new round formed with these nodes: CHANGED (the failures were the world changing),
         EXHAUSTED (the same world failed `budget` times), or None."""
         if not self.pending:
@@ -43,8 +49,8 @@ class RoundFailures:
         self.pending = False
         if world != self.world:
             self.count = 0
-            return CHANGED
-        return EXHAUSTED if self.count >= self.limit else None
+            return RoundVerdict.CHANGED
+        return RoundVerdict.EXHAUSTED if self.count >= self.limit else None
 
     @property
     def limit(self) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..rounds import Round, read_round
 from ..storage.record_kinds import EventKind
-from .round_failures import CHANGED, EXHAUSTED, RoundFailures
+from .round_failures import RoundFailures, RoundVerdict
 from .telemetry import RunTelemetry
 
 
@@ -66,13 +66,13 @@ class RoundPart:
         if round_ is None:
             return False
         verdict = self.failures.round_formed(round_.nodes)
-        if verdict == CHANGED:
+        if verdict is RoundVerdict.CHANGED:
             self.telemetry.log(f"the world changed ({round_.line()}): the last round ended with a peer leaving or "
                                "joining, not a failure of the command")
-        elif verdict == EXHAUSTED:
+        elif verdict is RoundVerdict.EXHAUSTED:
             self.telemetry.log(f"training failed {self.failures.count} time(s) in the same world of "
                                f"{len(round_.nodes)} node(s): {self.failures.reason}")
-        return verdict == EXHAUSTED
+        return verdict is RoundVerdict.EXHAUSTED
 
     def exhausted_by_failure(self, reason: str, code: int) -> bool:
         """A round failed. Whether it counts is decided when the next round forms (round_failures.py);
@@ -80,7 +80,7 @@ class RoundPart:
         off and joins the next round."""
         round_ = self.current()
         failures = self.failures
-        if failures.failed(round_.nodes if round_ else None, reason) == EXHAUSTED:
+        if failures.failed(round_.nodes if round_ else None, reason) is RoundVerdict.EXHAUSTED:
             return True
         self.telemetry.event(EventKind.ROUND_ENDED, exit_code=code, reason=reason, failures=failures.count)
         self.telemetry.update(failures=failures.count)
