@@ -12,19 +12,31 @@ TEST_WORKERS ?= 3
 
 .PHONY: demo test check test-under-load lint bench gpu-check synth clean
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml package.json package-lock.json
+# uv installs the same pins from the same index as pip, in parallel and from its cache (~/.cache/uv): the
+# set-up takes seconds where pip took minutes. pip puts uv itself into the venv.
+UV_VERSION := 0.13.8
+UV := $(VENV)/bin/uv
+# Bytecode at install, as pip does: the environment may forbid writing it later (PYTHONDONTWRITEBYTECODE),
+# and then every process the suite starts would compile torch, moto and the CDK anew. uv reads no pip
+# configuration: a folder of wheels that pip is pointed at (find-links; here the CPU build of torch) is
+# passed on. Evaluated only where an install runs.
+UV_INSTALL = $(UV) pip install --quiet --compile-bytecode \
+	$(addprefix --find-links ,$(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)))
+
+$(UV):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet uv==$(UV_VERSION)
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml package.json package-lock.json | $(UV)
+	$(UV_INSTALL) --python $(PY) -r requirements-dev.txt
+	$(UV_INSTALL) --python $(PY) --no-deps -e .
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # checkov's own pins conflict with requirements-dev.txt: it gets its own venv, called by path from the tests.
-$(CHECKOV_STAMP): requirements-checkov.txt
+$(CHECKOV_STAMP): requirements-checkov.txt | $(UV)
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	$(UV_INSTALL) --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
 	touch $@
 
 demo: $(STAMP)
