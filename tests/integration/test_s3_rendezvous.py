@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import unittest
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import boto3
 import pytest
 import torch.distributed as dist
-from torch.distributed.elastic.rendezvous import RendezvousParameters, RendezvousStateError
+from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 from spot_trainer.distributed.handler import create_s3_handler, endpoint_parts
 from spot_trainer.distributed.round_start import agree_on_step, bring_to_step, offer_handover, same_as_published
@@ -24,6 +25,7 @@ from spot_trainer.distributed.s3_objects import ConditionalObjects
 from spot_trainer.distributed.s3_store import S3Store
 from spot_trainer.rounds import ROUND_RESUME_ENV
 from spot_trainer.storage.remote import RemoteStore
+from tests.support.torch_rendezvous_contract import RendezvousBackendTestMixin
 
 
 @pytest.fixture
@@ -241,26 +243,14 @@ def test_a_group_rank_0_that_cannot_read_s3_ends_the_round_for_every_node_at_onc
     assert time.monotonic() - started < 10  # not the store's two minutes
 
 
-class TestBackendContract:
-    """torch's contract for a rendezvous backend (its RendezvousBackendTestMixin), asked of this one."""
+class TestTorchBackendContract(RendezvousBackendTestMixin, unittest.TestCase):
+    """torch's own contract for a rendezvous backend (its RendezvousBackendTestMixin, copied with its
+    license into tests/support), asked of this one on moto."""
 
-    def test_state_reads_back_with_a_token_and_none_before_any(self, objects: ConditionalObjects) -> None:
-        backend = S3RendezvousBackend(objects)
-        assert backend.get_state() is None
-        assert backend.set_state(b"x") is not None
-        state, token = backend.get_state() or (None, None)
-        assert state == b"x" and token
+    @pytest.fixture(autouse=True)
+    def backend(self, objects: ConditionalObjects) -> None:
+        self.objects = objects
+        self._backend = S3RendezvousBackend(objects)
 
-    def test_a_corrupt_state_object_is_a_state_error(self, objects: ConditionalObjects) -> None:
-        objects.put("state", b"\x80 not what this backend writes")
-        with pytest.raises(RendezvousStateError):
-            S3RendezvousBackend(objects).get_state()
-
-    def test_only_the_current_token_sets_the_state(self, objects: ConditionalObjects) -> None:
-        backend = S3RendezvousBackend(objects)
-        _, first, created = backend.set_state(b"x") or (None, None, None)
-        assert created
-        state, second, moved = backend.set_state(b"y", first) or (None, None, None)
-        assert (state, moved) == (b"y", True) and second != first
-        for stale in (first, None, "invalid"):  # an old, absent or made-up token: the current state handed back
-            assert backend.set_state(b"z", stale) == (b"y", second, False)
+    def _corrupt_state(self) -> None:
+        self.objects.put("state", b"\x80 not what this backend writes")

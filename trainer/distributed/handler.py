@@ -19,6 +19,7 @@ from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousIn
 from torch.distributed.elastic.rendezvous.api import rendezvous_handler_registry
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     DynamicRendezvousHandler,
+    _DistributedRendezvousOpExecutor,
     _RendezvousExitOp,
     create_handler,
 )
@@ -28,11 +29,12 @@ from ..storage.job_keys import job_key, rendezvous_prefix
 from ..storage.remote import RemoteStore
 from ..storage.s3client import s3_client
 from .round_start import start_round
-from .s3_backend import S3RendezvousBackend
+from .s3_backend import S3RendezvousBackend, S3StateHolder
 from .s3_objects import ConditionalObjects, S3ObjectError
 from .s3_store import S3Store
 
 BACKEND = "s3"
+FORMING_READ_SECONDS = 1.0  # torch's own state cache while a round forms
 
 
 def endpoint_parts(endpoint: str) -> tuple[str, str]:
@@ -91,8 +93,13 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
     def next_rendezvous(self) -> RendezvousInfo:
         """Join a round; tell this node's agent which round and rank (spot_trainer.rounds); for a command
         of the user's own, bring this node's disk to the round's one step (round_start)."""
+        holder = self._state_holder
+        if isinstance(holder, S3StateHolder):
+            holder.read_at_most_every(FORMING_READ_SECONDS)
         info = super().next_rendezvous()
-        state = self._state_holder.state
+        if isinstance(holder, S3StateHolder):
+            holder.read_at_most_every(max(FORMING_READ_SECONDS, self._settings.keep_alive_interval.total_seconds() / 2))
+        state = holder.state
         self.round_members, self.peer_dead = frozenset(state.participants), False
         if path := os.environ.get(ROUND_FILE_ENV):
             nodes = tuple(sorted({node.addr for node in state.participants}))
@@ -124,9 +131,14 @@ def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
     bucket, prefix = endpoint_parts(params.endpoint)
     objects = ConditionalObjects(s3_client(), bucket, job_key(prefix, rendezvous_prefix(params.run_id)))
     store_timeout = timedelta(seconds=params.get_as_int("store_timeout", 300) or 300)
-    handler = create_handler(S3Store(objects, store_timeout), S3RendezvousBackend(objects), params)
+    backend = S3RendezvousBackend(objects)
+    handler = create_handler(S3Store(objects, store_timeout), backend, params)
     handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; it differs in its shutdown and round start
     assert isinstance(handler, LeavingRendezvousHandler)
+    # torch gives its handler and the handler's executor a state holder that writes every heartbeat into the
+    # shared state; ours writes each node's to its own object (s3_backend.py)
+    handler._state_holder = S3StateHolder(backend, handler.settings)
+    handler._op_executor = _DistributedRendezvousOpExecutor(handler._this_node, handler._state_holder, handler.settings)
     handler.remote, handler.objects = RemoteStore(s3_client(), bucket, prefix), objects
     _CREATED.append(handler)
     return handler

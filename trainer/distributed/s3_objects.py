@@ -5,7 +5,10 @@ the same version see exactly one success, which is what torch's dynamic rendezvo
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
@@ -14,6 +17,20 @@ from ..storage.conditional import is_missing, write_if
 
 class S3ObjectError(RuntimeError):
     """S3 refused or failed a request; the message names the object."""
+
+
+class Listed(NamedTuple):
+    etag: str
+    modified: datetime  # S3's LastModified: S3's clock
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What one LIST saw: each object's ETag and LastModified, and S3's clock when it answered (its Date
+    header), or None where the answer carried no readable Date."""
+
+    objects: dict[str, Listed]
+    s3_now: datetime | None
 
 
 class ConditionalObjects:
@@ -65,3 +82,28 @@ class ConditionalObjects:
         except ClientError as error:
             raise S3ObjectError(f"listing s3://{self.bucket}/{self.key(under)}: {error}") from error
         return found
+
+    def listing(self, under: str) -> Listing:
+        """Every object whose name starts with `under`, with its ETag and LastModified: one request up to
+        1,000 objects."""
+        paginator = self.s3.get_paginator("list_objects_v2")
+        found: dict[str, Listed] = {}
+        s3_now: datetime | None = None
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key(under)):
+                s3_now = s3_now or _response_date(page)
+                for item in page.get("Contents", []):
+                    found[item["Key"][len(self.prefix):]] = Listed(str(item["ETag"]), item["LastModified"])
+        except ClientError as error:
+            raise S3ObjectError(f"listing s3://{self.bucket}/{self.key(under)}: {error}") from error
+        return Listing(found, s3_now)
+
+
+def _response_date(page: dict[str, Any]) -> datetime | None:
+    """The Date header of a response: S3's clock to the second. A proxy may add its own after it (a
+    header repeated is joined with ', '), so only the first IMF-fixdate (29 characters) is read."""
+    header = str(page.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date", ""))
+    try:
+        return parsedate_to_datetime(header[:29]) if header else None
+    except (TypeError, ValueError):
+        return None
