@@ -10,14 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..storage import layouts
+from ..storage import frameworks, layouts
 from ..storage.library_saves import ACCELERATE, library_of
 
-# What loads the newest checkpoint, in the words of the layout the script saves in.
-_RESUME_HINTS = {
-    layouts.HF: "pass resume_from_checkpoint=get_last_checkpoint(output_dir) to trainer.train()",
-    layouts.LIGHTNING: 'pass ckpt_path="last" to trainer.fit()',
-}
 _ACCELERATE_HINT = ('call accelerator.load_state(os.environ["RESUME_FROM"]) after accelerator.prepare() (the '
                     "diffusers training scripts: --resume_from_checkpoint latest)")
 _ANY_HINT = "load $RESUME_FROM (the newest checkpoint in CHECKPOINT_DIR) before the first step"
@@ -30,7 +25,9 @@ def find_restart_from_scratch(directory: Path, restored_step: int, since: float)
 
 
 def started_over_warning(saved: layouts.Checkpoint, restored: Path, restored_step: int) -> str:
-    hint = _ACCELERATE_HINT if library_of(saved.path) == ACCELERATE else _RESUME_HINTS.get(saved.layout, _ANY_HINT)
+    # What loads the newest checkpoint, in the words of the framework the script saves with.
+    hint = _ACCELERATE_HINT if library_of(saved.path) == ACCELERATE else (
+        frameworks.framework_of(saved.layout).resume_hint or _ANY_HINT)
     return (f"the command started over: it saved {saved.path.name} (step {saved.step}) after {restored.name} (step "
             f"{restored_step}) was restored for it, so every interruption costs the whole run and nothing it "
             f"saves below step {restored_step} is uploaded. To resume, {hint}")

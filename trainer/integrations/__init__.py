@@ -15,4 +15,8 @@ of the user's own by `python-startup/sitecustomize.py` (the agent puts that fold
 command's PYTHONPATH), it makes the first `train()`/`fit()` that names no checkpoint resume from the
 newest in CHECKPOINT_DIR, and a Lightning ModelCheckpoint without a dirpath save there. It patches a
 framework only once the script imports it (`post_import`).
+
+`checkpoint_names` holds the names of a framework's saves that the checkpoint layouts must know too
+(`last.ckpt`); it imports nothing, and it is the one module of this room the storage side reads
+(storage/frameworks.py).
 """

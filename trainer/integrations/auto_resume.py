@@ -26,6 +26,7 @@ from typing import Any
 
 from . import auto_callback
 from .auto_callback import HF_MODULE
+from .checkpoint_names import LIGHTNING_LAST
 from .lightning_dirpath import MODULES as LIGHTNING_CHECKPOINT_MODULES
 from .lightning_dirpath import save_into_checkpoint_dir
 from .lightning_nodes import MODULES as LIGHTNING_TRAINER_MODULES
@@ -33,7 +34,6 @@ from .lightning_nodes import follow_the_round
 from .post_import import Hook, when_imported
 
 SWITCH = "SPOT_AUTO_RESUME"
-LIGHTNING_LAST = "last.ckpt"
 
 Method = Callable[..., Any]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import layouts
+from . import frameworks, layouts
 from .job_keys import FINAL
 from .regular_files import is_regular
 
@@ -31,5 +31,5 @@ def final_output_files(directory: Path) -> dict[str, Path]:
 
 
 def _an_output(path: Path, top: bool) -> bool:
-    return not (path.name.startswith(".") or layouts.LIGHTNING_LAST.match(path.name)
+    return not (path.name.startswith(".") or frameworks.is_copy(path.name)
                 or layouts.classify(path, in_series=top))

@@ -19,8 +19,11 @@ each is complete enough to upload. The agent asks this module; nothing else know
                                         `epoch_<N>/`, `weights.<N>-<loss>.hdf5`; series.py): from
                                         the second member on, complete as generic ones are
 
-A directory a library wrote (torch.distributed.checkpoint, Accelerate's save_state) is whole when
-that library's own files say so, whatever its name and layout: see library_saves.py.
+Each layout is one entry of frameworks.py (its naming, its step, its rule of wholeness), and this module
+classifies and judges through the entries; only the repair of Lightning's `last.ckpt` at a resume is written
+here (prepare_for_resume). A directory a library wrote (torch.distributed.checkpoint,
+Accelerate's save_state) is whole when that library's own files say so, whatever its name and layout: see
+library_saves.py.
 
 Names starting with "." are writes in progress for every layout and are never looked at.
 
@@ -33,30 +36,24 @@ job's newest step.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import library_saves, series, shards, whole_files
-from .lightning_step import archive_step
-from .names import MARKER_FILE, parse_step, read_marker
-from .regular_files import read_regular_text
+from ..integrations.checkpoint_names import LIGHTNING_LAST as LIGHTNING_LINK
+from ..integrations.checkpoint_names import LIGHTNING_LAST_NAMES as LIGHTNING_LAST
+from . import frameworks, library_saves, shards
+from .frameworks import HF_STATE_FILE as HF_STATE_FILE  # named from here by the layouts' callers and tests
+from .frameworks import LIGHTNING_SHARDED_META as LIGHTNING_SHARDED_META
+from .frameworks import Judged
 from .whole_files import zip_whole
 
-OURS, HF, LIGHTNING, GENERIC, SERIES = "ours", "hf", "lightning", "generic", "series"
-HF_STATE_FILE = "trainer_state.json"
+OURS, HF, LIGHTNING, GENERIC, SERIES = (framework.layout for framework in (
+    frameworks.OURS, frameworks.HF, frameworks.LIGHTNING, frameworks.GENERIC, frameworks.SERIES))
 INCOMPLETE_PREFIX = ".incomplete-"  # where prepare_for_resume moves what a dead writer left
 UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing proves complete
-LIGHTNING_SHARDED_META = "meta.pt"  # written by rank 0 after the shards (lightning 2.6 FSDPStrategy)
-LIGHTNING_LAST = re.compile(r"^last(-v?\d+)?\.ckpt$")
-_HF_NAME = re.compile(r"^checkpoint-(\d+)$")
-_LIGHTNING_NAME = re.compile(r"(?:^|[-_])step=(\d+)(?=[-_.]).*\.ckpt$")
-_GENERIC_NAME = re.compile(r"(?:step|iter|iteration|ckpt|checkpoint)[-_=]?(\d+)", re.IGNORECASE)
 
 ACCEPTED = ("step-<N> (file or directory)", "checkpoint-<N>/ (HF Trainer, Accelerate's save_state)",
             "*.ckpt (Lightning: the step in its name or its archive)",
@@ -79,23 +76,7 @@ def classify(path: Path, *, in_series: bool = True, name: str | None = None) -> 
     name = name or path.name
     if name.startswith("."):
         return None
-    if LIGHTNING_LAST.match(name):
-        # Mostly a copy of the newest step file, which wins a tie; with a monitored top-k (the best few by
-        # val_loss) the only copy of the newest step.
-        return (LIGHTNING, step) if (step := archive_step(path)) is not None else None
-    if (step := parse_step(name)) is not None:
-        return OURS, step
-    if (match := _HF_NAME.match(name)) and path.is_dir():
-        return HF, int(match.group(1))
-    if match := _LIGHTNING_NAME.search(name):
-        return LIGHTNING, int(match.group(1))
-    if name.endswith(".ckpt") and (step := archive_step(path)) is not None:  # a filename= without {step}
-        return LIGHTNING, step
-    if match := _GENERIC_NAME.search(name):
-        return GENERIC, int(match.group(1))
-    if in_series and (number := series.number_in_series(path)) is not None:
-        return SERIES, number
-    return None
+    return frameworks.read_name(name, path, in_series=in_series)
 
 
 def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = False,
@@ -104,17 +85,14 @@ def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = Fa
     file before a last.ckpt of the same step). With `shards_elsewhere` (several nodes), a checkpoint DCP
     wrote in shards counts once this disk holds its coordinator's part (shards.py)."""
     # Newest first, and stop at the first complete one: each poll checks one or two entries, not all.
-    candidates = sorted(_entries(directory), key=lambda item: (-item[0], _PREFERENCE.index(item[1]),
-                                                              bool(LIGHTNING_LAST.match(item[2].name))))
+    candidates = sorted(_entries(directory), key=lambda item: (-item[0], frameworks.preference(item[1]),
+                                                              frameworks.is_copy(item[2].name)))
     highest = candidates[0][0] if candidates else -1
     for step, layout, path in candidates:
         if _complete(layout, step, path, writer_done or step < highest, strict=strict,
                      shards_elsewhere=shards_elsewhere):
             return Checkpoint(step, path, layout)
     return None
-
-
-_PREFERENCE = (OURS, HF, LIGHTNING, GENERIC, SERIES)
 
 
 def _entries(directory: str | os.PathLike[str]) -> list[tuple[int, str, Path]]:
@@ -188,45 +166,9 @@ def _inner_dcp_whole(path: Path, shards_elsewhere: bool) -> bool:
 def _layout_complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool,
                      shards_elsewhere: bool) -> bool:
     try:
-        if layout == LIGHTNING and path.is_dir():  # FSDP's sharded checkpoint: its shards, then meta.pt
-            return (bool(library_saves.whole(path, superseded, shards_elsewhere=shards_elsewhere))
-                    and zip_whole(path / LIGHTNING_SHARDED_META))
-        if layout == LIGHTNING:
-            return path.is_file() and zip_whole(path)
-        if layout == OURS and path.is_dir() and (path / MARKER_FILE).exists():
-            return read_marker(path) is not None  # the built-in trainer's marker decides
-        if layout == HF and _hf_state_step(path) == step:
-            return True
-        if (by_library := library_saves.whole(path, superseded, shards_elsewhere=shards_elsewhere)) is not None:
-            return by_library
-        if layout == OURS:  # write, then rename: whole on appearance, but nothing proves it
-            return not strict and (path.stat().st_size > 0 if path.is_file() else any(path.iterdir()))
-        if layout in (GENERIC, SERIES) and path.is_file() and (proven := settled_whole(path, superseded)) is not None:
-            return proven
-        return layout in (GENERIC, SERIES) and superseded and not strict
+        return frameworks.framework_of(layout).whole(Judged(step, path, superseded, strict, shards_elsewhere))
     except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
         return False
-
-
-def settled_whole(path: Path, superseded: bool) -> bool | None:
-    """A single file whose format can prove it (whole_files.py) goes up as soon as it does and has lain
-    still for SETTLE_SECONDS (the writer may reopen it), or at once when superseded; one that proves it is
-    not whole never goes up. None when the format cannot say: the name's layout decides."""
-    proven = whole_files.proof(path)
-    if not proven:
-        return proven
-    try:
-        return superseded or time.time() - path.stat().st_mtime >= whole_files.SETTLE_SECONDS
-    except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
-        return False
-
-
-def _hf_state_step(path: Path) -> int | None:
-    try:
-        state = json.loads(read_regular_text(path / HF_STATE_FILE))
-        return int(state["global_step"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def describe(directory: str | os.PathLike[str], limit: int = 8) -> str:
@@ -293,7 +235,7 @@ def _unfinished(path: Path) -> bool:
 
 
 def _link_last(restored: Path) -> None:
-    last = restored.with_name("last.ckpt")
+    last = restored.with_name(LIGHTNING_LINK)
     if last.exists() and os.path.samefile(last, restored):  # restored as last.ckpt, or already linked
         return
     temp = restored.with_name(f".last.ckpt.{os.getpid()}")

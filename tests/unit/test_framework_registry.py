@@ -1,0 +1,78 @@
+"""A framework that names its saves its own way is one entry in the registry: the layouts read its names,
+its steps and when a save is whole through that entry alone, and every entry's integration is where it says."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spot_trainer.integrations import auto_resume
+from spot_trainer.storage import frameworks, layouts
+from spot_trainer.storage.frameworks import Framework, Judged, Naming
+
+_MYFW_NAME = re.compile(r"^myfw-(\d+)\.ckpt$")
+
+
+def _myfw_whole(save: Judged) -> bool:
+    """A made-up format that ends every save with a line of its own."""
+    return save.path.read_bytes().endswith(b"END\n")
+
+
+@pytest.fixture
+def myfw() -> Iterator[Framework]:
+    entry = Framework("myfw", (Naming(frameworks.matched_step(_MYFW_NAME)),), _myfw_whole)
+    frameworks.register(entry)
+    yield entry
+    frameworks.unregister(entry.layout)
+
+
+def test_a_registered_framework_is_classified_and_judged_whole_through_its_entry(
+        tmp_path: Path, myfw: Framework) -> None:
+    (tmp_path / "myfw-20.ckpt").write_bytes(b"weights\nEND\n")
+    (tmp_path / "myfw-30.ckpt").write_bytes(b"weights\n")  # still being written
+    assert layouts.classify(tmp_path / "myfw-30.ckpt") == ("myfw", 30)
+    assert [found.step for found in layouts.checkpoints_in(tmp_path)] == [30, 20]
+    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(20, tmp_path / "myfw-20.ckpt", "myfw")
+    (tmp_path / "myfw-30.ckpt").write_bytes(b"weights\nEND\n")
+    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(30, tmp_path / "myfw-30.ckpt", "myfw")
+
+
+def test_without_its_entry_the_name_is_no_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "myfw-20.ckpt").write_bytes(b"weights\nEND\n")
+    assert layouts.classify(tmp_path / "myfw-20.ckpt", in_series=False) is None
+
+
+def test_a_registered_framework_is_asked_before_the_catch_alls_and_only_once(myfw: Framework) -> None:
+    assert [entry.layout for entry in frameworks.frameworks()] == [
+        "ours", "hf", "lightning", "myfw", "generic", "series"]
+    with pytest.raises(ValueError, match="myfw"):
+        frameworks.register(myfw)
+
+
+def test_every_integration_an_entry_names_is_a_module_of_the_runtime() -> None:
+    named = [entry.integration for entry in frameworks.frameworks() if entry.integration]
+    assert named, "hf and lightning name theirs"
+    for integration in named:
+        assert importlib.util.find_spec(f"spot_trainer.{integration}") is not None, integration
+
+
+def test_the_lightning_copy_auto_resume_reads_is_the_one_the_layouts_know() -> None:
+    copies = frameworks.LIGHTNING.copies
+    assert copies is not None and copies.match(auto_resume.LIGHTNING_LAST)
+    assert frameworks.is_copy(auto_resume.LIGHTNING_LAST) and not frameworks.is_copy("epoch=0-step=10.ckpt")
+
+
+def test_storage_reads_of_the_integrations_only_the_names_that_import_nothing() -> None:
+    root = Path(__file__).resolve().parents[2] / "trainer"
+    reached = {node.module for path in (root / "storage").glob("*.py")
+               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+               and node.module and node.module.startswith("integrations")}
+    assert reached == {"integrations.checkpoint_names"}
+    names = ast.parse((root / "integrations" / "checkpoint_names.py").read_text())
+    assert {alias.name for node in ast.walk(names) if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names} == {"annotations", "re"}

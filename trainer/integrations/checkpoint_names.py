@@ -1,0 +1,12 @@
+"""The names of a framework's saves that its patches here and the checkpoint layouts
+(storage/frameworks.py) must agree on. Nothing is imported: the storage side reads these without loading
+any framework or any other module of this room."""
+
+from __future__ import annotations
+
+import re
+
+# ModelCheckpoint(save_last=True) keeps a copy of the newest save under this name, and the agent links one
+# to the step it restores, so `ckpt_path="last"` (and auto_resume) finds it.
+LIGHTNING_LAST = "last.ckpt"
+LIGHTNING_LAST_NAMES = re.compile(r"^last(-v?\d+)?\.ckpt$")  # with the versions Lightning adds beside one
