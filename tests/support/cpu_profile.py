@@ -146,7 +146,7 @@ class CpuProfile:
             for kind, seconds in self.kinds.values():
                 by_kind[kind]["seconds"] += seconds
                 by_kind[kind]["processes"] += 1
-        by_kind["pytest (this process)"] = {"seconds": own.ru_utime + own.ru_stime, "processes": 1}
+        by_kind["pytest worker itself"] = {"seconds": own.ru_utime + own.ru_stime, "processes": 1}
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         (self.out_dir / f"{worker}-{os.getpid()}.json").write_text(
