@@ -12,8 +12,9 @@ TEST_WORKERS ?= 3
 
 .PHONY: demo test check test-under-load lint bench gpu-check synth clean
 
-# uv installs the same pins from the same index as pip, in parallel and from its cache (~/.cache/uv): the
-# set-up takes seconds where pip took minutes. pip puts uv itself into the venv.
+# uv installs the same pins from the same index as pip, in parallel and from its cache (~/.cache/uv): from a
+# warm cache the packages take seconds and their bytecode the rest (docs/development.md, The set-up). pip
+# puts uv itself into the venv.
 UV_VERSION := 0.13.8
 UV := $(VENV)/bin/uv
 # Bytecode at install, as pip does: the environment may forbid writing it later (PYTHONDONTWRITEBYTECODE),
