@@ -45,7 +45,12 @@ HEARTBEAT = STATE + ".heartbeat/"  # + the node's name; listed with the state ob
 # node's clock is ever compared with another's (torch compares the writer's clock with the reader's).
 # Both are whole seconds: the age read may be up to a second too old, which this margin gives back.
 CLOCK_MARGIN = timedelta(seconds=1)
-BACKOFF_SECONDS = (0.05, 2.0)  # a lost write of the round waits up to 0.05 s x 2^losses, at most 2 s
+# A lost write of the round waits a random time up to the longer of 0.05 s x 2^losses and one write's
+# round trip per node still trying to join (whose beats the listing shows before the state names them),
+# at most 10 s: at 128 nodes joining at once every node trying again at once loses again (one of them
+# wins each round trip), while spread over that many round trips most tries win.
+BACKOFF_SECONDS = (0.05, 10.0)
+READ_SECONDS_PER_NODE = 0.04  # 5.12 s at 128 nodes: a joiner is seen, a silent node counted, that late
 
 
 class S3RendezvousBackend(RendezvousBackend):
@@ -65,13 +70,20 @@ class S3RendezvousBackend(RendezvousBackend):
 
     def set_state(self, state: bytes, token: Token | None = None) -> tuple[bytes, Token, bool] | None:
         try:
-            written = self.objects.write(STATE, b64encode(state), expected=_etag(token))
+            written = self.write_if(state, token)
             if written is not None:
                 return state, written, True
             current = self.objects.read(STATE)  # someone else won: hand torch what they wrote
         except S3ObjectError as error:
             raise RendezvousConnectionError(str(error)) from error
         return (self._decoded(current[0]), current[1], False) if current else None
+
+    def write_if(self, state: bytes, token: Token | None) -> str | None:
+        """The state written if it is still at `token`: its new ETag, or None when another node's write won."""
+        try:
+            return self.objects.write(STATE, b64encode(state), expected=_etag(token))
+        except S3ObjectError as error:
+            raise RendezvousConnectionError(str(error)) from error
 
     def _decoded(self, body: bytes) -> bytes:
         try:
@@ -96,13 +108,16 @@ class S3StateHolder(_BackendRendezvousStateHolder):
     def __init__(self, backend: S3RendezvousBackend, settings: RendezvousSettings,
                  cache_duration: int = 1) -> None:
         super().__init__(backend, settings, cache_duration)
-        self._objects = backend.objects
+        self._objects, self._writer = backend.objects, backend
         self._round = _round_of(self._state)  # the state as last synced, heartbeats aside
         self._beats: dict[_NodeDesc, datetime] = {}  # the heartbeats as last synced
         self._mine: dict[_NodeDesc, datetime] = {}  # beats this holder wrote (this host's clock)
         self._bits: bytes | None = None  # the state object as last read or written (its ETag: _token)
         self._strays: list[str] = []  # beats of nodes no longer in the rendezvous, long silent
         self._losses = 0  # conditional writes lost in a row
+        self._joining = 0  # nodes beating that the state does not name yet, as last listed
+        self._round_trip = 0.0  # seconds the last conditional write took
+        self._listed_fresh = False  # the beats were listed in this sync: peers may be judged on them
 
     def read_at_most_every(self, seconds: float) -> None:
         """How long a read state serves before S3 is asked again: torch's 1 s while a round forms; while it
@@ -110,19 +125,25 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         read is a LIST: 128 nodes would otherwise list 128 times a second."""
         self._cache_duration = seconds  # type: ignore[assignment]  # torch compares it as a number of seconds
 
+    def _read_every(self) -> float:
+        """Seconds a read state serves: as set, and at least READ_SECONDS_PER_NODE per node of the round, so
+        the whole rendezvous reads about 25 times a second at most however many nodes it has."""
+        return max(float(self._cache_duration), READ_SECONDS_PER_NODE * len(self._state.participants))
+
     def sync(self) -> bool | None:
         if self._dirty:
             has_set: bool | None = self._write()
         else:
-            if self._cache_duration > 0 and \
-                    self._last_sync_time >= max(time.monotonic() - self._cache_duration, 0):
+            if self._last_sync_time >= max(time.monotonic() - self._read_every(), 0):
                 return None
             has_set = None
             self._read()
             self._beat_when_due()
         self._dirty = False
         self._last_sync_time = time.monotonic()
-        self._sanitize()
+        if self._listed_fresh:  # judged only on a listing just made: one a read old would age every peer
+            self._sanitize()
+            self._listed_fresh = False
         self._round, self._beats = _round_of(self._state), dict(self._state.last_heartbeats)
         return has_set
 
@@ -134,15 +155,21 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         if _round_of(state) == self._round:
             return True  # a keep-alive only: the round is as every node last read it
         bits = pickle.dumps(state)
-        result = self._backend.set_state(bits, self._token)
-        if result is not None and result[2]:
-            self._bits, self._token, self._losses = bits, result[1], 0
+        started = time.monotonic()
+        written = self._writer.write_if(bits, self._token)
+        self._round_trip = time.monotonic() - started
+        if written is not None:
+            self._bits, self._token, self._losses = bits, written, 0
             self._forget(set(self._mine) - set(state.last_heartbeats))
             return True
         self._losses += 1
-        time.sleep(random.uniform(0, min(BACKOFF_SECONDS[1], BACKOFF_SECONDS[0] * 2 ** self._losses)))
-        self._read()
+        time.sleep(random.uniform(0, self._backoff_bound()))
+        self._read()  # the state another node wrote: torch decides again on it
         return False
+
+    def _backoff_bound(self) -> float:
+        base, most = BACKOFF_SECONDS
+        return min(most, max(base * 2.0 ** self._losses, self._round_trip * self._joining))
 
     def _read(self) -> None:
         try:
@@ -161,12 +188,13 @@ class S3StateHolder(_BackendRendezvousStateHolder):
             raise RendezvousStateError("The rendezvous state is corrupt. See inner exception for details.") \
                 from error
         self._merge_beats(listing)
+        self._listed_fresh = True
 
     def _merge_beats(self, listing: Listing) -> None:
         state, now = self._state, datetime.now(UTC)
         members = {repr(node): node for node in (*state.participants, *state.wait_list, *state.redundancy_list)}
         silent = now - self._settings.keep_alive_interval * self._settings.keep_alive_max_attempt
-        self._strays = []
+        self._strays, self._joining = [], 0
         for name, seen in listing.objects.items():
             if not name.startswith(HEARTBEAT):
                 continue
@@ -175,6 +203,8 @@ class S3StateHolder(_BackendRendezvousStateHolder):
             if node is None:
                 if heard < silent:
                     self._strays.append(name)
+                else:
+                    self._joining += 1
                 continue
             at = self._mine.get(node, heard)  # this node's own beats are on its own clock
             state.last_heartbeats[node] = max(state.last_heartbeats.get(node, at), at)
@@ -182,12 +212,12 @@ class S3StateHolder(_BackendRendezvousStateHolder):
     def _beat_when_due(self) -> None:
         """torch beats from a timer of one interval, and only once the last beat is an interval old: the
         beats come every one to two intervals, and after a round forms the first comes up to two intervals
-        and a second after the last. A beat is one PUT here, so a node that reads the state (every second
-        while a round forms or trains) also beats when its beat is due. Best effort: the timer still
-        beats."""
+        and a second after the last. A beat is one PUT here, so a node that reads the state also beats once
+        its beat is half an interval old: its peers may judge it on a listing up to one read old, and it
+        must stay well inside three intervals. Best effort: the timer still beats."""
         now = datetime.now(UTC)
         for node, at in list(self._mine.items()):
-            if node in self._state.last_heartbeats and at <= now - self._settings.keep_alive_interval:
+            if node in self._state.last_heartbeats and at <= now - self._settings.keep_alive_interval / 2:
                 try:
                     self._beat(node, now)
                 except RendezvousConnectionError:
