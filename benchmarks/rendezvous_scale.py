@@ -1,9 +1,11 @@
 """The S3 rendezvous at N = 16 to 128 nodes: conditional-write conflicts, heartbeats missed, spurious rounds.
 
 Every node is torch's dynamic rendezvous handler as torchrun builds it here (spot_trainer's
-`create_s3_handler`, one S3 client each), a thread of this one process. S3 is one local moto server
-behind a proxy (its own process) that adds `--latency-ms` to every request. The nodes form one round
-(min = max = N), then each does what torchrun's agent does while its workers train: asks
+`create_s3_handler`, one S3 client each), a thread of this one process. S3 is, with `--s3 moto`, one
+local moto server behind a proxy (its own process) that adds `--latency-ms` to every request; with
+`--s3 small` (the default), tests/support/small_s3.py, which adds the latency itself: moto spends about
+40 ms of CPU on a listing of 130 keys, so at 64 nodes and more on two cores a run on it measures moto.
+The nodes form one round (min = max = N), then each does what torchrun's agent does while its workers train: asks
 `num_nodes_waiting()` (a positive answer restarts the round) about once a second, with a command of the
 user's own (a peer gone from the round counts), while torch's keep-alive timer beats.
 
@@ -49,6 +51,7 @@ from spot_trainer.distributed import s3_objects  # noqa: E402
 from spot_trainer.distributed.handler import create_s3_handler  # noqa: E402
 from spot_trainer.rounds import ROUND_RESUME_ENV  # noqa: E402
 from tests.support.s3_proxy import FaultProxy  # noqa: E402
+from tests.support.small_s3 import SmallS3  # noqa: E402
 
 BUCKET = "rendezvous-scale"
 TORCH_KEEP_ALIVE_SECONDS, MAX_ATTEMPTS = 5, 3  # torch's defaults, and the agent's
@@ -176,6 +179,19 @@ def _joined(handler: Any) -> bool:
         return False
 
 
+def on_small_s3(args: argparse.Namespace, writes: StateWrites, tally: Tally) -> None:
+    with SmallS3(latency=args.latency_ms / 1000) as s3:
+        os.environ.update({"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                           "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"})
+        boto3.client("s3", endpoint_url=s3.endpoint).create_bucket(Bucket=BUCKET)
+        for nodes in args.nodes:
+            figures = one_run(nodes, args, writes, tally)
+            print(json.dumps({"label": args.label, "s3": "small", "latency_ms": args.latency_ms, **figures}),
+                  flush=True)
+        print(json.dumps({"label": args.label, "s3_requests": s3.requests}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[16, 32, 64, 128])
@@ -183,6 +199,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=240, help="steady phase, wall seconds")
     parser.add_argument("--keep-alive", type=int, default=2, help="keep-alive interval (torch's: 5 s)")
     parser.add_argument("--join-timeout", type=int, default=180, help="seconds a round may take to form")
+    parser.add_argument("--s3", choices=("small", "moto"), default="small")
     parser.add_argument("--label", default="this checkout")
     parser.add_argument("--proxy-for", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -192,6 +209,8 @@ def main() -> None:
     tally = Tally()
     logging.getLogger("torch.distributed.elastic.rendezvous.dynamic_rendezvous").addHandler(tally)
     writes = StateWrites()
+    if args.s3 == "small":
+        return on_small_s3(args, writes, tally)
     with MotoServer() as moto:
         os.environ.update({**moto.env(), "AWS_EC2_METADATA_DISABLED": "true"})
         boto3.client("s3", endpoint_url=moto.endpoint).create_bucket(Bucket=BUCKET)

@@ -9,6 +9,7 @@ import os
 import threading
 import time
 import unittest
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -25,6 +26,7 @@ from spot_trainer.distributed.s3_objects import ConditionalObjects
 from spot_trainer.distributed.s3_store import S3Store
 from spot_trainer.rounds import ROUND_RESUME_ENV
 from spot_trainer.storage.remote import RemoteStore
+from tests.support.small_s3 import SmallS3
 from tests.support.torch_rendezvous_contract import RendezvousBackendTestMixin
 
 
@@ -251,6 +253,23 @@ class TestTorchBackendContract(RendezvousBackendTestMixin, unittest.TestCase):
     def backend(self, objects: ConditionalObjects) -> None:
         self.objects = objects
         self._backend = S3RendezvousBackend(objects)
+
+    def _corrupt_state(self) -> None:
+        self.objects.put("state", b"\x80 not what this backend writes")
+
+
+class TestTorchBackendContractOnTheBenchmarksSmallS3(RendezvousBackendTestMixin, unittest.TestCase):
+    """The same contract on tests/support/small_s3.py, the S3 benchmarks/rendezvous_scale.py plays 128
+    nodes against: its figures are this backend's only while it keeps S3's conditional-write rules."""
+
+    @pytest.fixture(autouse=True)
+    def backend(self, aws_env: dict[str, str]) -> Iterator[None]:
+        with SmallS3() as s3:
+            client = boto3.client("s3", endpoint_url=s3.endpoint)
+            client.create_bucket(Bucket="small-s3")
+            self.objects = ConditionalObjects(client, "small-s3", "job/rendezvous/job")
+            self._backend = S3RendezvousBackend(self.objects)
+            yield
 
     def _corrupt_state(self) -> None:
         self.objects.put("state", b"\x80 not what this backend writes")
