@@ -16,7 +16,7 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
-from spot_trainer.agent import endings
+from spot_trainer.agent import several_endings
 from spot_trainer.agent.config import AgentConfig
 from spot_trainer.agent.imds import ImdsClient
 from spot_trainer.agent.status import DONE, INTERRUPTED, JobStatus, StatusReporter
@@ -129,7 +129,7 @@ def finished_non_publisher(aws_env: dict[str, str], bucket: str, job: str, imds:
 
 @pytest.fixture
 def no_allowance(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(endings, "FINAL_UPLOAD_ALLOWANCE_SECONDS", 0.0)
+    monkeypatch.setattr(several_endings, "FINAL_UPLOAD_ALLOWANCE_SECONDS", 0.0)
 
 
 def test_no_end_from_the_publisher_within_the_bound_is_no_done_and_no_scale_in(

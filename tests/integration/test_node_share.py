@@ -16,7 +16,7 @@ import torch
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 
-from spot_trainer.agent.restore import Restore
+from spot_trainer.agent.several_nodes import SeveralRestore
 from spot_trainer.distributed.round_start import bring_to_step
 from spot_trainer.storage.checkpoint_restore import PART_RECORD, restored_in_part
 from spot_trainer.storage.remote import RemoteStore
@@ -131,7 +131,7 @@ def test_a_node_restoring_before_its_round_fetches_all_but_the_shards_which_the_
     built-in trainer, which agrees on a step by itself, gets all of it."""
     store, folders = published
     disk = tmp_path / "booted"
-    restore = Restore(disk, store, telemetry=None, distributed=True, builtin=builtin)  # type: ignore[arg-type]
+    restore = SeveralRestore(disk, store, telemetry=None, builtin=builtin)  # type: ignore[arg-type]
     booted = store.restore_checkpoint(disk, STEP, restore.before_a_round)
     assert booted is not None and booted.step == STEP
     shards = sorted(path.name for path in booted.path.iterdir() if path.name.endswith(".distcp"))

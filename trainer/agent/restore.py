@@ -15,7 +15,7 @@ from ..storage import layouts, staging
 from ..storage.layouts import Checkpoint
 from ..storage.record_kinds import EventKind
 from ..storage.remote import RemoteStore, RemoteStoreError
-from ..storage.shards import BEFORE_A_ROUND, NodeRanks
+from ..storage.shards import NodeRanks
 from .telemetry import RunTelemetry
 
 
@@ -30,15 +30,12 @@ class Restore:
     directory: Path  # CHECKPOINT_DIR
     store: RemoteStore
     telemetry: RunTelemetry
-    distributed: bool  # several nodes resume from one published step, never from one node's disk
     builtin: bool  # the built-in trainer always writes a COMMITTED marker: for it nothing else counts
 
     @property
     def before_a_round(self) -> NodeRanks | None:
-        """What a restore before a round fetches of a sharded step: for several nodes running the user's own
-        command, all but its shards, since each round brings every node its own ranks' share as it forms
-        (round_start.py); otherwise all of it."""
-        return BEFORE_A_ROUND if self.distributed and not self.builtin else None
+        """What a restore fetches of a sharded step: all of it (None)."""
+        return None
 
     def at_start(self) -> StartPoint:
         """The checkpoint to resume from, and the step latest.json held (read once, here)."""
@@ -46,13 +43,8 @@ class Restore:
         directory.mkdir(parents=True, exist_ok=True)
         if leftovers := staging.remove_leftovers(directory):
             self.telemetry.log(f"removed {', '.join(leftovers)}, left by an upload cut short")
-        # Strict: a local entry may win over S3 only when its content proves it whole. Several nodes
-        # resume from one published step: what this disk holds may be another rank's part.
-        local = None if self.distributed else layouts.newest_complete(directory, writer_done=True, strict=True)
         remote_step = self.store.latest_step()
-        if self.distributed and (aside := layouts.set_aside_above(directory, None)):
-            self.telemetry.log(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): several nodes "
-                               "resume from the step published in S3, never from what one node's disk holds")
+        local = self.newest_at_start()
         if local is not None and (remote_step is None or local.step >= remote_step):
             restored: Checkpoint | None = local  # this disk survived (agent restart): it is at least as new
         else:
@@ -71,6 +63,11 @@ class Restore:
         self.telemetry.event(EventKind.RESUME, step=restored.step)
         self.telemetry.update(checkpoint_step=max(restored.step, remote_step or 0))
         return StartPoint(restored, remote_step)
+
+    def newest_at_start(self) -> Checkpoint | None:
+        """This disk's newest checkpoint, strictly read: it may win over S3 only when its content proves it
+        whole."""
+        return layouts.newest_complete(self.directory, writer_done=True, strict=True)
 
     def newest(self, *, writer_done: bool) -> Checkpoint | None:
         """The newest complete checkpoint on this disk (strictly read for the built-in trainer)."""

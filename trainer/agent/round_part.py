@@ -1,6 +1,6 @@
 """This node's part in a round of several nodes (torchrun elastic): which round it is in, whether it
-publishes, and whether a failed round counts against the restart budget. On a single node there are
-no rounds and this node always publishes."""
+publishes, and whether a failed round counts against the restart budget (a single node has no rounds,
+and always publishes)."""
 
 from __future__ import annotations
 
@@ -23,25 +23,21 @@ def default_round_file(pid: int) -> Path:
 
 @dataclass
 class RoundPart:
-    distributed: bool
     failures: RoundFailures
     telemetry: RunTelemetry
     stop_requested: threading.Event
     poll_seconds: float  # the base of the back-off before the next round
-    # Several nodes: written by the launcher, read each poll.
+    # Written by the launcher, read each poll.
     round_file: Path = field(default_factory=lambda: default_round_file(os.getpid()))
     said: Round | None = None  # the last round formed, once said
 
     def current(self) -> Round | None:
-        """Several nodes: the round this node is in, as the launcher last recorded it."""
-        return read_round(self.round_file) if self.distributed else None
+        """The round this node is in, as the launcher last recorded it."""
+        return read_round(self.round_file)
 
     def publishes(self, round_: Round | None = None) -> bool:
-        """One node publishes each step: on a single node this one; on several, the node holding group
-        rank 0 in the current round (its global rank 0 is where every framework saves whole). Before a
-        round forms, none."""
-        if not self.distributed:
-            return True
+        """One node publishes each step: the node holding group rank 0 in the current round (its global
+        rank 0 is where every framework saves whole). Before a round forms, none."""
         round_ = round_ or self.current()
         return round_ is not None and round_.publishes
 

@@ -7,8 +7,9 @@ command with the configured signal, waits for its emergency checkpoint, uploads 
 lease back, so the next instance resumes without losing a completed step.
 
 `Agent` keeps the loop; its rooms own the rest: where the command starts from (restore.py), how it
-is started (command_start.py) and stopped (stopping.py), what this node sends to S3 (uploads.py), its
-part in a round of several nodes (round_part.py) and how its part in the job ends (endings.py).
+is started (command_start.py) and stopped (stopping.py), what this node sends to S3 (uploads.py) and
+how its part in the job ends (endings.py). What differs between a node alone and several nodes as one
+is the node's mode (node_mode.py), chosen once here: one_node.py or several_nodes.py.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from ..storage.layouts import Checkpoint
 from ..storage.lease import Lease
 from ..storage.record_kinds import EventKind, JobState
 from ..storage.remote import RemoteStore
-from ..storage.step_parts import StepParts
 from . import status as states
 from .aws_clients import AutoScalingClient
 from .budget_watch import BudgetWatch, budget_watch_for
@@ -37,18 +37,19 @@ from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .endings import Endings
 from .hang_watch import HangWatch
 from .imds import ImdsClient
-from .keep_outputs import keep_final_outputs
-from .lease_keeper import LeaseKeeper
+from .node_mode import NodeMode
 from .notice_watch import NoticeWatch
 from .notify import Notifier, SnsClient
+from .one_node import OneNode
 from .outcome import Outcome, RunEnd
 from .own_group import OwnGroup
 from .restore import Restore
 from .round_failures import RoundFailures
 from .round_part import RoundPart
 from .save_watch import SaveWatch
-from .sharded_saves import ShardedSaves
-from .status import JobStatus, StatusReporter, utc_text
+from .several_endings import SeveralEndings
+from .several_nodes import SeveralNodes, SeveralRestore
+from .status import JobStatus, StatusReporter
 from .stopping import Stopping
 from .telemetry import RunTelemetry
 from .uploads import NodeUploads
@@ -80,13 +81,11 @@ class Agent:
     stop_requested: threading.Event = field(default_factory=threading.Event)
     started_at: float = field(default_factory=time.time)
     telemetry: RunTelemetry = field(init=False)
-    world: World = field(init=False)  # several nodes: the peers and the job's end as they record it
-    rounds: RoundPart = field(init=False)
+    mode: NodeMode = field(init=False)  # a node alone or several nodes as one, chosen once
     restore: Restore = field(init=False)
     endings: Endings = field(init=False)
     stopping: Stopping = field(init=False)
     newest_on_disk: int | None = None  # the newest complete checkpoint seen here, for the instance record
-    _keeper: LeaseKeeper | None = None
     _notices: NoticeWatch = field(init=False)
     _deadline: DeadlineWatch | None = None
     _budget: BudgetWatch | None = None
@@ -95,41 +94,42 @@ class Agent:
     def __post_init__(self) -> None:
         config, clients = self.config, self.clients
         self.telemetry = RunTelemetry(store=clients.store, cloud=clients.cloud)
-        # Several nodes: a node that does not publish sees no progress of its own, and a world waiting
-        # for min_nodes is no hang; the stall alarm still watches the job.
-        watched = config.restart_on_stall and not config.distributed
-        self._hang = HangWatch(config.stall_minutes * 60 if watched else 0)
         self._notices = NoticeWatch(clients.imds, config.react_to_rebalance, self.log)
         self.stopping = Stopping(config.stop_signal, config.grace_seconds, self._notices, self.telemetry)
         if config.notify_topic and clients.sns is not None:
             self.telemetry.notifier = Notifier(config.notify_topic, clients.sns, config.job, self.log)
-        self.world = World(config, clients.store, clients.imds, self.stop_requested, self.log)
-        self.rounds = RoundPart(config.distributed, RoundFailures(config.restart_budget), self.telemetry,
-                                self.stop_requested, config.poll_seconds)
-        self.restore = Restore(Path(config.checkpoint_dir), clients.store, self.telemetry,
-                               distributed=config.distributed, builtin=self._builtin)
-        group = OwnGroup(config.asg_name, config.lifecycle_hook, self.instance_id, clients.imds,
-                         clients.autoscaling, self.log)
-        self.endings = Endings(config, clients.store, self.telemetry, group, self.world, self._notices,
-                               self.stop_requested, self.started_at, self.instance_id)
+        self.mode = self._several_nodes() if config.distributed else self._one_node()
+        self.restore, self.endings = self.mode.restore, self.mode.endings
+        self._hang = HangWatch(config.stall_minutes * 60 if self.mode.watches_progress else 0)
+
+    def _one_node(self) -> OneNode:
+        config, clients = self.config, self.clients
+        restore = Restore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin)
+        endings = Endings(config, clients.store, self.telemetry, self._own_group(), self.stop_requested)
+        return OneNode(config, clients.lease, self.telemetry, self._notices, self.stop_requested, restore, endings)
+
+    def _several_nodes(self) -> SeveralNodes:
+        config, clients = self.config, self.clients
+        world = World(config, clients.store, clients.imds, self.stop_requested, self.log)
+        rounds = RoundPart(RoundFailures(config.restart_budget), self.telemetry, self.stop_requested,
+                           config.poll_seconds)
+        restore = SeveralRestore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin)
+        endings = SeveralEndings(config, clients.store, self.telemetry, self._own_group(), self.stop_requested,
+                                 world, self._notices, self.started_at, self.instance_id)
+        return SeveralNodes(config, clients.store, self.telemetry, self.stop_requested, world, rounds, restore,
+                            endings)
+
+    def _own_group(self) -> OwnGroup:
+        return OwnGroup(self.config.asg_name, self.config.lifecycle_hook, self.instance_id, self.clients.imds,
+                        self.clients.autoscaling, self.log)
 
     # ---- entry point --------------------------------------------------------------------------
     def run(self) -> int:
         self.log(f"agent on {self.instance_id} for job {self.config.job} (s3://{self.config.bucket})")
         self._forward_bootstrap_log()
-        if self.config.distributed:  # every node trains: the rendezvous and step fencing replace the lease
-            return self._run_holding_lease()
-        if not self._wait_for_lease():
-            self.log("stopped while waiting for the job lease; nothing to do")
-            self.endings.group.release()  # a standby chosen for scale-in has nothing to save
-            return 0
-        self._keeper = LeaseKeeper(self.clients.lease, self.config.lease_ttl_seconds, self.log).start()
-        try:
-            return self._run_holding_lease()
-        finally:
-            self._keeper.release()
+        return self.mode.run(self._run_job)
 
-    def _run_holding_lease(self) -> int:
+    def _run_job(self) -> int:
         store, config = self.clients.store, self.config
         reporter = self.telemetry.reporter = StatusReporter(
             JobStatus.carried_over(store.read_record(states.STATUS_NAME), config.job, self.instance_id),
@@ -144,12 +144,7 @@ class Agent:
         if self._budget is not None and (why := self._budget.reason_to_stop()):
             return self.endings.stopped_by_budget(why, store.latest_step())  # a cap not raised: no command to start
         start = self.restore.at_start()
-        sharded = ShardedSaves(StepParts(store), Path(config.checkpoint_dir), self.log,
-                               self.telemetry.event) if config.distributed else None
-        uploads = NodeUploads(store=store, lease=None if config.distributed else self.clients.lease,
-                              restore=self.restore, rounds=self.rounds, telemetry=self.telemetry, sharded=sharded,
-                              uploaded_step=start.remote_step, stop_requested=self.stop_requested,
-                              grace_seconds=config.grace_seconds, poll_seconds=config.poll_seconds)
+        uploads = self.mode.uploads(start.remote_step)
         if self._budget is not None:
             self._budget.start()
         try:
@@ -167,30 +162,14 @@ class Agent:
         for line in path.read_text(errors="replace").splitlines():
             self.clients.cloud.log(line)
 
-    def _wait_for_lease(self) -> bool:
-        announced = False
-        while not self.clients.lease.acquire():
-            if not announced:
-                held = self.clients.lease.held_by
-                holder = f" ({held.owner}, token {held.token}, expiring {utc_text(held.expires_at)})" if held else ""
-                self.log(f"another agent holds the job lease{holder}; waiting for it to finish, expire or go "
-                         f"unrenewed for {self.config.lease_ttl_seconds:.0f}s")
-                self.telemetry.event(EventKind.LEASE_WAIT, holder=held.owner if held else None)
-                announced = True
-            if self._notices.reason() or self.stop_requested.wait(self.config.poll_seconds):
-                return False
-        self.log(f"took the job lease (token {self.clients.lease.token})")
-        return True
-
     # ---- the training loop --------------------------------------------------------------------
     def _train(self, uploads: NodeUploads, resume_from: Checkpoint | None) -> int:
-        failures, endings, rounds = 0, self.endings, self.rounds
+        endings, mode = self.endings, self.mode
         while True:
             reporter = self._require_reporter()
             reporter.update(state=JobState.TRAINING, attempt=reporter.status.attempt + 1, reason="")
             command = start_command(self.config, resume_from, attempt=reporter.status.attempt,
-                                    round_file=self.rounds.round_file, local_addr=self.world.local_addr,
-                                    sink=self.telemetry.command_output, log=self.log)
+                                    launch=mode.launch(), sink=self.telemetry.command_output, log=self.log)
             # The built-in trainer resumes by contract; a command of the user's own is watched for a fresh start.
             watch = self._save_watch().start(resumed=resume_from is not None,
                                              restored=None if self._builtin or not resume_from else resume_from.path)
@@ -204,14 +183,14 @@ class Agent:
                 raise AgentError("the job lease was taken over by another agent; stopped training")
             if end.outcome is Outcome.ROUNDS_EXHAUSTED:
                 uploads.settle()
-                return endings.failed(rounds.failures.reason, rounds.failures.count)
+                return mode.gave_up()
             newest = uploads.settle()
             if end.outcome is Outcome.OVER_BUDGET:
                 return endings.stopped_by_budget(self._budget.said if self._budget else "", newest)
             if end.outcome is Outcome.HUNG:
                 if self._hang.again_at_the_same_step():
                     return endings.failed(f"the command hung twice at step {self._hang.step}: {self._hang.said}",
-                                          failures)
+                                          mode.failures)
                 self.log(f"starting the command again from the newest checkpoint (a second hang at step "
                          f"{self._hang.step} ends the job)")
                 resume_from = self.restore.restart_point(resume_from)
@@ -219,40 +198,13 @@ class Agent:
             if end.outcome is Outcome.STOPPED:
                 return endings.stopped(end.reason, newest)
             if end.code == 0:
-                return self._finished(uploads, newest, failures)
+                return mode.finished(uploads, newest)
             reason = f"command exited with code {end.code}" + (
                 f": {command.last_stderr_line}" if command.last_stderr_line else ""
             )
-            if self.config.distributed:
-                if rounds.exhausted_by_failure(reason, end.code):
-                    return endings.failed(rounds.failures.reason, rounds.failures.count)
-                uploads.settle_parts()  # before the next round sets this disk's newer saves aside
-                resume_from = self.world.catch_up(uploads.uploader, self.telemetry.group_stop_step,
-                                                  rounds.publishes(), lambda: self.restore.newest(writer_done=True),
-                                                  self.restore.prepare, self.restore.before_a_round)
-                continue
-            failures += 1
-            self.telemetry.event(EventKind.FAILURE, exit_code=end.code, reason=reason, failures=failures)
-            self.log(f"training failed ({failures}/{self.config.restart_budget}): {reason}")
-            if failures >= max(1, self.config.restart_budget):
-                return endings.failed(reason, failures)
-            reporter.update(failures=failures)
-            # Back off a little (a device or a mount that is not ready yet); a stop request cuts it short.
-            self.stop_requested.wait(min(60.0, self.config.poll_seconds * 2 ** (failures - 1)))
-            resume_from = self.restore.restart_point(resume_from)
-
-    def _finished(self, uploads: NodeUploads, newest: int | None, failures: int) -> int:
-        """The command exited 0: DONE once the final checkpoint is in S3 (on several nodes, the publisher's)."""
-        if self.config.distributed and not self.rounds.publishes():
-            uploads.settle()  # its own shards of the final save: without them it is never whole
-            return self.endings.after_the_publisher()
-        if self.rounds.publishes() and (missing := uploads.final_missing(newest)):
-            return self.endings.failed(missing, failures, keep_instance=True)
-        if self.config.distributed:  # rank 0 may have written on another node
-            newest = self.clients.store.latest_step()
-        if self.rounds.publishes():  # several nodes: one node's outputs, not each rank's parts
-            keep_final_outputs(self.telemetry, Path(self.config.checkpoint_dir))
-        return self.endings.done(newest)
+            if mode.failed(reason, end.code):
+                return mode.gave_up()
+            resume_from = mode.next_start(uploads, resume_from)
 
     def _supervise(self, command: CommandProcess, uploads: NodeUploads, watch: SaveWatch) -> RunEnd:
         """Run until the command exits or must stop."""
@@ -262,12 +214,11 @@ class Agent:
             if code is None and (main_code := command.poll()) is not None:
                 main_exited_at = main_exited_at or time.monotonic()
                 code = self.stopping.leftovers(command, main_code, main_exited_at)
-            round_ = self.rounds.current()  # read once per poll
-            newest = uploads.offer_newest(code is not None, round_)
+            polled = self.mode.poll(uploads, exited=code is not None)
+            newest = polled.newest
             if newest is not None:
                 self.newest_on_disk = max(newest.step, self.newest_on_disk or 0)
-            self.rounds.say(round_)
-            if self.rounds.exhausted_when_formed(round_):
+            if polled.exhausted:
                 self.stopping.command(command)
                 return RunEnd(Outcome.ROUNDS_EXHAUSTED, -1)
             watch.check(newest, exited=code == 0)
@@ -287,7 +238,7 @@ class Agent:
                 self.log(f"{why}: stopping the command with {self.config.stop_signal}")
                 return RunEnd(Outcome.OVER_BUDGET, self.stopping.command(command))
             reason = self._notices.reason() or ("agent asked to stop" if self.stop_requested.is_set() else None)
-            if self._keeper is not None and self._keeper.lost.is_set():
+            if self.mode.lease_lost():
                 self.stopping.command(command)
                 return RunEnd(Outcome.LOST_LEASE, -1)
             if reason:
@@ -301,8 +252,8 @@ class Agent:
 
     def _save_watch(self) -> SaveWatch:
         def warn(message: str) -> None:
-            if self.config.distributed and self.clients.store.latest_step() is not None:
-                return  # rank 0 writes on another node, and S3 shows it has saved
+            if self.mode.saved_elsewhere():
+                return
             self.telemetry.warn(message)
 
         # A look through the working directory every dozen polls: once a minute at the default 5 s.

@@ -1,7 +1,6 @@
 """What this node sends to S3 and when: each new checkpoint offered while the command runs, what it
 left settled once it stops, and the final checkpoint confirmed in S3 before the job may end DONE. On
-several nodes the node that publishes sends whole checkpoints, and every node its own shards of a save
-DCP wrote in shards (sharded_saves.py)."""
+several nodes, SeveralUploads (several_uploads.py) adds who publishes and each node's own shards."""
 
 from __future__ import annotations
 
@@ -9,25 +8,22 @@ import threading
 import time
 from pathlib import Path
 
-from ..rounds import Round
-from ..storage import layouts, shards, upload_rules
+from ..storage import layouts, upload_rules
 from ..storage.layouts import Checkpoint
 from ..storage.lease import Lease
 from ..storage.remote import RemoteStore, RemoteStoreError
 from ..storage.upload_outcome import UploadOutcome
 from ..storage.uploader import CheckpointUploader
 from .restore import Restore
-from .round_part import RoundPart
-from .sharded_saves import PART_WAIT_SECONDS, ShardedSaves, wait_for_part
 from .telemetry import RunTelemetry
 
 
 class NodeUploads:
-    def __init__(self, *, store: RemoteStore, lease: Lease | None, restore: Restore, rounds: RoundPart,
-                 telemetry: RunTelemetry, sharded: ShardedSaves | None, uploaded_step: int | None,
-                 stop_requested: threading.Event, grace_seconds: float, poll_seconds: float) -> None:
-        self.store, self.lease, self.restore, self.rounds = store, lease, restore, rounds  # lease: single node only
-        self.telemetry, self.sharded, self.stop_requested = telemetry, sharded, stop_requested
+    def __init__(self, *, store: RemoteStore, lease: Lease | None, restore: Restore, telemetry: RunTelemetry,
+                 uploaded_step: int | None, stop_requested: threading.Event, grace_seconds: float,
+                 poll_seconds: float) -> None:
+        self.store, self.lease, self.restore = store, lease, restore  # lease: fences a writer that lost it
+        self.telemetry, self.stop_requested = telemetry, stop_requested
         self.grace_seconds, self.poll_seconds = grace_seconds, poll_seconds
         self.uploader = CheckpointUploader(self.send, telemetry.uploaded, uploaded_step=uploaded_step,
                                            log=telemetry.log, warn=telemetry.upload_warning)
@@ -35,24 +31,19 @@ class NodeUploads:
         self.rules_said: set[str] = set()  # upload_rules.rule_key of each rule line said
 
     def send(self, path: Path, step: int) -> UploadOutcome:
-        """The uploader's work: a checkpoint written in shards on several nodes goes up as this node's part."""
-        if self.sharded is not None and shards.is_sharded(path):
-            return self.sharded.upload(path, step)
+        """The uploader's work: one checkpoint to S3, under the lease where this node holds one."""
         return UploadOutcome.of(self.store.upload(path, step, lease=self.lease))
 
-    def offer_newest(self, exited: bool, round_: Round | None) -> Checkpoint | None:
-        """The newest complete checkpoint here, offered for upload when this node publishes or hands a
-        finished round over (round_part.py)."""
-        handover = self.rounds.handover(round_)
+    def publishes(self) -> bool:
+        """Whether this node sends whole checkpoints: a node alone always does."""
+        return True
+
+    def offer_newest(self, *, writer_done: bool, publishes: bool = True) -> Checkpoint | None:
+        """The newest complete checkpoint here, offered for upload when this node `publishes`."""
         self._say_upload_rule()
-        newest = self.restore.newest(writer_done=exited or handover)
-        if newest is not None and (self.rounds.publishes(round_) or handover):
+        newest = self.restore.newest(writer_done=writer_done)
+        if newest is not None and publishes:
             self.uploader.offer(newest.step, newest.path)
-        if self.sharded is not None:  # every node sends its own shards, publisher or not
-            if (part := self.sharded.ready(writer_done=exited or handover,
-                                           above=self.uploader.offered_step)) is not None:
-                self.uploader.offer(part.step, part.path)
-            self.sharded.check(self.store.latest_step)
         return newest
 
     def _say_upload_rule(self) -> None:
@@ -66,7 +57,7 @@ class NodeUploads:
     def settle(self) -> int | None:
         """Offer the newest checkpoint, wait for it to be safe in S3; the step now in S3. The command
         has stopped: what it left can no longer change, so it may go up from its own files."""
-        newest = self.restore.newest(writer_done=True) if self.rounds.publishes() else None
+        newest = self.restore.newest(writer_done=True) if self.publishes() else None
         if newest is not None:
             self.uploader.offer(newest.step, newest.path, writer_done=True)
         self.settle_parts()
@@ -77,23 +68,7 @@ class NodeUploads:
         return self.uploader.uploaded_step
 
     def settle_parts(self) -> None:
-        """Several nodes, the command has stopped: this node's part of its newest sharded save goes up, once
-        the coordinator's record shows that save ended on every rank (waited for, bounded)."""
-        if self.sharded is None:
-            return
-        try:  # a save S3 already holds, or a newer one, waits for nobody
-            latest = self.store.latest_step()
-        except RemoteStoreError:
-            latest = None
-        above = max((step for step in (self.uploader.uploaded_step, latest) if step is not None), default=None)
-        if self.sharded.pending_here(above) is not None:
-            self.telemetry.log("waiting for the node holding .metadata to send its part of the newest save here, "
-                               "so that this node's shards follow")
-        bound = min(self.grace_seconds, PART_WAIT_SECONDS)
-        part = wait_for_part(self.sharded, above, bound, self.stop_requested, self.poll_seconds)
-        if part is not None:  # a part whose upload failed goes once more; one sent already is not offered again
-            self.uploader.offer(part.step, part.path, retry=True, writer_done=True)
-        self.uploader.drain()
+        """Once the command stopped, what this node sends besides whole checkpoints: nothing here."""
 
     def final_missing(self, uploaded: int | None) -> str:
         """DONE needs the final checkpoint in S3: retried for up to the grace period (S3 may be having a bad
@@ -109,10 +84,7 @@ class NodeUploads:
 
     def _final_not_in_s3(self, uploaded: int | None) -> str:
         """Why the job must not end DONE: its newest checkpoint is only on this disk ('' when in S3)."""
-        local = self.restore.newest(writer_done=True)
-        part = self.sharded.coordinator_part(writer_done=True) if self.sharded is not None else None
-        if part is not None and (local is None or part.step > local.step):
-            local = part
+        local = self.newest_final()
         if local is None or (uploaded is not None and local.step <= uploaded):
             return ""
         try:
@@ -121,10 +93,14 @@ class NodeUploads:
             return f"the final checkpoint (step {local.step}) could not be confirmed in S3 ({error})"
         if in_s3 is not None and in_s3 >= local.step:
             return ""
-        if part is not None and self.sharded is not None and part.step == local.step:
-            awaited = self.sharded.awaited(local.step)
-            return f"the final checkpoint (step {local.step}) is not whole in S3 yet: {awaited}"
-        return f"the final checkpoint (step {local.step}) did not reach S3: it is only on this instance's disk"
+        return self.why_not_in_s3(local)
+
+    def newest_final(self) -> Checkpoint | None:
+        """The newest checkpoint here that S3 must hold before the job is DONE."""
+        return self.restore.newest(writer_done=True)
+
+    def why_not_in_s3(self, final: Checkpoint) -> str:
+        return f"the final checkpoint (step {final.step}) did not reach S3: it is only on this instance's disk"
 
     def close(self) -> None:
         self.uploader.close()
