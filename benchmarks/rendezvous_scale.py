@@ -3,11 +3,12 @@
 Every node is torch's dynamic rendezvous handler as torchrun builds it here (spot_trainer's
 `create_s3_handler`, one S3 client each), a thread of this one process. S3 is, with `--s3 moto`, one
 local moto server behind a proxy (its own process) that adds `--latency-ms` to every request; with
-`--s3 small` (the default), tests/support/small_s3.py, which adds the latency itself: moto spends about
-40 ms of CPU on a listing of 130 keys, so at 64 nodes and more on two cores a run on it measures moto.
-The nodes form one round (min = max = N), then each does what torchrun's agent does while its workers train: asks
-`num_nodes_waiting()` (a positive answer restarts the round) about once a second, with a command of the
-user's own (a peer gone from the round counts), while torch's keep-alive timer beats.
+`--s3 small` (the default), tests/support/small_s3.py in its own process, which adds the latency
+itself: moto spends about 40 ms of CPU on a listing of 130 keys, so at 64 nodes and more on two cores
+a run on it measures moto. The nodes form one round (min = max = N), then each does what torchrun's
+agent does while its workers train: asks `num_nodes_waiting()` (a positive answer restarts the round)
+about once a second, with a command of the user's own (a peer gone from the round counts), while
+torch's keep-alive timer beats.
 
 Time is scaled down 2.5x by default: keep-alive every 2 s instead of torch's 5 s (`--keep-alive`), a node
 dead after three silent intervals (6 s instead of 15 s), a heartbeat given one interval, so `--seconds 240`
@@ -179,17 +180,34 @@ def _joined(handler: Any) -> bool:
         return False
 
 
+def serve_small_s3(latency: float) -> None:
+    """The small S3's own process (its own interpreter lock, not the nodes'): prints its endpoint, serves
+    until stdin closes, then prints its request count."""
+    with SmallS3(latency=latency) as s3:
+        print(s3.endpoint, flush=True)
+        sys.stdin.read()
+        print(s3.requests, flush=True)
+
+
 def on_small_s3(args: argparse.Namespace, writes: StateWrites, tally: Tally) -> None:
-    with SmallS3(latency=args.latency_ms / 1000) as s3:
-        os.environ.update({"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+    server = subprocess.Popen([sys.executable, __file__, "--serve-small-s3", "--latency-ms", str(args.latency_ms)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None and server.stdin is not None
+        endpoint = server.stdout.readline().strip()
+        os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
                            "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"})
-        boto3.client("s3", endpoint_url=s3.endpoint).create_bucket(Bucket=BUCKET)
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
         for nodes in args.nodes:
             figures = one_run(nodes, args, writes, tally)
             print(json.dumps({"label": args.label, "s3": "small", "latency_ms": args.latency_ms, **figures}),
                   flush=True)
-        print(json.dumps({"label": args.label, "s3_requests": s3.requests}))
+        server.stdin.close()
+        print(json.dumps({"label": args.label, "s3_requests": int(server.stdout.readline() or 0)}))
+    finally:
+        server.kill()
+        server.wait(timeout=10)
 
 
 def main() -> None:
@@ -202,7 +220,10 @@ def main() -> None:
     parser.add_argument("--s3", choices=("small", "moto"), default="small")
     parser.add_argument("--label", default="this checkout")
     parser.add_argument("--proxy-for", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-small-s3", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_small_s3:
+        return serve_small_s3(args.latency_ms / 1000)
     if args.proxy_for:
         return serve_proxy(args.proxy_for, args.latency_ms / 1000)
     os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"  # as launch.py sets it: rank 0 hosts no store here
