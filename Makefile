@@ -79,6 +79,7 @@ gpu-check:
 	mkdir -p $(GPU_PATH) && ln -sfn $(CURDIR)/trainer $(GPU_PATH)/spot_trainer
 	$(GPU_ENV) $(PYTHON) -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "gpu-check: no CUDA device here")'
 	$(GPU_ENV) $(PYTHON) -m pytest --noconftest -p no:cacheprovider -o addopts='' tests/integration/test_cuda_determinism.py
+	$(GPU_ENV) $(PYTHON) -m pytest --noconftest -p no:cacheprovider -o addopts='' tests/integration/test_cuda_sharded_saves.py
 	$(GPU_ENV) $(PYTHON) benchmarks/p9_determinism_cost.py
 	$(GPU_ENV) $(PYTHON) benchmarks/p9_strict_parts.py
 
