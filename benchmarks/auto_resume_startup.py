@@ -18,8 +18,8 @@ import sys
 import tempfile
 import time
 
-from spot_trainer.agent.command import with_auto_resume
-from spot_trainer.help_text import first_paragraph
+from spot_trainer.agent.program.command import with_auto_resume
+from stacks.help_text import first_paragraph
 
 
 def started_in(argv: list[str], env: dict[str, str]) -> float:

@@ -36,7 +36,7 @@ import boto3  # noqa: E402
 
 from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
-from spot_trainer.storage.remote import RemoteStore  # noqa: E402
+from spot_trainer.storage.steps.remote import RemoteStore  # noqa: E402
 from tests.integration.agent_runner import AgentProcess, agent_env  # noqa: E402
 from tests.integration.remote_helpers import names_and_bytes  # noqa: E402
 from tests.support.fault_commands import FULL_DISK, NOTHING_STORABLE, ODD_NAMES, UNTIL_STOPPED  # noqa: E402

@@ -54,7 +54,7 @@ from hostile.console_values import console_verdicts
 from hostile.job_files import job_cases, job_probe
 from hostile.judging import OUTCOMES, Probe, Verdict, verdict_of
 
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 
 # ---- the sweep -----------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """P11: S3 requests per publish and per restore of a sharded checkpoint, at N = 4 to 64 simulated nodes.
 
-Every node is the agent's own code (spot_trainer.storage.step_parts.StepParts, one client each) in this one
+Every node is the agent's own code (spot_trainer.storage.steps.step_parts.StepParts, one client each) in this one
 process, with its own folder holding one rank's shard of one DCP save (small shards: the figure is the
 requests, not the bytes). Node 0 holds `.metadata`, whose storage data places every shard. The nodes send
 their parts one after another, as the last of them would finish at once; each then polls once, as its
@@ -35,10 +35,10 @@ from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from localcloud.moto_server import MotoServer  # noqa: E402
-from spot_trainer.storage.checkpoint_restore import restored_in_part  # noqa: E402
-from spot_trainer.storage.remote import RemoteStore  # noqa: E402
-from spot_trainer.storage.shards import NodeRanks  # noqa: E402
-from spot_trainer.storage.step_parts import StepParts  # noqa: E402
+from spot_trainer.storage.saves.shards import NodeRanks  # noqa: E402
+from spot_trainer.storage.steps.checkpoint_restore import restored_in_part  # noqa: E402
+from spot_trainer.storage.steps.remote import RemoteStore  # noqa: E402
+from spot_trainer.storage.steps.step_parts import StepParts  # noqa: E402
 from tests.support.s3_proxy import FaultProxy  # noqa: E402
 
 BUCKET = "p11-sharded"

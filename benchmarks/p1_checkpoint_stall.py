@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from spot_trainer.help_text import first_paragraph
-from spot_trainer.storage.local import AsyncCheckpointer, StagingBuffers
+from spot_trainer.storage.files.local import AsyncCheckpointer, StagingBuffers
+from stacks.help_text import first_paragraph
 
 TENSOR_MIB = 64  # a mix of large layers, like a model's state dict
 

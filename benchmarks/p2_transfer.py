@@ -24,13 +24,12 @@ from typing import Any
 
 import boto3
 
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from localcloud.moto_server import MotoServer  # noqa: E402
-from spot_trainer.storage.remote import RemoteStore  # noqa: E402
-from spot_trainer.storage.s3client import (  # noqa: E402
+from spot_trainer.storage.s3.s3client import (
     DEFAULT_CONCURRENCY,
     MB,
     s3_client,
@@ -38,6 +37,7 @@ from spot_trainer.storage.s3client import (  # noqa: E402
     transfer_config_for,
     upload_config_for,
 )
+from spot_trainer.storage.steps.remote import RemoteStore  # noqa: E402
 
 BUCKET = "p2-transfer"
 VENV_BIN = Path(sys.executable).parent

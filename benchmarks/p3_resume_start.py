@@ -27,15 +27,15 @@ import time
 from pathlib import Path
 from typing import IO
 
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
-from spot_trainer.storage.remote import RemoteStore  # noqa: E402
-from spot_trainer.storage.s3client import s3_client  # noqa: E402
+from spot_trainer.storage.s3.s3client import s3_client  # noqa: E402
+from spot_trainer.storage.steps.remote import RemoteStore  # noqa: E402
 
 BUCKET = "p3-resume-start"
 

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 
 BATCH = 16
 MODEL_ARGS = ["--model", "resnet", "--synthetic", "--batch-size", str(BATCH), "--width", "8", "--log-every", "1"]

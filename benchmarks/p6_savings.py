@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -38,7 +38,7 @@ import boto3  # noqa: E402
 
 from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
-from spot_trainer.storage.remote import RemoteStore  # noqa: E402
+from spot_trainer.storage.steps.remote import RemoteStore  # noqa: E402
 from tests.integration.agent_runner import AgentProcess, agent_env  # noqa: E402
 
 TRAIN_ARGS = ("--model lm --synthetic --steps 100000 --width 16 --context 16 --batch-size 12 "

@@ -48,7 +48,7 @@ from spot_trainer.capacity.policy import (
     choose_market,
     spot_wait_exceeded,
 )
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 
 SECONDS_PER_STEP = 60.0  # one step is one tick of training
 

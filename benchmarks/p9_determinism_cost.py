@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))

@@ -50,7 +50,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 from localcloud.moto_server import MotoServer  # noqa: E402
 from spot_trainer.distributed import s3_objects  # noqa: E402
 from spot_trainer.distributed.handler import create_s3_handler  # noqa: E402
-from spot_trainer.rounds import ROUND_RESUME_ENV  # noqa: E402
+from spot_trainer.distributed.rounds import ROUND_RESUME_ENV  # noqa: E402
 from tests.support.s3_proxy import FaultProxy  # noqa: E402
 from tests.support.small_s3 import SmallS3  # noqa: E402
 

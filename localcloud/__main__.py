@@ -35,13 +35,13 @@ from localcloud.session import STATE_ROOT, SessionError, find_session, sessions
 from localcloud.up import UpInputs, down, stop_instances, stop_leftovers, up
 from spot_trainer.builtin_arguments import arguments_problem, total_steps
 from spot_trainer.costs.spot_prices import PriceError, SpotPriceSource, TracePrices
-from spot_trainer.help_text import first_paragraph
 from spot_trainer.ops.plot_command import plot_job
 from spot_trainer.ops.problem import JobProblem
 from spot_trainer.secret_refs import SecretRef, SecretRefError, parse_refs
-from spot_trainer.storage.job_keys import STATUS, job_key
 from spot_trainer.storage.record_kinds import JobState
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.s3.job_keys import STATUS, job_key
+from spot_trainer.storage.steps.remote import RemoteStore
+from stacks.help_text import first_paragraph
 
 
 def build_parser() -> argparse.ArgumentParser:

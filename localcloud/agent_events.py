@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from spot_trainer.storage.job_keys import EVENTS, job_key, utc_stamp
+from spot_trainer.storage.s3.job_keys import EVENTS, job_key, utc_stamp
 
 LATE_SECONDS = 60.0  # how long after its stamp an event's PUT may still land
 

@@ -1,11 +1,11 @@
-"""The report's lines for each instance's boot (rows from spot_trainer.agent.boot_times): when its agent
+"""The report's lines for each instance's boot (rows from spot_trainer.agent.records.boot_times): when its agent
 started after the launch, how its environment came, when it trained its first step."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from spot_trainer.agent.boot_times import first_and_last
+from spot_trainer.agent.records.boot_times import first_and_last
 
 
 def _seconds(value: Any) -> str:

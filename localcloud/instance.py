@@ -20,7 +20,7 @@ from pathlib import Path
 from localcloud.fake_imds import FakeImds, RoleCredentials
 from localcloud.image_bin import image_bin
 from localcloud.images import ImageFacts
-from spot_trainer.agent.env_file import read_env_text
+from spot_trainer.agent.instance.env_file import read_env_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STAND_INS = REPO_ROOT / "localcloud" / "bin"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from localcloud.interruptions import Interruption
 from localcloud.journal import TrainingLog
-from spot_trainer.storage import layouts
+from spot_trainer.storage.saves import layouts
 
 
 class Basis(StrEnum):

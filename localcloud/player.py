@@ -23,7 +23,7 @@ from localcloud.launch import Launcher, instance_settings
 from localcloud.outages import OutageClock
 from localcloud.run_options import RunOptions
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
-from spot_trainer.storage.job_keys import LATEST, job_key
+from spot_trainer.storage.s3.job_keys import LATEST, job_key
 
 TICK_SECONDS = 0.25
 

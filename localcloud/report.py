@@ -23,13 +23,13 @@ from localcloud.journal import TrainingLog, training_again_after
 from localcloud.lost_work import held_on_disk, lost_phrase, lost_steps
 from localcloud.player import Player
 from localcloud.work import logged_work
-from spot_trainer.agent.boot_times import boot_rows
+from spot_trainer.agent.records.boot_times import boot_rows
 from spot_trainer.costs.instance_records import InstanceLife, read_records
 from spot_trainer.costs.job_cost import JobCost, job_cost
 from spot_trainer.costs.on_demand_prices import USD_PER_HOUR
 from spot_trainer.costs.spot_prices import SpotPriceSource, flat_trace
 from spot_trainer.storage.record_kinds import EventKind, JobState
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 
 DEFAULT_DISCOUNT = 0.70
 

@@ -31,8 +31,8 @@ from localcloud.progress import ProgressLine
 from localcloud.session import Session, SessionError, export_lines, process_alive
 from spot_trainer.capacity.policy import ON_DEMAND
 from spot_trainer.secret_refs import SSM, SecretRef
-from spot_trainer.storage.job_keys import STATUS, job_key
 from spot_trainer.storage.record_kinds import JobState
+from spot_trainer.storage.s3.job_keys import STATUS, job_key
 
 IDLE_SECONDS = 0.5  # how often a group at 0 is looked at for a resume
 DOWN_SECONDS = 180.0  # the most `down` waits for an up to power off, destroy and stop

@@ -19,7 +19,7 @@ from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spot_trainer.aws_names import bucket_name_problem
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 from stacks.instance.runtime_wheel import REPO_ROOT, runtime_wheel
 
 KEY_PREFIX = "spot-trainer/"

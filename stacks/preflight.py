@@ -19,8 +19,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from spot_trainer.help_text import first_paragraph
 from spot_trainer.secret_refs import SSM, parse_refs
+from stacks.help_text import first_paragraph
 from stacks.job.spec import SHIPPED_TRAINER_PACKAGE, SSM_PATH, JobSpec, JobSpecError
 from stacks.job_file import load_job
 from stacks.synth.node_version import NODE_LINE

@@ -36,7 +36,7 @@ STOP_TIMEOUT_ALLOWANCE_SECONDS = 31
 # publishes to have its final checkpoint and outputs in S3 (the publisher's retries of its final upload).
 FINAL_UPLOAD_ALLOWANCE_SECONDS = 600.0
 # A spot notice: the instance goes at the notice's own `time`, two minutes after it appears; what the
-# agent keeps of that for itself (agent/notice_deadline.py acts on these, the stack warns with them).
+# agent keeps of that for itself (agent/watches/notice_deadline.py acts on these, the stack warns with them).
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
 NOTICE_SECONDS = 120.0  # a notice that names no usable time: reclaimed two minutes after it appeared
 AFTER_UPLOAD_SECONDS = 3.0  # the lease handed back and the interruption recorded: a few small S3 writes

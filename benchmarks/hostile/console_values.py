@@ -101,7 +101,7 @@ AGENT_SETTINGS = {"TrainingCommand": "SPOT_COMMAND", "TrainArguments": "SPOT_TRA
 
 def refused_at_start(template: dict[str, Any], values: dict[str, str]) -> str | None:
     """What the agent's own checks say of the deployed values when its instance starts, or None."""
-    from spot_trainer.agent.config import ConfigError, check_config, config_from_env
+    from spot_trainer.agent.instance.config import ConfigError, check_config, config_from_env
 
     typed = {name: str(p.get("Default", "")) for name, p in template["Parameters"].items()} | values
     env = {"SPOT_JOB": "example", "SPOT_BUCKET": "checkpoints-bucket", "SPOT_REGION": "us-east-1",

@@ -19,7 +19,7 @@ from spot_trainer.costs.cost_text import describe_outlook
 from spot_trainer.costs.instance_records import read_records
 from spot_trainer.costs.job_cost import job_cost
 from spot_trainer.costs.spot_prices import TracePrices
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.e2e.conftest import JOB, TOTAL_STEPS, TRAIN_ARGS, Scenario, play
 
 pytestmark = pytest.mark.slow  # about two minutes; the agent's side is tests/integration/test_agent_budget.py

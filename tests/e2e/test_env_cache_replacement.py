@@ -14,7 +14,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.interruptions import InterruptionPlan
 from localcloud.report import build_report
 from localcloud.wheels import typical_requirements
-from spot_trainer.agent.boot_times import boot_rows
+from spot_trainer.agent.records.boot_times import boot_rows
 from tests.e2e.conftest import Scenario, play
 
 STEPS = 20  # the demo's model, shorter: what this scenario times is each instance's boot

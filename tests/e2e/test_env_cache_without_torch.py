@@ -26,7 +26,7 @@ from localcloud.interruptions import InterruptionPlan
 from localcloud.player import Player
 from localcloud.report import build_report
 from localcloud.wheels import wheelhouse
-from spot_trainer.agent.boot_times import boot_rows
+from spot_trainer.agent.records.boot_times import boot_rows
 from tests.e2e.conftest import Scenario, play
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -17,8 +17,8 @@ import torch
 from localcloud.cloud import LocalCloud
 from localcloud.interruptions import ANNOUNCED, HARD, InterruptionPlan
 from localcloud.report import build_report
-from spot_trainer.storage.local import latest_checkpoint, load_model_weights
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.files.local import latest_checkpoint, load_model_weights
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.e2e.conftest import CHECKPOINT_EVERY, JOB, PACE, TOTAL_STEPS, TRAIN_ARGS, Scenario, play
 
 PLAN = InterruptionPlan(count=3, hard_kills=1, notice_seconds=6, early_replacement=1)

@@ -26,7 +26,7 @@ from xml.etree import ElementTree
 import boto3
 import pytest
 
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.conftest import REPO_ROOT
 from tests.support.walkthrough import Walkthrough, read_walkthrough
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess
 from tests.integration.test_multinode import Cluster
 

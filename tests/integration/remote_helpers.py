@@ -6,8 +6,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from spot_trainer.storage.remote import RemoteStore
-from spot_trainer.storage.s3client import s3_client, transfer_config
+from spot_trainer.storage.s3.s3client import s3_client, transfer_config
+from spot_trainer.storage.steps.remote import RemoteStore
 
 MB = 1024 * 1024
 

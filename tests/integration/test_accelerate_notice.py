@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spot_trainer.storage.layouts import newest_complete
+from spot_trainer.storage.saves.layouts import newest_complete
 from tests.integration.agent_runner import REPO_ROOT, descendants
 
 SCRIPT = REPO_ROOT / "tests/fixtures/plain_scripts/accelerate_train.py"

@@ -12,12 +12,12 @@ from pathlib import Path
 import boto3
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.agent.status import describe_job
+from spot_trainer.agent.records.status import describe_job
 from spot_trainer.costs.budget import job_spend
 from spot_trainer.costs.instance_records import read_records
 from spot_trainer.costs.spot_prices import TracePrices
-from spot_trainer.storage.job_keys import budget_stop
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.s3.job_keys import budget_stop
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 
 USD_PER_HOUR = 36.0  # a cent a second: a cap is reached in seconds

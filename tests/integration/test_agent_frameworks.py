@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
 
 STEPS, SAVE_EVERY = 600, 100

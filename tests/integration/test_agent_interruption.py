@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.agent.status import describe_job
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.agent.records.status import describe_job
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 
 TRAIN_ARGS = ("--model lm --synthetic --steps 5000 --width 16 --context 16 --batch-size 8 "

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.storage.local import load_model_weights
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.files.local import load_model_weights
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import REPO_ROOT, AgentProcess, agent_env
 
 STEPS = 60

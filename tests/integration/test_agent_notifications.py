@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
 from tests.integration.test_agent_interruption import run_until_notice
 

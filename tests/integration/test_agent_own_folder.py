@@ -19,7 +19,7 @@ import boto3
 import pytest
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fixtures/hf_own_folder"

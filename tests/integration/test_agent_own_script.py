@@ -11,7 +11,7 @@ import boto3
 import torch
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import OWN_SCRIPT, AgentProcess, agent_env
 from tests.integration.test_agent_failures import create_group, desired_capacity
 

@@ -18,8 +18,8 @@ import boto3
 import pytest
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.agent.command import with_auto_resume
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.agent.program.command import with_auto_resume
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures/plain_scripts"

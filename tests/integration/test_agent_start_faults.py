@@ -14,8 +14,8 @@ import boto3
 
 from localcloud.fake_imds import FakeImds
 from spot_trainer.agent.endings import EXIT_FAILED
-from spot_trainer.agent.failed_starts import FILE_NAME, SAME_FAILURES
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.agent.records.failed_starts import FILE_NAME, SAME_FAILURES
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.conftest import REPO_ROOT
 from tests.integration.agent_runner import agent_env, create_log_group
 from tests.integration.fleet import create_group, desired_capacity

@@ -11,7 +11,7 @@ from pathlib import Path
 import boto3
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
 
 SAVE_SECONDS = 35  # past torchrun's default shutdown timeout, within the agent's grace (60 s in tests)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from spot_trainer.ops.progress_line import MB, DownloadBar
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.test_multinode import job_store
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import torch
 
-from spot_trainer.storage import layouts, whole_files
-from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
+from spot_trainer.storage.files import whole_files
+from spot_trainer.storage.saves import layouts
+from spot_trainer.storage.steps.remote import RemoteStore, RemoteStoreError
 from tests.integration.remote_helpers import small_part_store
 
 

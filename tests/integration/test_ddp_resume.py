@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from spot_trainer.storage.local import checkpoint_name, load_model_weights
+from spot_trainer.storage.files.local import checkpoint_name, load_model_weights
 from tests.integration.agent_runner import REPO_ROOT, descendants
 
 STEPS = 30

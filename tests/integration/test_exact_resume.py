@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from spot_trainer.storage.local import checkpoint_name, committed_checkpoints, load_model_weights
+from spot_trainer.storage.files.local import checkpoint_name, committed_checkpoints, load_model_weights
 
 STEPS = 40
 EVERY = 5

@@ -10,8 +10,8 @@ import boto3
 import pytest
 
 from spot_trainer.agent.keep_outputs import keep_final_outputs
-from spot_trainer.agent.telemetry import RunTelemetry
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.agent.records.telemetry import RunTelemetry
+from spot_trainer.storage.steps.remote import RemoteStore
 
 
 def telemetry_for(aws_env: dict[str, str], bucket: str) -> RunTelemetry:

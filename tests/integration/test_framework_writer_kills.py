@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.storage import layouts
+from spot_trainer.storage.saves import layouts
 from tests.integration.agent_runner import REPO_ROOT
 
 STEPS, SAVE_EVERY, KILLS = 150, 5, 3

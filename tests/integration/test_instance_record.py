@@ -9,12 +9,12 @@ from typing import Any
 
 import boto3
 
-from spot_trainer.agent.instance_record import InstanceFacts, InstanceRecord
+from spot_trainer.agent.records.instance_record import InstanceFacts, InstanceRecord
 from spot_trainer.costs.instance_records import read_records
 from spot_trainer.costs.job_cost import stored_job_cost
 from spot_trainer.costs.spend_meter import SpendMeter
 from spot_trainer.costs.spot_prices import Ec2SpotPrices, flat_trace
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 
 FACTS = InstanceFacts("i-0record", "g5.xlarge", "us-east-1a", "spot", launched_at=time.time() - 30)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from spot_trainer.storage.lease import Lease, LeaseError
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.s3.lease import Lease, LeaseError
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.remote_helpers import make_checkpoint, small_part_store
 from tests.support.clock import ManualClock
 

@@ -18,7 +18,7 @@ from localcloud.fake_imds import FakeImds
 from spot_trainer.costs.budget import job_spend
 from spot_trainer.costs.instance_records import read_records
 from spot_trainer.costs.spot_prices import TracePrices
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 
 STEPS = 60

@@ -17,13 +17,13 @@ import pytest
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
 from spot_trainer.agent import several_endings
-from spot_trainer.agent.config import AgentConfig
-from spot_trainer.agent.imds import ImdsClient
-from spot_trainer.agent.status import DONE, INTERRUPTED, JobStatus, StatusReporter
+from spot_trainer.agent.instance.config import AgentConfig
+from spot_trainer.agent.instance.imds import ImdsClient
+from spot_trainer.agent.records.status import DONE, INTERRUPTED, JobStatus, StatusReporter
 from spot_trainer.agent.supervisor import Agent, Clients
-from spot_trainer.storage import job_keys
-from spot_trainer.storage.lease import Lease
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.s3 import job_keys
+from spot_trainer.storage.s3.lease import Lease
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess
 from tests.integration.fleet import create_group, desired_capacity
 from tests.integration.test_multinode import cluster, job_store

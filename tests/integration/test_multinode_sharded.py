@@ -11,8 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from spot_trainer.storage import shards
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.saves import shards
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.lost_nodes import (
     TIMEOUT,
     every_node_finishes,

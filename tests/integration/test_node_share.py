@@ -18,10 +18,10 @@ from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 
 from spot_trainer.agent.several_nodes import SeveralRestore
 from spot_trainer.distributed.round_start import bring_to_step
-from spot_trainer.storage.checkpoint_restore import PART_RECORD, restored_in_part
-from spot_trainer.storage.remote import RemoteStore
-from spot_trainer.storage.shards import NodeRanks
-from spot_trainer.storage.step_parts import StepParts
+from spot_trainer.storage.saves.shards import NodeRanks
+from spot_trainer.storage.steps.checkpoint_restore import PART_RECORD, restored_in_part
+from spot_trainer.storage.steps.remote import RemoteStore
+from spot_trainer.storage.steps.step_parts import StepParts
 from tests.integration.test_multinode import job_store
 
 JOB = "share"

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from spot_trainer.storage import checkpoint_restore
-from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
+from spot_trainer.storage.steps import checkpoint_restore
+from spot_trainer.storage.steps.remote import RemoteStore, RemoteStoreError
 from tests.integration.remote_helpers import MB, digests, make_checkpoint, names_and_bytes, small_part_store
 
 
@@ -87,7 +87,7 @@ def test_damaged_latest_falls_back_to_previous(
     else:
         s3.delete_object(Bucket=bucket, Key=prefix + ("optim/state.pt" if damage == "missing object"
                                                       else "MANIFEST.json"))
-    with caplog.at_level(logging.WARNING, logger="spot_trainer.storage.remote"):
+    with caplog.at_level(logging.WARNING, logger="spot_trainer.storage.steps.remote"):
         restored = store.restore(tmp_path / "restored")
     assert restored == tmp_path / "restored" / "step-1"
     assert digests(restored) == digests(good)
@@ -122,8 +122,8 @@ def test_status_and_events(store: RemoteStore) -> None:
 UPLOAD_CHILD = """
 import sys
 from pathlib import Path
-from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
-from spot_trainer.storage.s3client import s3_client, transfer_config
+from spot_trainer.storage.steps.remote import RemoteStore, RemoteStoreError
+from spot_trainer.storage.s3.s3client import s3_client, transfer_config
 store = RemoteStore(s3_client(), sys.argv[1], sys.argv[2],
                     transfer_config=transfer_config(chunk_bytes=5 * 1024 * 1024, concurrency=1))
 store.upload(Path(sys.argv[3]), int(sys.argv[4]))

@@ -8,7 +8,7 @@ from pathlib import Path
 import boto3
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
 
 # Each impostor leaves a mark and fails, so being imported instead of the runtime cannot go unnoticed.

@@ -21,11 +21,11 @@ from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 from spot_trainer.distributed.handler import create_s3_handler, endpoint_parts
 from spot_trainer.distributed.round_start import agree_on_step, bring_to_step, offer_handover, same_as_published
+from spot_trainer.distributed.rounds import ROUND_RESUME_ENV
 from spot_trainer.distributed.s3_backend import S3RendezvousBackend
 from spot_trainer.distributed.s3_objects import ConditionalObjects
 from spot_trainer.distributed.s3_store import S3Store
-from spot_trainer.rounds import ROUND_RESUME_ENV
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.support.small_s3 import SmallS3
 from tests.support.torch_rendezvous_contract import RendezvousBackendTestMixin
 

@@ -19,10 +19,10 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from spot_trainer.agent.sharded_saves import ShardedSaves
-from spot_trainer.storage.job_objects import RemoteStoreError
-from spot_trainer.storage.remote import RemoteStore
-from spot_trainer.storage.step_parts import StepParts
+from spot_trainer.agent.round.sharded_saves import ShardedSaves
+from spot_trainer.storage.s3.job_objects import RemoteStoreError
+from spot_trainer.storage.steps.remote import RemoteStore
+from spot_trainer.storage.steps.step_parts import StepParts
 from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.test_multinode import job_store
 from tests.integration.test_step_parts import save
@@ -203,6 +203,6 @@ def test_storage_data_decides_membership_not_names(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "__0_0.distcp").write_bytes(b"x" * 10)
     write_metadata(folder, {"__0_0.distcp": 10, "__1_0.distcp": 12})
-    from spot_trainer.storage import shards
+    from spot_trainer.storage.saves import shards
     assert shards.extents((folder / ".metadata").read_bytes()) == {"__0_0.distcp": 10, "__1_0.distcp": 12}
     assert shards.extents(b"not a pickle") is None

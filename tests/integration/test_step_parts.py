@@ -18,9 +18,9 @@ import boto3
 import pytest
 import torch
 
-from spot_trainer.agent.sharded_saves import ShardedSaves
-from spot_trainer.storage.remote import RemoteStore, RemoteStoreError
-from spot_trainer.storage.step_parts import StepParts
+from spot_trainer.agent.round.sharded_saves import ShardedSaves
+from spot_trainer.storage.steps.remote import RemoteStore, RemoteStoreError
+from spot_trainer.storage.steps.step_parts import StepParts
 from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.test_multinode import job_store
 from tests.support.dcp_metadata import write_metadata
@@ -110,8 +110,8 @@ KILLED_UPLOAD = textwrap.dedent("""
     import sys
     from pathlib import Path
     import boto3
-    from spot_trainer.storage.remote import RemoteStore
-    from spot_trainer.storage.step_parts import StepParts
+    from spot_trainer.storage.steps.remote import RemoteStore
+    from spot_trainer.storage.steps.step_parts import StepParts
     endpoint, bucket, job, folder, step = sys.argv[1:]
     store = RemoteStore(boto3.client("s3", endpoint_url=endpoint), bucket, job, instance="i-1")
     StepParts(store).upload(Path(folder), int(step))

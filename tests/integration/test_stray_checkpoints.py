@@ -11,7 +11,7 @@ from pathlib import Path
 import boto3
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 
 BUILTIN_ARGS = ("--model lm --synthetic --steps 30 --width 16 --context 16 --batch-size 8 "

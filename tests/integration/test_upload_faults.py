@@ -14,7 +14,7 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from spot_trainer.agent.endings import EXIT_FAILED
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
 from tests.integration.remote_helpers import names_and_bytes
 from tests.integration.test_agent_failures import run_status_cli

@@ -16,12 +16,12 @@ import pytest
 import torch
 
 from localcloud.moto_server import MotoServer
-from spot_trainer.storage import layouts
-from spot_trainer.storage.local import prune_checkpoints, write_checkpoint
-from spot_trainer.storage.names import checkpoint_name
-from spot_trainer.storage.staging import STAGING_PREFIX
+from spot_trainer.storage.files.local import prune_checkpoints, write_checkpoint
+from spot_trainer.storage.files.names import checkpoint_name
+from spot_trainer.storage.files.staging import STAGING_PREFIX
+from spot_trainer.storage.saves import layouts
+from spot_trainer.storage.steps.uploader import CheckpointUploader, Uploaded
 from spot_trainer.storage.upload_outcome import UploadOutcome
-from spot_trainer.storage.uploader import CheckpointUploader, Uploaded
 from tests.integration.remote_helpers import small_part_store
 from tests.support.s3_proxy import FaultProxy
 

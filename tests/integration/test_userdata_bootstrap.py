@@ -15,7 +15,7 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
-from spot_trainer.agent.config import ENV_NAMES, config_from_env, parse_env_file
+from spot_trainer.agent.instance.config import ENV_NAMES, config_from_env, parse_env_file
 from stacks.instance.user_data import render_user_data
 from stacks.job.spec import CURRENT_USERDATA_VERSION
 from tests.integration.test_runtime_shadowing import IMPOSTOR, IMPOSTORS

@@ -16,7 +16,7 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
-from spot_trainer.agent.config import config_from_env, parse_env_file
+from spot_trainer.agent.instance.config import config_from_env, parse_env_file
 from tests.support.userdata_sandbox import REPO_ROOT, UserDataSandbox, alive, process_cmdline
 from tests.unit.stack_support import synth
 

@@ -9,12 +9,12 @@ import threading
 import time
 from typing import Any
 
-from spot_trainer.agent.config import AgentConfig
 from spot_trainer.agent.fatal import record_failed
-from spot_trainer.agent.imds import ImdsClient
-from spot_trainer.agent.status import DONE, STATUS_NAME, TRAINING
-from spot_trainer.agent.world import World
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.agent.instance.config import AgentConfig
+from spot_trainer.agent.instance.imds import ImdsClient
+from spot_trainer.agent.records.status import DONE, STATUS_NAME, TRAINING
+from spot_trainer.agent.round.world import World
+from spot_trainer.storage.steps.remote import RemoteStore
 
 
 def node(s3: Any, bucket: str, instance: str) -> World:

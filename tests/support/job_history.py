@@ -20,9 +20,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spot_trainer.agent.instance_record import InstanceFacts, InstanceRecord
-from spot_trainer.storage import job_records
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.agent.records.instance_record import InstanceFacts, InstanceRecord
+from spot_trainer.storage.s3 import job_records
+from spot_trainer.storage.steps.remote import RemoteStore
 
 T0 = 1_790_000_000.0
 HEARTBEAT = 2.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 from botocore.config import Config
 
-from spot_trainer.agent.cloudwatch import CloudWatchSink
+from spot_trainer.agent.records.cloudwatch import CloudWatchSink
 
 
 def unreachable(service: str) -> object:

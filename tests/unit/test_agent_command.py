@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.command import CommandProcess
-from spot_trainer.agent.stopping import Stopping
+from spot_trainer.agent.program.command import CommandProcess
+from spot_trainer.agent.program.stopping import Stopping
 from spot_trainer.signals import parse_signal
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.config import ENV_NAMES, AgentConfig, ConfigError, check_config, config_from_env
-from spot_trainer.agent.setting_names import unread_setting_warnings
-from spot_trainer.storage import layouts
+from spot_trainer.agent.instance.config import ENV_NAMES, AgentConfig, ConfigError, check_config, config_from_env
+from spot_trainer.agent.instance.setting_names import unread_setting_warnings
+from spot_trainer.storage.saves import layouts
 
 TRAIN_ARGS = "--model lm --synthetic --steps 10"
 BASE = {"SPOT_JOB": "job", "SPOT_BUCKET": "bucket-b", "SPOT_COMMAND": "builtin", "SPOT_TRAIN_ARGS": TRAIN_ARGS}

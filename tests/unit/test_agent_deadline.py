@@ -12,15 +12,15 @@ import pytest
 from moto import mock_aws
 
 from localcloud import moto_app
-from spot_trainer.agent.config import AgentConfig, ConfigError, check_config, config_from_env
-from spot_trainer.agent.deadline_watch import DeadlineWatch, Pace, deadline_watch_for, plan_from
-from spot_trainer.agent.notify import message_for
-from spot_trainer.agent.status import JobStatus, StatusReporter
-from spot_trainer.agent.telemetry import RunTelemetry
+from spot_trainer.agent.instance.config import AgentConfig, ConfigError, check_config, config_from_env
+from spot_trainer.agent.records.notify import message_for
+from spot_trainer.agent.records.status import JobStatus, StatusReporter
+from spot_trainer.agent.records.telemetry import RunTelemetry
+from spot_trainer.agent.watches.deadline_watch import DeadlineWatch, Pace, deadline_watch_for, plan_from
 from spot_trainer.builtin_arguments import total_steps
 from spot_trainer.capacity.market import group_market
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 
 GROUP = "job-group"
 HOUR = 3600.0

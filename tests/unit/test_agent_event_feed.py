@@ -9,8 +9,8 @@ import boto3
 from moto import mock_aws
 
 from localcloud.agent_events import EventFeed
-from spot_trainer.storage.job_keys import event_name
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.s3.job_keys import event_name
+from spot_trainer.storage.steps.remote import RemoteStore
 
 
 def test_each_event_is_read_once_by_the_instance_that_recorded_it() -> None:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.log_lines import route_runtime_warnings
-from spot_trainer.agent.telemetry import RunTelemetry
+from spot_trainer.agent.records.log_lines import route_runtime_warnings
+from spot_trainer.agent.records.telemetry import RunTelemetry
 
 # The command's two output pumps, each its own thread as in CommandProcess, feed the agent's telemetry.
 FORWARD_BOTH_STREAMS = """
 import threading
-from spot_trainer.agent.log_lines import route_runtime_warnings
-from spot_trainer.agent.telemetry import RunTelemetry
+from spot_trainer.agent.records.log_lines import route_runtime_warnings
+from spot_trainer.agent.records.telemetry import RunTelemetry
 
 telemetry = RunTelemetry(store=None, cloud=None)  # output forwarding needs neither S3 nor CloudWatch
 
@@ -68,7 +68,7 @@ def test_the_runtimes_own_warnings_become_agent_log_lines_once() -> None:
     try:
         route_runtime_warnings(first.append)
         route_runtime_warnings(lines.append)  # a second agent in the process: one line each, to the latest
-        remote = logging.getLogger("spot_trainer.storage.remote")
+        remote = logging.getLogger("spot_trainer.storage.steps.remote")
         remote.warning("checkpoint step %d is damaged (%s); trying an older one", 500, "state.pt: sha256 differs")
         remote.info("restored step %d", 400)  # progress the agent reports itself
     finally:

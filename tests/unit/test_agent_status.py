@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spot_trainer.agent.status import JobStatus, StatusReporter, describe_job
+from spot_trainer.agent.records.status import JobStatus, StatusReporter, describe_job
 from tests.support.clock import ManualClock
 
 

@@ -10,11 +10,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spot_trainer.agent.notify import Notifier
-from spot_trainer.agent.status import JobStatus, StatusReporter
-from spot_trainer.agent.telemetry import RunTelemetry
-from spot_trainer.storage.remote import RemoteStore
-from spot_trainer.storage.upload_health import UploadHealth
+from spot_trainer.agent.records.notify import Notifier
+from spot_trainer.agent.records.status import JobStatus, StatusReporter
+from spot_trainer.agent.records.telemetry import RunTelemetry
+from spot_trainer.storage.steps.remote import RemoteStore
+from spot_trainer.storage.steps.upload_health import UploadHealth
 
 
 class Topic:

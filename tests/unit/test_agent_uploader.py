@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.storage.upload_health import UPLOADS_FAILING, UploadWarning
+from spot_trainer.storage.steps.upload_health import UPLOADS_FAILING, UploadWarning
+from spot_trainer.storage.steps.uploader import CheckpointUploader, Uploaded
 from spot_trainer.storage.upload_outcome import UploadOutcome
-from spot_trainer.storage.uploader import CheckpointUploader, Uploaded
 from tests.support.tiny_fs import fill_inodes, remount_read_only, tiny_tmpfs
 
 
@@ -101,7 +101,7 @@ def test_a_checkpoint_pruned_before_its_turn_is_skipped_quietly_and_the_next_one
 
 def test_a_staging_error_fails_that_step_and_the_next_uploads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A full disk or a name too long while linking the upload view: the worker lives on, drain() ends."""
-    from spot_trainer.storage import uploader as uploader_module
+    from spot_trainer.storage.steps import uploader as uploader_module
 
     real_stage = uploader_module.stage
     refused = {1}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.command import AUTO_RESUME_PATH, with_auto_resume
+from spot_trainer.agent.program.command import AUTO_RESUME_PATH, with_auto_resume
 from spot_trainer.integrations.auto_resume import HF_MODULE, hooks, resume_by_default
 from spot_trainer.integrations.lightning_dirpath import MODULES as LIGHTNING_CHECKPOINT_MODULES
 from spot_trainer.integrations.lightning_nodes import MODULES as LIGHTNING_MODULES

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spot_trainer.agent.boot_events import BootClock
-from spot_trainer.agent.boot_times import describe_boots
-from spot_trainer.agent.telemetry import RunTelemetry
+from spot_trainer.agent.records.boot_events import BootClock
+from spot_trainer.agent.records.boot_times import describe_boots
+from spot_trainer.agent.records.telemetry import RunTelemetry
 
 
 class Events:

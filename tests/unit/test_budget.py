@@ -10,13 +10,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spot_trainer.agent.budget_watch import BudgetWatch
+from spot_trainer.agent.watches.budget_watch import BudgetWatch
 from spot_trainer.costs.budget import cost_to_finish, job_spend, outlook, reached
 from spot_trainer.costs.cost_text import describe_outlook
 from spot_trainer.costs.instance_records import parse_record
 from spot_trainer.costs.job_cost import job_cost
 from spot_trainer.costs.spot_prices import TracePrices
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 
 T0 = 1_800_000_000.0
 HOUR = 3600.0

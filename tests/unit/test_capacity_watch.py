@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from localcloud import moto_app
 from spot_trainer.capacity import watch
-from spot_trainer.storage import job_keys
+from spot_trainer.storage.s3 import job_keys
 
 REGION, BUCKET, JOB, GROUP = "us-east-1", "ckpt-bucket", "lm", "lm-group"
 REAL_CLOCK = time.time

@@ -13,9 +13,9 @@ import torch
 import torch.distributed.checkpoint as dcp
 from safetensors.torch import save_file
 
-from spot_trainer.agent.save_watch import SaveWatch
-from spot_trainer.storage import layouts, library_saves
-from spot_trainer.storage.local import write_checkpoint
+from spot_trainer.agent.watches.save_watch import SaveWatch
+from spot_trainer.storage.files.local import write_checkpoint
+from spot_trainer.storage.saves import layouts, library_saves
 
 
 def hf_checkpoint(root: Path, step: int, *, state: str | None = None) -> Path:

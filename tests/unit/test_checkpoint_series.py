@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from spot_trainer.storage import layouts
-from spot_trainer.storage.final_outputs import final_output_files
+from spot_trainer.storage.saves import layouts
+from spot_trainer.storage.saves.final_outputs import final_output_files
 
 EPOCH_SECONDS = 90.0
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from spot_trainer.storage.local import (
+from spot_trainer.storage.files.local import (
     MARKER_FILE,
     STATE_FILE,
     AsyncCheckpointer,

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.config import ConfigError, config_from_env, parse_env_file
+from spot_trainer.agent.instance.config import ConfigError, config_from_env, parse_env_file
 
 
 def test_env_file_round_trips_into_typed_config(tmp_path: Path) -> None:

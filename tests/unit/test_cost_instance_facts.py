@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.agent.imds import ImdsClient
-from spot_trainer.agent.instance_record import InstanceFacts, instance_facts
+from spot_trainer.agent.instance.imds import ImdsClient
+from spot_trainer.agent.records.instance_record import InstanceFacts, instance_facts
 
 T0 = 1_800_000_000.0
 

@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from spot_trainer.__main__ import main
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.support.job_history import write_until_paused, written_job
 
 

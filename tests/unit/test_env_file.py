@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.config import ConfigError, parse_env_file
-from spot_trainer.agent.env_file import read_env_text
+from spot_trainer.agent.instance.config import ConfigError, parse_env_file
+from spot_trainer.agent.instance.env_file import read_env_text
 
 
 @pytest.mark.parametrize(

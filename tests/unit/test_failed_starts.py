@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spot_trainer.agent.failed_starts import FILE_NAME, START_SECONDS, FailedStarts
+from spot_trainer.agent.records.failed_starts import FILE_NAME, START_SECONDS, FailedStarts
 
 
 def test_the_same_failure_adds_up_and_another_begins_anew(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spot_trainer.agent.status import describe_job
-from spot_trainer.storage.final_outputs import final_output_files
+from spot_trainer.agent.records.status import describe_job
+from spot_trainer.storage.saves.final_outputs import final_output_files
 
 
 def test_the_final_model_and_logs_count_and_no_checkpoint_of_any_layout_does(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from spot_trainer.integrations import auto_resume
-from spot_trainer.storage import frameworks, layouts
-from spot_trainer.storage.frameworks import Framework, Judged, Naming
+from spot_trainer.storage.saves import frameworks, layouts
+from spot_trainer.storage.saves.frameworks import Framework, Judged, Naming
 
 _MYFW_NAME = re.compile(r"^myfw-(\d+)\.ckpt$")
 
@@ -69,7 +69,7 @@ def test_the_lightning_copy_auto_resume_reads_is_the_one_the_layouts_know() -> N
 
 def test_storage_reads_of_the_integrations_only_the_names_that_import_nothing() -> None:
     root = Path(__file__).resolve().parents[2] / "trainer"
-    reached = {node.module for path in (root / "storage").glob("*.py")
+    reached = {node.module for path in (root / "storage").rglob("*.py")
                for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
                and node.module and node.module.startswith("integrations")}
     assert reached == {"integrations.checkpoint_names"}

@@ -3,7 +3,7 @@ than the stall limit or twice the longest silence between two progress signals."
 
 from __future__ import annotations
 
-from spot_trainer.agent.hang_watch import HangWatch
+from spot_trainer.agent.watches.hang_watch import HangWatch
 
 MINUTE = 60.0
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from spot_trainer.help_text import first_paragraph
+from stacks.help_text import first_paragraph
 from tests.unit.stack_support import REPO
 
 MODULES = ["stacks.preflight", "stacks.console_template", "localcloud"]

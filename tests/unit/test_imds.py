@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.agent.imds import ImdsClient, ImdsError
+from spot_trainer.agent.instance.imds import ImdsClient, ImdsError
 from tests.support.clock import ManualClock
 
 

@@ -24,7 +24,7 @@ from spot_trainer.ops.job_plot import draw
 from spot_trainer.ops.job_story import JobStory, Redone, story_of
 from spot_trainer.ops.plot_command import plot_job
 from spot_trainer.ops.problem import JobProblem
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 from tests.support.job_history import ENDS, PAUSED_AT, POWER_OFF_AT, RESUMED_AT, T0, written_job
 
 PRICES = flat_trace({"g5.xlarge": 0.36}, "flat")  # spot and on-demand alike: every instance priced

@@ -8,7 +8,7 @@ from urllib.parse import unquote_to_bytes
 
 import pytest
 
-from spot_trainer.storage.key_names import KEY_LIMIT_BYTES, key_name, local_name, manifest_fields, too_long
+from spot_trainer.storage.s3.key_names import KEY_LIMIT_BYTES, key_name, local_name, manifest_fields, too_long
 
 ODD_NAMES = [b"w\xff.bin", b"caf\xc3\xa9/\xe9t\xe9.txt", b"100%.txt", b"%FF", b"tab\there", b"bell\x07\x7f",
              b"\xed\xa0\x80 an encoded surrogate", b"\xc3 half a character", b"sub\xfe/inner\xff"]

@@ -89,12 +89,21 @@ def test_the_training_program_knows_nothing_of_the_agent() -> None:
 
 def test_storage_knows_nothing_of_the_agent_the_program_or_torch_but_the_local_serializer() -> None:
     assert offenders("trainer.storage", ("trainer.agent", "trainer.builtin")) == []
-    assert offenders("trainer.storage", ("torch", "numpy"), allow=("trainer.storage.local",)) == []
+    assert offenders("trainer.storage", ("torch", "numpy"), allow=("trainer.storage.files.local",)) == []
+
+
+# The round the rendezvous formed is written by the launcher and read by the agent: its record is the one module of
+# the rendezvous's room the agent may import, and the room's __init__ imports nothing, so it loads no torch.
+ROUND_RECORD = "trainer.distributed.rounds"
 
 
 def test_the_agent_never_imports_the_training_program_or_torch() -> None:
-    assert offenders("trainer.agent", ("trainer.builtin", "trainer.storage.local", "trainer.distributed",
+    rendezvous = tuple(m for m in MODULES if under(m, "trainer.distributed")
+                       and m not in ("trainer.distributed", ROUND_RECORD))
+    assert offenders("trainer.agent", ("trainer.builtin", "trainer.storage.files.local", *rendezvous,
                                        "torch", "numpy")) == []
+    assert MODULES["trainer.distributed"] <= {"__future__", "__future__.annotations"}
+    assert offenders(ROUND_RECORD, ("trainer", "torch")) == []
 
 
 ROOMS = tuple(f"trainer.{p.parent.name}" for p in sorted((ROOT / "trainer").glob("*/__init__.py")))
@@ -109,9 +118,64 @@ def test_the_annex_imports_no_room_and_no_torch() -> None:
     assert [line for module in SHELF for line in offenders(module, (*ROOMS, "torch", "numpy"))] == []
 
 
+def test_the_shelf_stays_small() -> None:
+    # What is not shared by several rooms lives in the room that owns it.
+    assert len(SHELF) <= 8, sorted(SHELF)
+
+
+# agent/ and storage/ in wings, each importing only the wings below it in its room. The agent's root holds the
+# loop that composes the wings (the supervisor, the node modes, endings, restore, uploads); storage's root
+# holds only the vocabulary every wing speaks. No wing imports its room's root, but that vocabulary.
+ROOM_WINGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "trainer.agent": {
+        "instance": (),
+        "records": ("instance",),
+        "watches": ("instance", "records"),
+        "program": ("instance", "records", "watches"),
+        "round": ("instance", "records", "watches", "program"),
+    },
+    "trainer.storage": {
+        "files": (),
+        "s3": ("files",),
+        "saves": ("files", "s3"),
+        "steps": ("files", "s3", "saves"),
+    },
+}
+STORAGE_VOCABULARY = ("trainer.storage.record_kinds", "trainer.storage.failure_causes",
+                      "trainer.storage.upload_outcome")
+
+
+def room_root(room: str) -> tuple[str, ...]:
+    return tuple(m for m in MODULES if m.startswith(room + ".") and m.count(".") == room.count(".") + 1
+                 and m.rsplit(".", 1)[1] not in ROOM_WINGS[room])
+
+
+@pytest.mark.parametrize("room", ROOM_WINGS)
+def test_each_wing_of_a_room_says_what_it_owns_and_may_import(room: str) -> None:
+    wings = {p.parent.name for p in (ROOT / room.replace(".", "/")).glob("*/__init__.py")}
+    assert wings == set(ROOM_WINGS[room])
+    for wing in wings:
+        init = ROOT / room.replace(".", "/") / wing / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and "import" in doc, f"{init.relative_to(ROOT)} must say what it owns and may import"
+
+
+@pytest.mark.parametrize("room", ROOM_WINGS)
+def test_no_wing_of_a_room_imports_one_above_it_or_the_room_s_root(room: str) -> None:
+    root = tuple(m for m in room_root(room) if m not in STORAGE_VOCABULARY)
+    for wing, below in ROOM_WINGS[room].items():
+        above = tuple(f"{room}.{w}" for w in ROOM_WINGS[room] if w != wing and w not in below)
+        assert offenders(f"{room}.{wing}", (*above, *root)) == [], wing
+
+
+def test_storage_s_root_is_its_vocabulary_and_speaks_no_wing() -> None:
+    assert set(room_root("trainer.storage")) == set(STORAGE_VOCABULARY)
+    assert [line for module in STORAGE_VOCABULARY for line in offenders(module, ("trainer",))] == []
+
+
 def test_the_rendezvous_knows_nothing_of_the_agent_or_the_program() -> None:
     # The agent starts it as a process (torchrun); the training program meets it only as a torch world.
-    assert offenders("trainer.distributed", ("trainer.agent", "trainer.builtin", "trainer.storage.local")) == []
+    assert offenders("trainer.distributed", ("trainer.agent", "trainer.builtin", "trainer.storage.files.local")) == []
 
 
 def test_the_market_policy_and_the_cost_room_know_nothing_of_the_agent() -> None:
@@ -123,7 +187,7 @@ def test_the_market_policy_and_the_cost_room_know_nothing_of_the_agent() -> None
 
 def test_the_job_commands_know_nothing_of_the_training_program_or_torch() -> None:
     # They run on the user's machine, where none of those need be installed.
-    assert offenders("trainer.ops", ("trainer.builtin", "trainer.distributed", "trainer.storage.local",
+    assert offenders("trainer.ops", ("trainer.builtin", "trainer.distributed", "trainer.storage.files.local",
                                      "torch", "numpy")) == []
     # Only the command line reaches them; the agent and the rest of the runtime never do.
     users = sorted(m for m, targets in MODULES.items()
@@ -201,7 +265,7 @@ def test_cycle_finder_finds_a_cycle() -> None:
 @pytest.mark.parametrize("entry", ["trainer.agent.cli", "trainer.__main__"])
 def test_starting_the_agent_does_not_load_torch(entry: str) -> None:
     agent_and_storage = sorted(m for m in MODULES if (under(m, "trainer.agent") or under(m, "trainer.storage"))
-                               and m != "trainer.storage.local")
+                               and m != "trainer.storage.files.local")
     installed = ["spot_" + m for m in (entry, *agent_and_storage)]  # the import name the package installs as
     code = f"import sys, importlib; [importlib.import_module(m) for m in {installed!r}]; " \
            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
@@ -230,7 +294,7 @@ STACK_WINGS: dict[str, tuple[str, ...]] = {
     "stacks.synth": ("stacks.job",),
 }
 STACK_TOP = ("stacks.training_stack", "stacks.job_file", "stacks.preflight", "stacks.console_template",
-             "stacks.settings_reference")
+             "stacks.settings_reference", "stacks.help_text")
 
 
 # Beside the shelf, the stack reads two rooms' leaves that import nothing of the runtime: the deadline's grammar, so

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from spot_trainer.storage import layouts
-from spot_trainer.storage.lightning_step import archive_step
+from spot_trainer.storage.saves import layouts
+from spot_trainer.storage.saves.lightning_step import archive_step
 
 
 def odd_compression(path: Path) -> None:

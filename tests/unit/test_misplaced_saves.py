@@ -9,8 +9,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from spot_trainer.agent.misplaced_saves import find_misplaced_save
-from spot_trainer.agent.save_watch import SaveWatch
+from spot_trainer.agent.watches.misplaced_saves import find_misplaced_save
+from spot_trainer.agent.watches.save_watch import SaveWatch
 
 
 def hf_checkpoint(folder: Path, step: int, *, age_seconds: float = 0) -> Path:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spot_trainer.agent.notice_deadline import AFTER_UPLOAD_SECONDS, UPLOAD_SAFETY, reclaim_time, stop_budget
+from spot_trainer.agent.watches.notice_deadline import AFTER_UPLOAD_SECONDS, UPLOAD_SAFETY, reclaim_time, stop_budget
 
 SEEN = datetime(2026, 11, 26, 6, 0, 0, tzinfo=UTC).timestamp()
 

@@ -5,8 +5,8 @@ goes on, said once, and the service is asked again after a back-off."""
 from __future__ import annotations
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.agent.imds import ImdsClient
-from spot_trainer.agent.notice_watch import IMDS_BACKOFF_SECONDS, IMDS_RETRY_SECONDS, NoticeWatch
+from spot_trainer.agent.instance.imds import ImdsClient
+from spot_trainer.agent.watches.notice_watch import IMDS_BACKOFF_SECONDS, IMDS_RETRY_SECONDS, NoticeWatch
 from tests.support.clock import ManualClock
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from spot_trainer.agent.status import JobStatus
-from spot_trainer.storage import job_keys
+from spot_trainer.agent.records.status import JobStatus
 from spot_trainer.storage.record_kinds import EventKind, JobState
+from spot_trainer.storage.s3 import job_keys
 
 
 def test_a_record_spells_a_state_as_its_text() -> None:

@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from localcloud.instance import Instance
 from localcloud.report import Report, flat_prices, run_cost, savings_phrase
-from spot_trainer.storage.remote import RemoteStore
+from spot_trainer.storage.steps.remote import RemoteStore
 
 
 def test_savings_read_as_a_percentage() -> None:

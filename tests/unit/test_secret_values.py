@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from spot_trainer.agent.secret_values import SecretError, secret_environment
+from spot_trainer.agent.program.secret_values import SecretError, secret_environment
 
 
 class Answers:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.agent.config import ENV_NAMES, AgentConfig, ConfigError, config_from_env
+from spot_trainer.agent.instance.config import ENV_NAMES, AgentConfig, ConfigError, config_from_env
 from spot_trainer.settings import NO_DEFAULT, SETTINGS, ConsoleGroup, agent_env_names, env_setting, setting
 from stacks.job.fields import SECTIONS, TOP_LEVEL
 from stacks.settings_reference import PAGES, REFERENCE, render
@@ -61,7 +61,7 @@ def test_the_agent_reads_exactly_the_table_s_names_with_its_defaults() -> None:
         config_from_env({"SPOT_JOB": "j", "SPOT_COMMAND": "builtin"})
 
 
-@pytest.mark.parametrize("module", ["stacks/job/spec.py", "trainer/agent/config.py"])
+@pytest.mark.parametrize("module", ["stacks/job/spec.py", "trainer/agent/instance/config.py"])
 def test_no_default_is_written_again_beside_the_table(module: str) -> None:
     """A literal default in a spec or the agent's configuration would be a second definition."""
     tree = ast.parse((ROOT / module).read_text())

@@ -10,7 +10,7 @@ import threading
 from types import FrameType
 
 from spot_trainer.builtin.stop_flag import StopFlag
-from spot_trainer.signal_connector import SignalConnector
+from spot_trainer.signals import SignalConnector
 
 SIG = signal.SIGUSR1
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from spot_trainer.agent.save_watch import SaveWatch
+from spot_trainer.agent.watches.save_watch import SaveWatch
 
 
 def hf_save(directory: Path, step: int) -> Path:

@@ -15,7 +15,7 @@ import pytest
 
 from spot_trainer.builtin.loop import main, parse_args
 from spot_trainer.builtin_arguments import ArgumentsError, check_arguments
-from spot_trainer.storage.local import list_checkpoints
+from spot_trainer.storage.files.local import list_checkpoints
 
 ROOT = Path(__file__).resolve().parents[2]
 

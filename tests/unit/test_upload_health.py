@@ -8,8 +8,8 @@ import errno
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from spot_trainer.storage.failure_causes import FailureCause
-from spot_trainer.storage.remote import RemoteStoreError
-from spot_trainer.storage.upload_health import LEFT_OUT, UPLOADS_FAILING, UploadHealth, UploadWarning, cause_of
+from spot_trainer.storage.steps.remote import RemoteStoreError
+from spot_trainer.storage.steps.upload_health import LEFT_OUT, UPLOADS_FAILING, UploadHealth, UploadWarning, cause_of
 
 
 def health() -> tuple[UploadHealth, list[UploadWarning]]:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from spot_trainer.storage import layouts, staging
+from spot_trainer.storage.files import staging
+from spot_trainer.storage.saves import layouts
 
 
 def hf_checkpoint(root: Path, step: int) -> Path:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from aws_cdk import Fn
 
-from spot_trainer.agent.config import ENV_NAMES, parse_env_file
 from spot_trainer.agent.failed_record import failed_record
+from spot_trainer.agent.instance.config import ENV_NAMES, parse_env_file
 from stacks.instance.user_data import (
     MAX_USER_DATA_BYTES,
     USERDATA_ROOT,

@@ -13,8 +13,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from spot_trainer.storage import layouts, upload_rules, whole_files
-from spot_trainer.storage.whole_files import Format
+from spot_trainer.storage.files import whole_files
+from spot_trainer.storage.files.whole_files import Format
+from spot_trainer.storage.saves import layouts, upload_rules
 
 
 def torch_checkpoint(path: Path, step: int, *, age: float = 0.0) -> Path:

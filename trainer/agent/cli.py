@@ -29,22 +29,22 @@ from ..costs.job_cost import stored_job_cost
 from ..costs.lost_instances import Losses
 from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, NoPrices, PriceError, SpotPriceSource
-from ..storage.job_keys import LATEST
-from ..storage.lease import Lease
-from ..storage.remote import RemoteStore, RemoteStoreError
-from ..storage.s3client import client_config, s3_client
-from .boot_times import describe_boots
-from .cloudwatch import CloudWatchSink
-from .config import ENV_NAMES, REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
+from ..storage.s3.job_keys import LATEST
+from ..storage.s3.lease import Lease
+from ..storage.s3.s3client import client_config, s3_client
+from ..storage.steps.remote import RemoteStore, RemoteStoreError
 from .endings import EXIT_FAILED
-from .failed_starts import SAME_FAILURES, FailedStarts
 from .fatal import disk_error, disk_fix, end_job_as_failed
-from .imds import ImdsClient
-from .instance_record import InstanceRecord, instance_facts, price_source
-from .log_lines import agent_line, route_runtime_warnings
-from .secret_values import SecretError, secret_environment
-from .setting_names import unread_setting_warnings
-from .status import STATUS_NAME, describe_job, state_and_reason
+from .instance.config import ENV_NAMES, REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
+from .instance.imds import ImdsClient
+from .instance.setting_names import unread_setting_warnings
+from .program.secret_values import SecretError, secret_environment
+from .records.boot_times import describe_boots
+from .records.cloudwatch import CloudWatchSink
+from .records.failed_starts import SAME_FAILURES, FailedStarts
+from .records.instance_record import InstanceRecord, instance_facts, price_source
+from .records.log_lines import agent_line, route_runtime_warnings
+from .records.status import STATUS_NAME, describe_job, state_and_reason
 from .supervisor import Agent, AgentError, Clients, install_stop_handlers
 
 EXIT_BAD_CONFIG = 2

@@ -9,10 +9,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ..storage.layouts import Checkpoint
-from .command import CommandProcess, LineSink, with_auto_resume
-from .config import AgentConfig
+from ..storage.saves.layouts import Checkpoint
+from .instance.config import AgentConfig
 from .node_mode import Launch
+from .program.command import CommandProcess, LineSink, with_auto_resume
 
 
 def start_command(config: AgentConfig, resume_from: Checkpoint | None, *, attempt: int, launch: Launch,

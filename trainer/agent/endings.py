@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from ..costs.pauses import user_events
 from ..storage.record_kinds import EventKind, JobState
-from ..storage.remote import RemoteStore, RemoteStoreError
-from .config import AgentConfig
-from .notice_watch import SCALE_IN_REASON
-from .own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
-from .status import StatusReporter
-from .telemetry import RunTelemetry
+from ..storage.steps.remote import RemoteStore, RemoteStoreError
+from .instance.config import AgentConfig
+from .instance.own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
+from .records.status import StatusReporter
+from .records.telemetry import RunTelemetry
+from .watches.notice_watch import SCALE_IN_REASON
 
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 

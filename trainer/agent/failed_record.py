@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..storage.record_kinds import JobState
-from . import status as states
+from .records import status as states
 
 
 def failed_record(previous: Mapping[str, Any] | None, job: str, instance: str, reason: str) -> dict[str, Any]:

@@ -16,15 +16,15 @@ from typing import Any
 
 import boto3
 
-from ..storage.checkpoint_restore import LOCAL_DISK_ERRORS
-from ..storage.job_records import JobRecords
 from ..storage.record_kinds import EventKind
-from ..storage.s3client import client_config, s3_client
-from . import status as states
+from ..storage.s3.job_records import JobRecords
+from ..storage.s3.s3client import client_config, s3_client
+from ..storage.steps.checkpoint_restore import LOCAL_DISK_ERRORS
 from .failed_record import failed_record
-from .imds import ImdsClient
-from .notify import Notifier
-from .own_group import OwnGroup
+from .instance.imds import ImdsClient
+from .instance.own_group import OwnGroup
+from .records import status as states
+from .records.notify import Notifier
 
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
 

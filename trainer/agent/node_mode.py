@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..storage.layouts import Checkpoint
+from ..storage.saves.layouts import Checkpoint
 from .endings import Endings
 from .restore import Restore
 from .uploads import NodeUploads

@@ -9,20 +9,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..storage.layouts import Checkpoint
-from ..storage.lease import Lease
 from ..storage.record_kinds import EventKind
-from .command import runtime_argv
-from .config import AgentConfig
+from ..storage.s3.lease import Lease
+from ..storage.saves.layouts import Checkpoint
 from .endings import Endings
+from .instance.config import AgentConfig
 from .keep_outputs import keep_final_outputs
-from .lease_keeper import LeaseKeeper
 from .node_mode import Launch, Polled
-from .notice_watch import NoticeWatch
+from .program.command import runtime_argv
+from .records.status import utc_text
+from .records.telemetry import RunTelemetry
 from .restore import Restore
-from .status import utc_text
-from .telemetry import RunTelemetry
 from .uploads import NodeUploads
+from .watches.lease_keeper import LeaseKeeper
+from .watches.notice_watch import NoticeWatch
 
 # The contract's world of one: a script written for torchrun reads the same names.
 SINGLE_NODE_ENV = {"NODE_RANK": "0", "NNODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}

@@ -11,12 +11,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..storage import layouts, staging
-from ..storage.layouts import Checkpoint
+from ..storage.files import staging
 from ..storage.record_kinds import EventKind
-from ..storage.remote import RemoteStore, RemoteStoreError
-from ..storage.shards import NodeRanks
-from .telemetry import RunTelemetry
+from ..storage.saves import layouts
+from ..storage.saves.layouts import Checkpoint
+from ..storage.saves.shards import NodeRanks
+from ..storage.steps.remote import RemoteStore, RemoteStoreError
+from .records.telemetry import RunTelemetry
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..settings import FINAL_UPLOAD_ALLOWANCE_SECONDS
-from ..storage import job_keys
 from ..storage.record_kinds import EventKind, JobState
-from ..storage.remote import RemoteStoreError
+from ..storage.s3 import job_keys
+from ..storage.steps.remote import RemoteStoreError
 from .endings import EXIT_FAILED, Endings
-from .notice_watch import NoticeWatch
-from .world import World
+from .round.world import World
+from .watches.notice_watch import NoticeWatch
 
 
 @dataclass

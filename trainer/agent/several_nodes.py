@@ -13,24 +13,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV
-from ..storage import layouts
-from ..storage.layouts import Checkpoint
-from ..storage.remote import RemoteStore
-from ..storage.shards import BEFORE_A_ROUND, NodeRanks
-from ..storage.step_parts import StepParts
-from .config import AgentConfig
+from ..distributed.rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV
+from ..storage.saves import layouts
+from ..storage.saves.layouts import Checkpoint
+from ..storage.saves.shards import BEFORE_A_ROUND, NodeRanks
+from ..storage.steps.remote import RemoteStore
+from ..storage.steps.step_parts import StepParts
+from .instance.config import AgentConfig
 from .keep_outputs import keep_final_outputs
 from .node_mode import Launch, Polled
+from .records.telemetry import RunTelemetry
 from .restore import Restore
-from .round_part import RoundPart
+from .round.round_part import RoundPart
+from .round.sharded_saves import ShardedSaves
+from .round.torchrun import torchrun_argv, worker_argv
+from .round.world import World
 from .several_endings import SeveralEndings
 from .several_uploads import SeveralUploads
-from .sharded_saves import ShardedSaves
-from .telemetry import RunTelemetry
-from .torchrun import torchrun_argv, worker_argv
 from .uploads import NodeUploads
-from .world import World
 
 
 @dataclass

@@ -21,39 +21,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..costs.spot_prices import SpotPriceSource
-from ..signal_connector import SignalConnector
-from ..storage.layouts import Checkpoint
-from ..storage.lease import Lease
+from ..signals import SignalConnector
 from ..storage.record_kinds import EventKind, JobState
-from ..storage.remote import RemoteStore
-from . import status as states
-from .aws_clients import AutoScalingClient
-from .budget_watch import BudgetWatch, budget_watch_for
-from .cloudwatch import CloudWatchSink
-from .command import CommandProcess
+from ..storage.s3.lease import Lease
+from ..storage.saves.layouts import Checkpoint
+from ..storage.steps.remote import RemoteStore
 from .command_start import start_command
-from .config import AgentConfig, known_total_steps
-from .deadline_watch import DeadlineWatch, deadline_watch_for
 from .endings import Endings
-from .hang_watch import HangWatch
-from .imds import ImdsClient
+from .instance.aws_clients import AutoScalingClient
+from .instance.config import AgentConfig, known_total_steps
+from .instance.imds import ImdsClient
+from .instance.own_group import OwnGroup
 from .node_mode import NodeMode
-from .notice_watch import NoticeWatch
-from .notify import Notifier, SnsClient
 from .one_node import OneNode
 from .outcome import Outcome, RunEnd
-from .own_group import OwnGroup
+from .program.command import CommandProcess
+from .program.stopping import Stopping
+from .records import status as states
+from .records.cloudwatch import CloudWatchSink
+from .records.notify import Notifier, SnsClient
+from .records.status import JobStatus, StatusReporter
+from .records.telemetry import RunTelemetry
 from .restore import Restore
-from .round_failures import RoundFailures
-from .round_part import RoundPart
-from .save_watch import SaveWatch
+from .round.round_failures import RoundFailures
+from .round.round_part import RoundPart
+from .round.world import World
 from .several_endings import SeveralEndings
 from .several_nodes import SeveralNodes, SeveralRestore
-from .status import JobStatus, StatusReporter
-from .stopping import Stopping
-from .telemetry import RunTelemetry
 from .uploads import NodeUploads
-from .world import World
+from .watches.budget_watch import BudgetWatch, budget_watch_for
+from .watches.deadline_watch import DeadlineWatch, deadline_watch_for
+from .watches.hang_watch import HangWatch
+from .watches.notice_watch import NoticeWatch
+from .watches.save_watch import SaveWatch
 
 
 class AgentError(RuntimeError):

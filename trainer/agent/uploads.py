@@ -8,14 +8,14 @@ import threading
 import time
 from pathlib import Path
 
-from ..storage import layouts, upload_rules
-from ..storage.layouts import Checkpoint
-from ..storage.lease import Lease
-from ..storage.remote import RemoteStore, RemoteStoreError
+from ..storage.s3.lease import Lease
+from ..storage.saves import layouts, upload_rules
+from ..storage.saves.layouts import Checkpoint
+from ..storage.steps.remote import RemoteStore, RemoteStoreError
+from ..storage.steps.uploader import CheckpointUploader
 from ..storage.upload_outcome import UploadOutcome
-from ..storage.uploader import CheckpointUploader
+from .records.telemetry import RunTelemetry
 from .restore import Restore
-from .telemetry import RunTelemetry
 
 
 class NodeUploads:

@@ -29,7 +29,7 @@ import torch
 
 from ..builtin_arguments import build_parser, complete
 from ..progress import emit
-from ..storage.local import (
+from ..storage.files.local import (
     AsyncCheckpointer,
     CheckpointError,
     load_checkpoint,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from ..signal_connector import SignalConnector
-from ..signals import BUILTIN_STOP_SIGNALS
+from ..signals import BUILTIN_STOP_SIGNALS, SignalConnector
 
 STOP_SIGNALS = tuple(signal.Signals[name] for name in BUILTIN_STOP_SIGNALS)
 

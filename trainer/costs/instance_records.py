@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..storage.job_keys import INSTANCES
-from ..storage.remote import RemoteStore, RemoteStoreError
+from ..storage.s3.job_keys import INSTANCES
+from ..storage.steps.remote import RemoteStore, RemoteStoreError
 
 PREFIX = INSTANCES
 DEFAULT_HEARTBEAT_SECONDS = 60.0

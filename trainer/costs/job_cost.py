@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..storage.record_kinds import FINISHED
-from ..storage.remote import RemoteStore
+from ..storage.steps.remote import RemoteStore
 from .instance_records import InstanceLife, billed_span, read_records
 from .lost_instances import Losses, find_losses
 from .on_demand_prices import AS_OF, SOURCE, on_demand_price

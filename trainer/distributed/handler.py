@@ -24,11 +24,11 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     create_handler,
 )
 
-from ..rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, write_round
-from ..storage.job_keys import job_key, rendezvous_prefix
-from ..storage.remote import RemoteStore
-from ..storage.s3client import s3_client
+from ..storage.s3.job_keys import job_key, rendezvous_prefix
+from ..storage.s3.s3client import s3_client
+from ..storage.steps.remote import RemoteStore
 from .round_start import start_round
+from .rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, write_round
 from .s3_backend import S3RendezvousBackend, S3StateHolder
 from .s3_objects import ConditionalObjects, S3ObjectError
 from .s3_store import S3Store
@@ -91,7 +91,7 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
         return int(bool(gone))
 
     def next_rendezvous(self) -> RendezvousInfo:
-        """Join a round; tell this node's agent which round and rank (spot_trainer.rounds); for a command
+        """Join a round; tell this node's agent which round and rank (spot_trainer.distributed.rounds); for a command
         of the user's own, bring this node's disk to the round's one step (round_start)."""
         holder = self._state_holder
         if isinstance(holder, S3StateHolder):

@@ -14,7 +14,7 @@ starts again from a step its node restored in part (the round before ended befor
 published: a rank may have found a file missing) fetches all of it. A group rank 0 that cannot read S3
 says so in the store, so the others leave the round at once instead of waiting out the store's timeout.
 
-The agent asks for this (spot_trainer.rounds.ROUND_RESUME_ENV) for commands of the user's own only:
+The agent asks for this (spot_trainer.distributed.rounds.ROUND_RESUME_ENV) for commands of the user's own only:
 the built-in trainer agrees on the newest step among its ranks by itself and sends it to the ranks that lack it.
 """
 
@@ -29,15 +29,15 @@ from typing import Any
 
 from torch.distributed import DistStoreError
 
-from ..storage import layouts
-from ..storage.checkpoint_files import entry_name
-from ..storage.checkpoint_restore import restored_in_part
-from ..storage.job_keys import MANIFEST
-from ..storage.key_names import local_name
+from ..storage.files.regular_files import is_regular
 from ..storage.record_kinds import EventKind
-from ..storage.regular_files import is_regular
-from ..storage.remote import RemoteStore
-from ..storage.shards import NodeRanks
+from ..storage.s3.job_keys import MANIFEST
+from ..storage.s3.key_names import local_name
+from ..storage.saves import layouts
+from ..storage.saves.shards import NodeRanks
+from ..storage.steps.checkpoint_files import entry_name
+from ..storage.steps.checkpoint_restore import restored_in_part
+from ..storage.steps.remote import RemoteStore
 
 STEP_KEY = "spot_trainer/resume_step"  # in the round's own store (prefixed by torch per round)
 HANDOVER_KEY = "spot_trainer/handover/{rank}"  # each node's step to hand over, or NONE

@@ -1,4 +1,4 @@
-"""Small S3 objects changed only by conditional writes (storage/conditional.py): two nodes racing on
+"""Small S3 objects changed only by conditional writes (storage/s3/conditional.py): two nodes racing on
 the same version see exactly one success, which is what torch's dynamic rendezvous asks of its backend
 (compare-and-set with a fencing token).
 """
@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
-from ..storage.conditional import is_missing, write_if
+from ..storage.s3.conditional import is_missing, write_if
 
 
 class S3ObjectError(RuntimeError):

@@ -18,5 +18,5 @@ framework only once the script imports it (`post_import`).
 
 `checkpoint_names` holds the names of a framework's saves that the checkpoint layouts must know too
 (`last.ckpt`); it imports nothing, and it is the one module of this room the storage side reads
-(storage/frameworks.py).
+(storage/saves/frameworks.py).
 """

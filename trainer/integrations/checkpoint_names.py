@@ -1,5 +1,5 @@
 """The names of a framework's saves that its patches here and the checkpoint layouts
-(storage/frameworks.py) must agree on. Nothing is imported: the storage side reads these without loading
+(storage/saves/frameworks.py) must agree on. Nothing is imported: the storage side reads these without loading
 any framework or any other module of this room."""
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ import os
 import signal
 from dataclasses import dataclass, field
 
-from ..signal_connector import SignalConnector
-from ..signals import parse_signal
+from ..signals import SignalConnector, parse_signal
 
 
 def agent_stop_signal() -> signal.Signals:

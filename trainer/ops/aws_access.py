@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
-from ..storage.s3client import client_config
+from ..storage.s3.s3client import client_config
 from .problem import JobProblem
 
 NO_CREDENTIALS = ("no AWS credentials found: run `aws configure`, or set AWS_PROFILE or "

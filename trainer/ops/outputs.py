@@ -11,8 +11,8 @@ from typing import Any
 
 from boto3.s3.transfer import TransferConfig
 
-from ..storage.job_keys import FINAL, job_key
-from ..storage.remote import RemoteStore, RemoteStoreError
+from ..storage.s3.job_keys import FINAL, job_key
+from ..storage.steps.remote import RemoteStore, RemoteStoreError
 from .aws_access import aws_errors
 from .etag_check import etag_problem
 from .job_stack import JobStack

@@ -2,7 +2,7 @@
 
 Setting the desired capacity to 0 puts every instance through the group's termination hook: each agent
 sees `autoscaling/target-lifecycle-state` say Terminated and, as on a spot notice, has its command save,
-uploads that checkpoint and completes the hook (trainer/agent/notice_watch.py). Resuming restores the
+uploads that checkpoint and completes the hook (trainer/agent/watches/notice_watch.py). Resuming restores the
 newest published checkpoint as after any interruption.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agent.status import STATUS_NAME
+from ..agent.records.status import STATUS_NAME
 from ..storage.record_kinds import EventKind, JobState
-from ..storage.remote import RemoteStore
+from ..storage.steps.remote import RemoteStore
 from .aws_access import aws_errors
 from .group_state import GroupState, read_group, set_desired
 from .job_stack import JobStack

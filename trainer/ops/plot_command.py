@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..agent.status import STATUS_NAME
+from ..agent.records.status import STATUS_NAME
 from ..costs.instance_records import read_records
 from ..costs.job_cost import stored_job_cost
 from ..costs.spot_prices import SpotPriceSource
-from ..storage.remote import RemoteStore
+from ..storage.steps.remote import RemoteStore
 from .aws_access import aws_errors, client
 from .job_plot import draw
 from .job_stack import JobStack

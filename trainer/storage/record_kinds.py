@@ -34,7 +34,7 @@ class EventKind(StrEnum):
     """The kind of an event in the job's append-only log (the end of its key name, its "kind" field)."""
 
     # An instance's life
-    BOOT = "boot"  # how long the instance took to boot (agent/boot_events.py)
+    BOOT = "boot"  # how long the instance took to boot (agent/records/boot_events.py)
     START = "start"
     LEASE_WAIT = "lease_wait"
     RESUME = "resume"

@@ -1,0 +1,211 @@
+"""One job's prefix in S3 (`s3://<bucket>/<job>/`, job_keys.py): its keys, the small JSON objects kept
+there (written plainly or conditionally, read with their ETag) and transfers of files confirmed at full
+size. The checkpoint store (checkpoint_store.py) and the job's records (job_records.py) build on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from boto3.s3.transfer import TransferConfig, create_transfer_manager
+from botocore.exceptions import BotoCoreError, ClientError
+from s3transfer.subscribers import BaseSubscriber
+
+from ..failure_causes import FailureCause
+from . import job_keys as keys
+from .conditional import CreateOnly, is_missing, is_overlap, is_taken, write_if
+from .s3client import transfer_config_for, upload_config_for
+
+WRITER = "spot-writer"  # the user metadata naming who wrote an object that must only be created
+OVERLAP_ATTEMPTS = 4  # an object's upload begun again after 409 ConditionalRequestConflict
+
+
+class RemoteStoreError(RuntimeError):
+    """An S3 operation failed after botocore's retries; the message names the object and the cause."""
+
+    def __init__(self, message: str, *, cause: FailureCause | None = None) -> None:
+        super().__init__(message)
+        self._cause = cause
+
+    @property
+    def cause(self) -> str:
+        """What went wrong in a few words, the same for every checkpoint it fails ('' when not known)."""
+        origin = self.__cause__
+        if self._cause is not None:
+            return self._cause.value
+        if isinstance(origin, ClientError):
+            return f"S3 answered {origin.response.get('Error', {}).get('Code', 'an error')}"
+        if isinstance(origin, BotoCoreError):
+            return f"S3 could not be reached ({type(origin).__name__})"
+        return ""
+
+
+class DamagedRecord(RemoteStoreError):
+    """A JSON record in S3 that is not what this runtime writes (empty, HTML, a wrong type or field)."""
+
+    def __init__(self, message: str, etag: str | None) -> None:
+        super().__init__(message)
+        self.etag = etag  # a conditional write may still replace it
+
+
+class _Chunks(BaseSubscriber):  # type: ignore[misc]  # s3transfer ships no types
+    """s3transfer's progress of a download, chunk by chunk, to one callable."""
+
+    def __init__(self, told: Callable[[int], None]) -> None:
+        self.told = told
+
+    def on_progress(self, future: Any, bytes_transferred: int, **kwargs: Any) -> None:
+        self.told(bytes_transferred)
+
+
+class JobObjects:
+    def __init__(self, s3: Any, bucket: str, job: str, *, transfer_config: TransferConfig | None = None,
+                 instance: str | None = None) -> None:
+        self.s3, self.bucket, self.job = s3, bucket, job.strip("/")
+        # None: size the parts for each transfer from its total bytes (transfer_config_for).
+        self.transfer = transfer_config
+        self.instance = instance or os.environ.get("SPOT_INSTANCE_ID") or socket.gethostname()
+        # Told of each chunk a restore downloads, and the restore's whole download (a progress bar's).
+        self.on_download: Callable[[int, int], None] | None = None
+
+    def key(self, name: str) -> str:
+        return keys.job_key(self.job, name)
+
+    # ---- small JSON objects -------------------------------------------------------------------
+    def put_json(self, name: str, obj: dict[str, Any]) -> None:
+        self._put(name, obj, absolute=False)
+
+    def create_once(self, name: str, obj: dict[str, Any]) -> bool:
+        """Write `name` only where it does not exist yet (`IfNoneMatch="*"`): of several nodes racing to
+        record the same thing, exactly one gets True."""
+        return self._put_if(name, obj, expected=None)
+
+    def get_json(self, name: str, *, absolute: bool = False) -> dict[str, Any] | None:
+        return self._get_with_etag(name, absolute=absolute)[0]
+
+    def upload_files(self, files: dict[str, Path], prefix: str) -> int:
+        """Upload name → file under `<job>/<prefix>`, each confirmed at its full size; the bytes sent."""
+        sizes = {name: path.stat().st_size for name, path in files.items()}
+        total = sum(sizes.values())
+        self.transfer_all(((str(path), self.key(prefix + name)) for name, path in files.items()), total)
+        self.confirm_sizes(self.key(prefix), sizes)
+        return total
+
+    # ---- S3 plumbing ----------------------------------------------------------------------------
+    def transfer_all(self, pairs: Any, total_bytes: int, *, download: bool = False) -> None:
+        """Run every (source, destination) transfer concurrently; raise on the first failure."""
+        self._transfers(list(pairs), total_bytes, download=download)
+
+    def create_all(self, files: dict[str, Path], total_bytes: int, writers: dict[str, str]) -> None:
+        """Upload key → file, each only where S3 holds no object at that key yet (conditional.CreateOnly).
+        An object already there that `writers[key]` wrote (this node's own earlier try) counts as sent; one
+        another writer put there fails the whole, and stays as it was."""
+        registry = CreateOnly.of(self.s3)
+        pending = dict(files)
+        registry.add(list(pending))
+        try:
+            for _ in range(OVERLAP_ATTEMPTS):
+                failures = self._transfers([(str(path), key) for key, path in pending.items()], total_bytes,
+                                           metadata={key: {WRITER: writers[key]} for key in pending})
+                again = {}
+                for key, error in failures.items():
+                    if isinstance(error, ClientError) and is_overlap(error):
+                        again[key] = pending[key]
+                    elif isinstance(error, ClientError) and is_taken(error) and self._writer(key) == writers[key]:
+                        continue
+                    elif isinstance(error, ClientError) and is_taken(error):
+                        raise RemoteStoreError(f"s3://{self.bucket}/{key}: another writer's object is there already; "
+                                               "it stays as it is", cause=FailureCause.TAKEN) from error
+                    else:
+                        raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+                if not (pending := again):
+                    return
+            raise RemoteStoreError(f"s3://{self.bucket}/{next(iter(pending))}: other writes of the key kept "
+                                   "overlapping", cause=FailureCause.OVERLAPPING)
+        finally:
+            registry.discard(list(files))
+
+    def _writer(self, key: str) -> str | None:
+        try:
+            return str(self.s3.head_object(Bucket=self.bucket, Key=key).get("Metadata", {}).get(WRITER))
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+
+    def _transfers(self, pairs: list[tuple[str, str]], total_bytes: int, *, download: bool = False,
+                   metadata: dict[str, dict[str, str]] | None = None) -> dict[str, Exception]:
+        """Every (source, destination) transfer at once. With `metadata` (uploads that only create), what failed,
+        by key, once every transfer ended; without, the first failure raises at once (the rest cancelled)."""
+        # Downloads: few large ranged GETs; uploads: parts sized for the largest file (see trainer/s3client.py).
+        # total_bytes bounds the largest file, so the part-count limit holds for uploads.
+        config = self.transfer or (transfer_config_for(total_bytes) if download else upload_config_for(total_bytes))
+        told = self.on_download
+        watched = [_Chunks(lambda chunk: told(chunk, total_bytes))] if download and told is not None else None
+        failed: dict[str, Exception] = {}
+        with create_transfer_manager(self.s3, config) as manager:
+            futures = []
+            for source, dest in pairs:
+                if download:
+                    futures.append((source, manager.download(self.bucket, source, dest, subscribers=watched)))
+                else:
+                    extra = {"Metadata": metadata[dest]} if metadata else None
+                    futures.append((dest, manager.upload(source, self.bucket, dest, extra_args=extra)))
+            for key, future in futures:
+                try:
+                    future.result()
+                except (ClientError, BotoCoreError) as error:
+                    if metadata is None:
+                        raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+                    failed.setdefault(key, error)
+        return failed
+
+    def confirm_sizes(self, prefix: str, expected: dict[str, int]) -> None:
+        paginator = self.s3.get_paginator("list_objects_v2")
+        try:
+            found = {item["Key"][len(prefix):]: item["Size"]
+                     for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix)
+                     for item in page.get("Contents", [])}
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{prefix}: listing to confirm sizes: {error}") from error
+        wrong = [name for name, size in expected.items() if found.get(name) != size]
+        if wrong:
+            raise RemoteStoreError(f"s3://{self.bucket}/{prefix}{wrong[0]}: not stored with its full size")
+
+    def _put(self, name: str, obj: dict[str, Any], *, absolute: bool = True) -> None:
+        key = name if absolute else self.key(name)
+        try:
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=json.dumps(obj, indent=1).encode(),
+                               ContentType="application/json")
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+
+    def _put_if(self, name: str, obj: dict[str, Any], *, expected: str | None) -> bool:
+        """A conditional write of the job's `name` (conditional.py): False when another writer got there first."""
+        key, body = self.key(name), json.dumps(obj, indent=1).encode()
+        try:
+            return write_if(self.s3, self.bucket, key, body, expected=expected) is not None
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+
+    def _get_with_etag(self, name: str, *, absolute: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+        key = name if absolute else self.key(name)
+        try:
+            response = self.s3.get_object(Bucket=self.bucket, Key=key)
+            body = response["Body"].read()
+        except ClientError as error:
+            if is_missing(error):
+                return None, None
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+        except BotoCoreError as error:
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+        try:
+            record = json.loads(body)
+        except ValueError as error:
+            raise DamagedRecord(f"s3://{self.bucket}/{key}: not valid JSON ({error})", response["ETag"]) from error
+        if not isinstance(record, dict):  # every record we write is an object: this one was not ours
+            raise DamagedRecord(f"s3://{self.bucket}/{key}: expected a JSON object, found {type(record).__name__}",
+                                response["ETag"])
+        return record, response["ETag"]

@@ -1,0 +1,214 @@
+"""Each framework's checkpoints as one entry: how its saves are named, the step a name holds, when a save
+is whole, and where its integration lives. The layouts (layouts.py) classify and judge CHECKPOINT_DIR
+through these entries alone, so a framework that names its saves its own way is one `Framework` passed to
+`register`, plus its tests.
+
+Entries are asked in order and the first whose naming reads a step takes the entry: ours, HF, Lightning,
+then any registered framework, then the two catch-alls (a name with a step number, a series), which come
+last whatever is registered. The same order breaks a tie when two layouts hold one step. A save a library
+wrote (DCP, Accelerate's save_state) is judged by that library's own files within a framework's rule
+(library_saves.py); that is no naming and has no entry here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...integrations.checkpoint_names import LIGHTNING_LAST_NAMES
+from ..files import whole_files
+from ..files.names import MARKER_FILE, parse_step, read_marker
+from ..files.regular_files import read_regular_text
+from ..files.whole_files import zip_whole
+from . import library_saves, series
+from .lightning_step import archive_step
+
+HF_STATE_FILE = "trainer_state.json"
+LIGHTNING_SHARDED_META = "meta.pt"  # written by rank 0 after the shards (lightning 2.6 FSDPStrategy)
+_HF_NAME = re.compile(r"^checkpoint-(\d+)$")
+_LIGHTNING_NAME = re.compile(r"(?:^|[-_])step=(\d+)(?=[-_.]).*\.ckpt$")
+_GENERIC_NAME = re.compile(r"(?:step|iter|iteration|ckpt|checkpoint)[-_=]?(\d+)", re.IGNORECASE)
+
+StepReader = Callable[[str, Path], int | None]  # (name, entry) → the step it holds, or None: not this naming
+
+
+def _claims_nothing(name: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Naming:
+    """One way a framework names a save: the step a name holds (read from the name, or from the entry where
+    the name says none). `claims`: a name this naming owns even when it reads no step, so no later naming
+    reads it either (a `last.ckpt` whose archive holds no step is no checkpoint at all)."""
+
+    step: StepReader
+    claims: Callable[[str], bool] = _claims_nothing
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A save as its framework's rule judges it."""
+
+    step: int
+    path: Path
+    superseded: bool  # a newer step has begun, or its writer is gone
+    strict: bool  # the content must prove it whole: nothing else vouches for it
+    shards_elsewhere: bool  # several nodes: the other nodes hold the rest of a DCP save's shards
+
+
+@dataclass(frozen=True)
+class Framework:
+    layout: str  # the tag its checkpoints carry (Checkpoint.layout)
+    namings: tuple[Naming, ...]
+    whole: Callable[[Judged], bool]  # may raise OSError: a save that vanished while judged is not whole
+    integration: str = ""  # its callbacks and patches, a module of the runtime ('' when it needs none)
+    copies: re.Pattern[str] | None = None  # names of a copy of another save: they lose a tie of steps
+    resume_hint: str = ""  # what a script that started over must do to resume, in this framework's words
+    catch_all: bool = False  # asked after every framework, registered ones included
+    in_folder: bool = False  # its step is read from the entries beside it: only in CHECKPOINT_DIR itself
+
+
+def _library_verdict(save: Judged) -> bool | None:
+    return library_saves.whole(save.path, save.superseded, shards_elsewhere=save.shards_elsewhere)
+
+
+def _ours_whole(save: Judged) -> bool:
+    """The built-in trainer's marker decides; else write, then rename: whole on appearance, but nothing
+    proves it."""
+    if save.path.is_dir() and (save.path / MARKER_FILE).exists():
+        return read_marker(save.path) is not None
+    if (by_library := _library_verdict(save)) is not None:
+        return by_library
+    return not save.strict and (save.path.stat().st_size > 0 if save.path.is_file() else any(save.path.iterdir()))
+
+
+def _hf_whole(save: Judged) -> bool:
+    """HF Trainer writes in place, trainer_state.json last; without it, Accelerate's save_state may be whole."""
+    return _hf_state_step(save.path) == save.step or bool(_library_verdict(save))
+
+
+def _hf_state_step(path: Path) -> int | None:
+    try:
+        state = json.loads(read_regular_text(path / HF_STATE_FILE))
+        return int(state["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _lightning_whole(save: Judged) -> bool:
+    """A torch.save archive once its zip's central directory reads; FSDP's sharded folder once its shards
+    are whole and meta.pt after them."""
+    if save.path.is_dir():
+        return bool(_library_verdict(save)) and zip_whole(save.path / LIGHTNING_SHARDED_META)
+    return save.path.is_file() and zip_whole(save.path)
+
+
+def _step_named_whole(save: Judged) -> bool:
+    """A name with a step says nothing of its writer: a file whose format proves it whole, else once
+    superseded (never when strict)."""
+    if (by_library := _library_verdict(save)) is not None:
+        return by_library
+    if save.path.is_file() and (proven := settled_whole(save.path, save.superseded)) is not None:
+        return proven
+    return save.superseded and not save.strict
+
+
+def settled_whole(path: Path, superseded: bool) -> bool | None:
+    """A single file whose format can prove it (whole_files.py) goes up as soon as it does and has lain
+    still for SETTLE_SECONDS (the writer may reopen it), or at once when superseded; one that proves it is
+    not whole never goes up. None when the format cannot say: the name's layout decides."""
+    proven = whole_files.proof(path)
+    if not proven:
+        return proven
+    try:
+        return superseded or time.time() - path.stat().st_mtime >= whole_files.SETTLE_SECONDS
+    except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
+        return False
+
+
+def matched_step(pattern: re.Pattern[str]) -> StepReader:
+    """A naming whose step is the pattern's first group, found anywhere in the name."""
+    def step(name: str, path: Path) -> int | None:
+        return int(match.group(1)) if (match := pattern.search(name)) else None
+    return step
+
+
+def _hf_step(name: str, path: Path) -> int | None:
+    return int(match.group(1)) if (match := _HF_NAME.match(name)) and path.is_dir() else None
+
+
+def _lightning_copy_step(name: str, path: Path) -> int | None:
+    # Mostly a copy of the newest step file, which wins a tie; with a monitored top-k (the best few by
+    # val_loss) the only copy of the newest step.
+    return archive_step(path) if LIGHTNING_LAST_NAMES.match(name) else None
+
+
+def _lightning_archive_step(name: str, path: Path) -> int | None:
+    return archive_step(path) if name.endswith(".ckpt") else None  # a filename= without {step}
+
+
+OURS = Framework("ours", (Naming(lambda name, path: parse_step(name)),), _ours_whole)
+HF = Framework("hf", (Naming(_hf_step),), _hf_whole, integration="integrations.hf",
+               resume_hint="pass resume_from_checkpoint=get_last_checkpoint(output_dir) to trainer.train()")
+LIGHTNING = Framework(
+    "lightning",
+    (Naming(_lightning_copy_step, claims=lambda name: bool(LIGHTNING_LAST_NAMES.match(name))),
+     Naming(matched_step(_LIGHTNING_NAME)), Naming(_lightning_archive_step)),
+    _lightning_whole, integration="integrations.lightning", copies=LIGHTNING_LAST_NAMES,
+    resume_hint='pass ckpt_path="last" to trainer.fit()')
+GENERIC = Framework("generic", (Naming(matched_step(_GENERIC_NAME)),), _step_named_whole, catch_all=True)
+SERIES = Framework("series", (Naming(lambda name, path: series.number_in_series(path)),), _step_named_whole,
+                   catch_all=True, in_folder=True)
+
+_REGISTRY: list[Framework] = [OURS, HF, LIGHTNING, GENERIC, SERIES]
+
+
+def register(framework: Framework) -> None:
+    """Add a framework's entry: asked after those before it and before the catch-alls."""
+    if any(known.layout == framework.layout for known in _REGISTRY):
+        raise ValueError(f"a framework with layout {framework.layout!r} is registered already")
+    at = next((i for i, known in enumerate(_REGISTRY) if known.catch_all and not framework.catch_all),
+              len(_REGISTRY))
+    _REGISTRY.insert(at, framework)
+
+
+def unregister(layout: str) -> None:
+    """Remove a registered framework's entry (a test's, once it is done)."""
+    _REGISTRY[:] = [known for known in _REGISTRY if known.layout != layout]
+
+
+def frameworks() -> tuple[Framework, ...]:
+    """Every entry, in the order names are read and ties broken."""
+    return tuple(_REGISTRY)
+
+
+def framework_of(layout: str) -> Framework:
+    return next(known for known in _REGISTRY if known.layout == layout)
+
+
+def read_name(name: str, path: Path, *, in_series: bool) -> tuple[str, int] | None:
+    """(layout, step) by the first naming that reads a step from `name` (the entry at `path`)."""
+    for framework in _REGISTRY:
+        if framework.in_folder and not in_series:
+            continue
+        for naming in framework.namings:
+            if (step := naming.step(name, path)) is not None:
+                return framework.layout, step
+            if naming.claims(name):
+                return None
+    return None
+
+
+def is_copy(name: str) -> bool:
+    """A name some framework gives a copy of another save (Lightning's last.ckpt)."""
+    return any(known.copies is not None and known.copies.match(name) for known in _REGISTRY)
+
+
+def preference(layout: str) -> int:
+    """Where a layout stands when two hold one step: the lower first."""
+    return next(i for i, known in enumerate(_REGISTRY) if known.layout == layout)

@@ -1,0 +1,244 @@
+"""Checkpoint layouts: which entries of CHECKPOINT_DIR are checkpoints, of which step, and whether
+each is complete enough to upload. The agent asks this module; nothing else knows the layouts.
+
+    ours       step-<N>                 complete on appearance (write, then rename), unless empty; a
+                                        directory that carries a COMMITTED marker only while it is valid
+    hf         checkpoint-<N>/          HF Trainer writes in place, trainer_state.json last
+                                        (transformers 5.23 `_save_checkpoint`): complete once that
+                                        file parses and names global_step N, or, with no such
+                                        file, once Accelerate's save_state in it is whole
+    lightning  <...>step=<N><...>.ckpt  torch.save archives (Lightning's default file name carries
+               or any other <...>.ckpt  the step; another name's step is read from the archive):
+                                        complete once the zip's central directory reads;
+                                        last*.ckpt counts only for a step no other file holds
+    generic    any other name with step/iter/ckpt/checkpoint and a number (`checkpoint_40.pt`,
+                                        `iter-500/`): a single file whose format proves it whole
+                                        (whole_files.py) once it does and has lain still 2 s; any other
+                                        once a higher step appears or the command has exited
+    series     names that differ only in one integer, written one after another (`model_<epoch>.pth`,
+                                        `epoch_<N>/`, `weights.<N>-<loss>.hdf5`; series.py): from
+                                        the second member on, complete as generic ones are
+
+Each layout is one entry of frameworks.py (its naming, its step, its rule of wholeness), and this module
+classifies and judges through the entries; only the repair of Lightning's `last.ckpt` at a resume is written
+here (prepare_for_resume). A directory a library wrote (torch.distributed.checkpoint,
+Accelerate's save_state) is whole when that library's own files say so, whatever its name and layout: see
+library_saves.py.
+
+Names starting with "." are writes in progress for every layout and are never looked at.
+
+*Strict* completeness asks the content to prove it: ours needs a valid COMMITTED marker, HF,
+Lightning and a library's directory keep their checks, generic never qualifies. The built-in
+trainer's directory is always read strictly (it always writes the marker), and so is any local entry
+newer than S3 at start: a file nobody can vouch for (a stray `step-00000099`) must not become the
+job's newest step.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...integrations.checkpoint_names import LIGHTNING_LAST as LIGHTNING_LINK
+from ...integrations.checkpoint_names import LIGHTNING_LAST_NAMES as LIGHTNING_LAST
+from ..files.whole_files import zip_whole
+from . import frameworks, library_saves, shards
+from .frameworks import HF_STATE_FILE as HF_STATE_FILE  # named from here by the layouts' callers and tests
+from .frameworks import LIGHTNING_SHARDED_META as LIGHTNING_SHARDED_META
+from .frameworks import Judged
+
+OURS, HF, LIGHTNING, GENERIC, SERIES = (framework.layout for framework in (
+    frameworks.OURS, frameworks.HF, frameworks.LIGHTNING, frameworks.GENERIC, frameworks.SERIES))
+INCOMPLETE_PREFIX = ".incomplete-"  # where prepare_for_resume moves what a dead writer left
+UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing proves complete
+
+ACCEPTED = ("step-<N> (file or directory)", "checkpoint-<N>/ (HF Trainer, Accelerate's save_state)",
+            "*.ckpt (Lightning: the step in its name or its archive)",
+            "a name with a step number such as model_step<N>.pt",
+            "a series of names that differ in one rising number, such as model_<epoch>.pth")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    path: Path
+    layout: str
+
+
+def classify(path: Path, *, in_series: bool = True, name: str | None = None) -> tuple[str, int] | None:
+    """(layout, step) of one entry, or None when it is no checkpoint (temp entries, what no step is known of).
+    `in_series`: a series of its folder counts (an entry of CHECKPOINT_DIR itself, not of a folder below it,
+    where numbered runs such as Lightning's `version_<N>/` logs are outputs). `name`: the name the entry
+    had before it was set aside."""
+    name = name or path.name
+    if name.startswith("."):
+        return None
+    return frameworks.read_name(name, path, in_series=in_series)
+
+
+def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = False,
+                    strict: bool = False, shards_elsewhere: bool = False) -> Checkpoint | None:
+    """The highest step whose checkpoint is complete (ours first when two layouts share a step, and a named
+    file before a last.ckpt of the same step). With `shards_elsewhere` (several nodes), a checkpoint DCP
+    wrote in shards counts once this disk holds its coordinator's part (shards.py)."""
+    # Newest first, and stop at the first complete one: each poll checks one or two entries, not all.
+    candidates = sorted(_entries(directory), key=lambda item: (-item[0], frameworks.preference(item[1]),
+                                                              frameworks.is_copy(item[2].name)))
+    highest = candidates[0][0] if candidates else -1
+    for step, layout, path in candidates:
+        if _complete(layout, step, path, writer_done or step < highest, strict=strict,
+                     shards_elsewhere=shards_elsewhere):
+            return Checkpoint(step, path, layout)
+    return None
+
+
+def _entries(directory: str | os.PathLike[str]) -> list[tuple[int, str, Path]]:
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    return [(kind[1], kind[0], entry) for entry in root.iterdir() if (kind := classify(entry)) is not None]
+
+
+def newest_entry(directory: str | os.PathLike[str]) -> Checkpoint | None:
+    """The entry the layouts take for the highest step, complete or not."""
+    entries = _entries(directory)
+    if not entries:
+        return None
+    step, layout, path = max(entries, key=lambda item: item[0])
+    return Checkpoint(step, path, layout)
+
+
+def checkpoints_in(directory: str | os.PathLike[str]) -> list[Checkpoint]:
+    """Every entry the layouts take for a checkpoint, complete or not, newest first."""
+    return [Checkpoint(step, path, layout) for step, layout, path in sorted(_entries(directory), reverse=True,
+                                                                           key=lambda item: item[0])]
+
+
+def complete_below(directory: str | os.PathLike[str], step: int,
+                   keep: Callable[[Path], bool] = lambda path: True) -> list[Checkpoint]:
+    """The complete checkpoints below `step` that `keep` accepts (asked first: a stat is cheaper than
+    reading a checkpoint's content). Each is superseded by `step`, so the generic rule counts it whole."""
+    return [Checkpoint(found, path, layout) for found, layout, path in _entries(directory)
+            if found < step and keep(path) and _complete(layout, found, path, superseded=True)]
+
+
+def published(path: Path, step: int) -> Checkpoint:
+    """A checkpoint restored from S3, at the step S3's record gives it. Its layout is read from its name;
+    a name that says nothing alone was published as a member of a series (the only layout that needs
+    the entries beside it)."""
+    kind = classify(path, in_series=False)
+    return Checkpoint(step, path, kind[0] if kind else SERIES)
+
+
+def step_of(path: Path) -> int | None:
+    kind = classify(path)
+    return kind[1] if kind else None
+
+
+def set_aside_step(entry: Path) -> int | None:
+    """The step of an entry set aside as `.unverified-<name>` or `.incomplete-<name>`; None for any other."""
+    for prefix in (UNVERIFIED_PREFIX, INCOMPLETE_PREFIX):
+        if entry.name.startswith(prefix):
+            kind = classify(entry, in_series=False, name=entry.name.removeprefix(prefix))
+            return kind[1] if kind else None
+    return None
+
+
+def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool = False,
+              shards_elsewhere: bool = False) -> bool:
+    """The layout's own rule, and every folder DCP wrote inside the checkpoint whole (HF's and
+    Accelerate's FSDP `pytorch_model_fsdp_0/` are written before the files their rule reads)."""
+    return (_layout_complete(layout, step, path, superseded, strict=strict, shards_elsewhere=shards_elsewhere)
+            and _inner_dcp_whole(path, shards_elsewhere))
+
+
+def _inner_dcp_whole(path: Path, shards_elsewhere: bool) -> bool:
+    try:
+        inner = [folder for folder in shards.dcp_folders(path) if folder]
+        return all(library_saves.whole(path / folder, True, shards_elsewhere=shards_elsewhere) for folder in inner)
+    except OSError:
+        return False
+
+
+def _layout_complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool,
+                     shards_elsewhere: bool) -> bool:
+    try:
+        return frameworks.framework_of(layout).whole(Judged(step, path, superseded, strict, shards_elsewhere))
+    except OSError:  # vanished while we looked (pruned, renamed): not ours to upload now
+        return False
+
+
+def describe(directory: str | os.PathLike[str], limit: int = 8) -> str:
+    """What a directory holds, for a warning: 'a.txt, model.bin, … (12 entries)' or 'nothing'."""
+    root = Path(directory)
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir()) if root.is_dir() else []
+    if not names:
+        return "nothing"
+    shown = ", ".join(names[:limit]) + (", …" if len(names) > limit else "")
+    return f"{shown} ({len(names)} entries)"
+
+
+def prepare_for_resume(directory: Path, restored: Path | None) -> list[str]:
+    """Make CHECKPOINT_DIR look as the framework would have left it had nothing died: entries the
+    writer never finished are moved aside (HF's get_last_checkpoint would pick a newer half-written
+    checkpoint-N and fail to load it), and a Lightning step file gets `last.ckpt` beside it for
+    `ckpt_path="last"`. Returns the names moved aside; they stay as `.incomplete-<name>`. `restored` itself
+    stays: it was checked against S3's manifest or proved whole here, and a node's share of a sharded step
+    (checkpoint_restore.py) lacks, on purpose, the shards only other ranks read."""
+    hidden = _hide_unfinished(Path(directory), restored)
+    if restored is not None and classify(restored) == (LIGHTNING, step_of(restored)) and restored.is_file():
+        _link_last(restored)
+    return hidden
+
+
+def _hide_unfinished(directory: Path, keep: Path | None) -> list[str]:
+    if not directory.is_dir():
+        return []
+    kept = keep.name if keep is not None and keep.resolve().parent == directory.resolve() else None
+    unfinished = [path for path in directory.iterdir() if path.name != kept and _unfinished(path)]
+    for path in unfinished:
+        _move_aside(path, INCOMPLETE_PREFIX)
+    return sorted(path.name for path in unfinished)
+
+
+def set_aside_above(directory: Path, step: int | None) -> list[str]:
+    """Move every checkpoint entry newer than the restore point `step` (all, when None) to
+    `.unverified-<name>`: at start nothing newer than the restore point is proven, and a framework's
+    own resume, or our upload, would otherwise take it for the newest. Returns the names moved."""
+    if not directory.is_dir():
+        return []
+    above = [path for path in directory.iterdir() if (found := step_of(path)) is not None
+             and (step is None or found > step)]
+    for path in above:
+        _move_aside(path, UNVERIFIED_PREFIX)
+    return sorted(path.name for path in above)
+
+
+def _move_aside(path: Path, prefix: str) -> None:
+    aside = path.with_name(f"{prefix}{path.name}")
+    if aside.is_dir() and not aside.is_symlink():
+        shutil.rmtree(aside)
+    else:
+        aside.unlink(missing_ok=True)
+    os.replace(path, aside)
+
+
+def _unfinished(path: Path) -> bool:
+    """Incomplete once its writer is gone (a Lightning `last.ckpt` too, which a framework reads)."""
+    if LIGHTNING_LAST.match(path.name):
+        return path.is_file() and not path.is_symlink() and not zip_whole(path)
+    kind = classify(path)
+    return kind is not None and not _complete(kind[0], kind[1], path, superseded=True)
+
+
+def _link_last(restored: Path) -> None:
+    last = restored.with_name(LIGHTNING_LINK)
+    if last.exists() and os.path.samefile(last, restored):  # restored as last.ckpt, or already linked
+        return
+    temp = restored.with_name(f".last.ckpt.{os.getpid()}")
+    temp.unlink(missing_ok=True)
+    os.link(restored, temp)
+    os.replace(temp, last)

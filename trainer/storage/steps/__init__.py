@@ -1,0 +1,6 @@
+"""A step's way to S3 and back: the files that go up, the store that publishes whole steps under their
+manifest (`checkpoint_store`), the background uploader and its health, the publish of a step saved in
+shards on several nodes (`step_parts`), the restore, and the job's S3 as the runtime holds it (`remote`).
+
+It may import every other wing of storage.
+"""
