@@ -3,8 +3,8 @@
 and `optimizer_0/`), and Lightning's `FSDPStrategy(state_dict_type="sharded")` (`epoch=0-step=<N>.ckpt/`
 with `.distcp`, `.metadata` and `meta.pt`). The runtime's checkpoint layouts, which the uploader and the
 restore ask, judge the newest save whole and read the framework's step from it, and judge it not whole
-once a `.metadata`, the file the framework writes last or (Lightning's) shard is missing, or one of the
-first two is cut short; the framework then resumes at that step from it.
+once a shard, a `.metadata` or the file the framework writes last is missing or cut short; the framework
+then resumes at that step from it.
 
 Skipped without CUDA (CI has none); `make gpu-check` runs it on a bare GPU machine (no boto3: only the
 layouts are imported). SPOT_SHARDED_CHECK_ON_CPU=1 runs it here on the CPU, through a shim that lifts the
@@ -77,15 +77,15 @@ CASES = [
     Case("hf", True, "--output_dir", lambda step: f"checkpoint-{step}", layouts.HF,
          frozenset({"pytorch_model_fsdp_0/.metadata", "pytorch_model_fsdp_0/__0_0.distcp", "optimizer_0/.metadata",
                     "optimizer_0/__0_0.distcp", layouts.HF_STATE_FILE}),
-         # A DCP folder whose only shard is gone holds a `.metadata` alone, which the layouts take for any
-         # tool's file, not DCP's: with one rank, only the loss of `.metadata` or of trainer_state.json shows.
-         {"metadata": "pytorch_model_fsdp_0/.metadata", "cut-metadata": "pytorch_model_fsdp_0/.metadata",
+         {"shard": "pytorch_model_fsdp_0/__0_0.distcp", "cut-shard": "pytorch_model_fsdp_0/__0_0.distcp",
+          "optimizer-shard": "optimizer_0/__0_0.distcp", "cut-optimizer-shard": "optimizer_0/__0_0.distcp",
+          "metadata": "pytorch_model_fsdp_0/.metadata", "cut-metadata": "pytorch_model_fsdp_0/.metadata",
           "optimizer-metadata": "optimizer_0/.metadata", "trainer-state": layouts.HF_STATE_FILE,
           "cut-trainer-state": layouts.HF_STATE_FILE},
          lambda newest: ["--resume"]),
     Case("lightning", False, "--dirpath", lambda step: f"epoch=0-step={step}.ckpt", layouts.LIGHTNING,
          frozenset({".metadata", "__0_0.distcp", layouts.LIGHTNING_SHARDED_META}),
-         {"shard": "__0_0.distcp", "metadata": ".metadata", "cut-metadata": ".metadata",
+         {"shard": "__0_0.distcp", "cut-shard": "__0_0.distcp", "metadata": ".metadata", "cut-metadata": ".metadata",
           "meta": layouts.LIGHTNING_SHARDED_META, "cut-meta": layouts.LIGHTNING_SHARDED_META},
          lambda newest: ["--ckpt_path", str(newest)]),
 ]

@@ -164,6 +164,34 @@ def test_a_distributed_checkpoint_missing_a_shard_its_metadata_lists_is_not_whol
 
 
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_a_distributed_checkpoint_with_a_shard_cut_short_is_not_whole(tmp_path: Path) -> None:
+    # A disk that filled, a copy cut off: the shard is there but shorter than its .metadata's storage data.
+    dcp.save({"model": {"w": torch.arange(64.0)}}, checkpoint_id=tmp_path / "step-100")
+    dcp.save({"model": {"w": torch.arange(64.0)}}, checkpoint_id=tmp_path / "step-200")
+    (shard,) = (tmp_path / "step-200").glob("*.distcp")
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    assert layouts.newest_complete(tmp_path, writer_done=True).path.name == "step-100"
+    assert layouts.newest_complete(tmp_path, strict=True).path.name == "step-100"
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_an_hf_fsdp_checkpoint_whose_folder_lost_its_only_shard_is_not_whole(tmp_path: Path) -> None:
+    # HF Trainer's FSDP save on one rank: pytorch_model_fsdp_0/ holds one shard and its .metadata. Without the
+    # shard the folder is still DCP's (its .metadata lists the shard), and the checkpoint is not whole.
+    for step in (10, 20):
+        folder = hf_checkpoint(tmp_path, step, state=json.dumps({"global_step": step}))
+        dcp.save({"model": {"w": torch.arange(8.0)}}, checkpoint_id=folder / "pytorch_model_fsdp_0")
+    (shard,) = (tmp_path / "checkpoint-20" / "pytorch_model_fsdp_0").glob("*.distcp")
+    shard.unlink()
+    assert layouts.newest_complete(tmp_path, writer_done=True).path.name == "checkpoint-10"
+    # Another tool's .metadata, listing no DCP shard, makes no folder DCP's.
+    other = hf_checkpoint(tmp_path, 30, state=json.dumps({"global_step": 30}))
+    (other / "runs").mkdir()
+    (other / "runs" / library_saves.DCP_METADATA).write_text("{}")
+    assert layouts.newest_complete(tmp_path, writer_done=True).path.name == "checkpoint-30"
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_a_sharded_lightning_checkpoint_folder_counts_once_lightning_wrote_its_meta_last(tmp_path: Path) -> None:
     # FSDPStrategy(state_dict_type="sharded") saves epoch=E-step=N.ckpt/ as a folder: DCP shards, then meta.pt.
     for step in (100, 200):

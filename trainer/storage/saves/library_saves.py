@@ -19,10 +19,12 @@ directory is called (`step-<N>`, `checkpoint-<N>`, `step_<N>`):
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from pathlib import Path
 
+from ..files.regular_files import open_regular
 from ..files.whole_files import SETTLE_SECONDS, file_whole
 from . import shards
 
@@ -63,8 +65,45 @@ def _library(names: list[str]) -> str | None:
 
 
 def _dcp_whole(path: Path, shards_elsewhere: bool) -> bool:
-    listed = shards.listed_in_file(path / DCP_METADATA)
-    return listed is not None and (shards_elsewhere or all((path / name).is_file() for name in listed))
+    """Every shard its `.metadata` lists is here (but those other nodes hold, with `shards_elsewhere`), and
+    none is shorter than the storage data places in it: a shard cut short (a full disk, a copy broken
+    off) is not whole. Longer is not held against it: the storage data says where chunks end, not that
+    nothing follows."""
+    try:
+        found = (path / DCP_METADATA).stat()
+    except OSError:
+        return False
+    read = _metadata(str(path / DCP_METADATA), found.st_ino, found.st_mtime_ns, found.st_size)
+    if read is None:
+        return False
+    listed, ends = read
+    for name in listed:
+        size = _size(path / name)
+        if size is None and not shards_elsewhere:
+            return False
+        if size is not None and size < ends.get(name, 0):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=64)
+def _metadata(path: str, inode: int, mtime_ns: int, size: int) -> tuple[frozenset[str], dict[str, int]] | None:
+    """A `.metadata`'s listed shards and where each must end, read once per version of the file (each poll
+    asks again, and a large world's `.metadata` is megabytes)."""
+    try:
+        with open_regular(Path(path)) as stream:
+            body = stream.read()
+    except OSError:
+        return None
+    listed = shards.listed_in_bytes(body)
+    return None if listed is None else (frozenset(listed), shards.extents(body) or {})
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size if path.is_file() else None
+    except OSError:
+        return None
 
 
 def _accelerate_whole(entries: list[Path], superseded: bool) -> bool:

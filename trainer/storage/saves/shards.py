@@ -32,16 +32,22 @@ def is_dcp_folder(names: list[str]) -> bool:
 
 
 def dcp_folders(checkpoint: Path) -> list[str]:
-    """The folders of a checkpoint DCP wrote shards into, relative to it ('' for the checkpoint itself), at
-    most one level below it (a `.metadata` alone may be any tool's)."""
+    """The folders of a checkpoint DCP wrote into, relative to it ('' for the checkpoint itself), at most one
+    level below it: those holding a shard, and those whose `.metadata` lists shards (a folder that lost its
+    only shard is still DCP's, and not whole; a `.metadata` that lists none may be any tool's)."""
     if not checkpoint.is_dir() or checkpoint.is_symlink():
         return []
     try:
         folders = [checkpoint, *(entry for entry in checkpoint.iterdir() if entry.is_dir() and not entry.is_symlink())]
-        return [("" if folder == checkpoint else folder.name) for folder in folders
-                if any(entry.name.endswith(SHARD_SUFFIX) for entry in folder.iterdir())]
+        return [("" if folder == checkpoint else folder.name) for folder in folders if _written_by_dcp(folder)]
     except OSError:  # pruned while we looked
         return []
+
+
+def _written_by_dcp(folder: Path) -> bool:
+    names = [entry.name for entry in folder.iterdir()]
+    return any(name.endswith(SHARD_SUFFIX) for name in names) or (
+        METADATA in names and bool(listed_in_file(folder / METADATA)))
 
 
 def shard_files(checkpoint: Path) -> list[Path]:
