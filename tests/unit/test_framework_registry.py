@@ -23,9 +23,16 @@ def _myfw_whole(save: Judged) -> bool:
     return save.path.read_bytes().endswith(b"END\n")
 
 
+def _myfw_before_resume(restored: Path) -> None:
+    """The made-up framework resumes from the save its `myfw-latest` file names."""
+    (restored.parent / "myfw-latest").write_text(restored.name)
+
+
 @pytest.fixture
 def myfw() -> Iterator[Framework]:
-    entry = Framework("myfw", (Naming(frameworks.matched_step(_MYFW_NAME)),), _myfw_whole)
+    entry = Framework("myfw", (Naming(frameworks.matched_step(_MYFW_NAME)),), _myfw_whole,
+                      copies=re.compile(r"^myfw-copy\.ckpt$"), copy_whole=lambda path: path.read_bytes() != b"",
+                      accepts="myfw-<N>.ckpt (MyFramework)", before_resume=_myfw_before_resume)
     frameworks.register(entry)
     yield entry
     frameworks.unregister(entry.layout)
@@ -40,6 +47,18 @@ def test_a_registered_framework_is_classified_and_judged_whole_through_its_entry
     assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(20, tmp_path / "myfw-20.ckpt", "myfw")
     (tmp_path / "myfw-30.ckpt").write_bytes(b"weights\nEND\n")
     assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(30, tmp_path / "myfw-30.ckpt", "myfw")
+
+
+def test_a_registered_framework_s_resume_its_copies_and_its_names_are_its_entry_s(
+        tmp_path: Path, myfw: Framework) -> None:
+    (tmp_path / "myfw-20.ckpt").write_bytes(b"weights\nEND\n")
+    (tmp_path / "myfw-30.ckpt").write_bytes(b"weights\n")  # its writer died
+    (tmp_path / "myfw-copy.ckpt").write_bytes(b"")  # a copy cut off: the framework would read it
+    hidden = layouts.prepare_for_resume(tmp_path, tmp_path / "myfw-20.ckpt")
+    assert hidden == ["myfw-30.ckpt", "myfw-copy.ckpt"]
+    assert (tmp_path / "myfw-latest").read_text() == "myfw-20.ckpt"
+    assert "myfw-<N>.ckpt (MyFramework)" in layouts.accepted()
+    assert layouts.accepted()[-2:] == (frameworks.GENERIC.accepts, frameworks.SERIES.accepts)
 
 
 def test_without_its_entry_the_name_is_no_checkpoint(tmp_path: Path) -> None:

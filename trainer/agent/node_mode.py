@@ -27,7 +27,7 @@ class Polled:
     """What one poll of a running command found."""
 
     newest: Checkpoint | None  # the newest complete checkpoint on this disk
-    exhausted: bool = False  # the restart budget is spent: the command must stop, the job fails
+    gave_up: bool = False  # the mode gives up (several nodes: the round's restart budget is spent): stop, fail
 
 
 class NodeMode(Protocol):

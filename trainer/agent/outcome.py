@@ -12,7 +12,7 @@ class Outcome(StrEnum):
     LOST_LEASE = "lost-lease"  # another agent took the job over: nothing more may be published
     HUNG = "hung"  # no progress for the stall limit (hang_watch.py)
     OVER_BUDGET = "over budget"  # the spending cap is reached (budget_watch.py)
-    ROUNDS_EXHAUSTED = "rounds exhausted"  # several nodes: the same world failed its restart budget
+    GAVE_UP = "gave up"  # the node's mode gave up (several nodes: the round's restart budget is spent)
 
 
 @dataclass(frozen=True)

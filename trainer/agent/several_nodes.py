@@ -104,7 +104,7 @@ class SeveralNodes:
         newest = uploads.offer_newest(writer_done=exited or handover,
                                       publishes=self.rounds.publishes(round_) or handover)
         self.rounds.say(round_)
-        return Polled(newest, exhausted=self.rounds.exhausted_when_formed(round_))
+        return Polled(newest, gave_up=self.rounds.exhausted_when_formed(round_))
 
     def failed(self, reason: str, code: int) -> bool:
         return self.rounds.exhausted_by_failure(reason, code)

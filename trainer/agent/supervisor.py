@@ -181,7 +181,7 @@ class Agent:
                 raise
             if end.outcome is Outcome.LOST_LEASE:  # a fenced writer must not publish anything more
                 raise AgentError("the job lease was taken over by another agent; stopped training")
-            if end.outcome is Outcome.ROUNDS_EXHAUSTED:
+            if end.outcome is Outcome.GAVE_UP:
                 uploads.settle()
                 return mode.gave_up()
             newest = uploads.settle()
@@ -218,9 +218,9 @@ class Agent:
             newest = polled.newest
             if newest is not None:
                 self.newest_on_disk = max(newest.step, self.newest_on_disk or 0)
-            if polled.exhausted:
+            if polled.gave_up:
                 self.stopping.command(command)
-                return RunEnd(Outcome.ROUNDS_EXHAUSTED, -1)
+                return RunEnd(Outcome.GAVE_UP, -1)
             watch.check(newest, exited=code == 0)
             if code is not None:
                 return RunEnd(Outcome.EXITED, code)

@@ -24,7 +24,7 @@ from .started_over import find_restart_from_scratch, started_over_warning
 
 def nothing_saved_warning(directory: Path, seconds: float) -> str:
     return (f"no recognised checkpoint after {seconds:.0f}s of training: {directory} holds "
-            f"{layouts.describe(directory)}; the agent uploads {'; '.join(layouts.ACCEPTED)} "
+            f"{layouts.describe(directory)}; the agent uploads {'; '.join(layouts.accepted())} "
             "(see README, Your own training command)")
 
 

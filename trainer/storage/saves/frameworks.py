@@ -13,13 +13,14 @@ wrote (DCP, Accelerate's save_state) is judged by that library's own files withi
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...integrations.checkpoint_names import LIGHTNING_LAST_NAMES
+from ...integrations.checkpoint_names import LIGHTNING_LAST, LIGHTNING_LAST_NAMES
 from ..files import whole_files
 from ..files.names import MARKER_FILE, parse_step, read_marker
 from ..files.regular_files import read_regular_text
@@ -71,6 +72,10 @@ class Framework:
     resume_hint: str = ""  # what a script that started over must do to resume, in this framework's words
     catch_all: bool = False  # asked after every framework, registered ones included
     in_folder: bool = False  # its step is read from the entries beside it: only in CHECKPOINT_DIR itself
+    accepts: str = ""  # its names in a user's words, for the warning that the folder holds none we know
+    copy_whole: Callable[[Path], bool] | None = None  # when a copy (`copies`) is whole; a broken one is set aside
+    # What a resume from one of its saves needs beside that save, as the framework would have left it.
+    before_resume: Callable[[Path], None] | None = None
 
 
 def _library_verdict(save: Judged) -> bool | None:
@@ -148,22 +153,48 @@ def _lightning_copy_step(name: str, path: Path) -> int | None:
     return archive_step(path) if LIGHTNING_LAST_NAMES.match(name) else None
 
 
+def _lightning_copy_whole(path: Path) -> bool:
+    """`last.ckpt` is a file Lightning reads (ckpt_path="last"): whole once its archive reads; a link to a
+    save is whole as that save is judged."""
+    return not path.is_file() or path.is_symlink() or zip_whole(path)
+
+
+def _link_lightning_last(restored: Path) -> None:
+    """A step file restored gets `last.ckpt` beside it (a hard link), for `ckpt_path="last"`; a sharded
+    folder, which Lightning resumes from by its own path, gets none."""
+    if not restored.is_file():
+        return
+    last = restored.with_name(LIGHTNING_LAST)
+    if last.exists() and os.path.samefile(last, restored):  # restored as last.ckpt, or already linked
+        return
+    temp = restored.with_name(f".{LIGHTNING_LAST}.{os.getpid()}")
+    temp.unlink(missing_ok=True)
+    os.link(restored, temp)
+    os.replace(temp, last)
+
+
 def _lightning_archive_step(name: str, path: Path) -> int | None:
     return archive_step(path) if name.endswith(".ckpt") else None  # a filename= without {step}
 
 
-OURS = Framework("ours", (Naming(lambda name, path: parse_step(name)),), _ours_whole)
+OURS = Framework("ours", (Naming(lambda name, path: parse_step(name)),), _ours_whole,
+                 accepts="step-<N> (file or directory)")
 HF = Framework("hf", (Naming(_hf_step),), _hf_whole, integration="integrations.hf",
+               accepts="checkpoint-<N>/ (HF Trainer, Accelerate's save_state)",
                resume_hint="pass resume_from_checkpoint=get_last_checkpoint(output_dir) to trainer.train()")
 LIGHTNING = Framework(
     "lightning",
     (Naming(_lightning_copy_step, claims=lambda name: bool(LIGHTNING_LAST_NAMES.match(name))),
      Naming(matched_step(_LIGHTNING_NAME)), Naming(_lightning_archive_step)),
     _lightning_whole, integration="integrations.lightning", copies=LIGHTNING_LAST_NAMES,
-    resume_hint='pass ckpt_path="last" to trainer.fit()')
-GENERIC = Framework("generic", (Naming(matched_step(_GENERIC_NAME)),), _step_named_whole, catch_all=True)
+    resume_hint='pass ckpt_path="last" to trainer.fit()', copy_whole=_lightning_copy_whole,
+    accepts="*.ckpt (Lightning: the step in its name or its archive)",
+    before_resume=_link_lightning_last)
+GENERIC = Framework("generic", (Naming(matched_step(_GENERIC_NAME)),), _step_named_whole, catch_all=True,
+                    accepts="a name with a step number such as model_step<N>.pt")
 SERIES = Framework("series", (Naming(lambda name, path: series.number_in_series(path)),), _step_named_whole,
-                   catch_all=True, in_folder=True)
+                   catch_all=True, in_folder=True,
+                   accepts="a series of names that differ in one rising number, such as model_<epoch>.pth")
 
 _REGISTRY: list[Framework] = [OURS, HF, LIGHTNING, GENERIC, SERIES]
 
@@ -204,9 +235,13 @@ def read_name(name: str, path: Path, *, in_series: bool) -> tuple[str, int] | No
     return None
 
 
+def copy_of(name: str) -> Framework | None:
+    """The framework whose name for a copy of another save `name` is (Lightning's last.ckpt), or None."""
+    return next((known for known in _REGISTRY if known.copies is not None and known.copies.match(name)), None)
+
+
 def is_copy(name: str) -> bool:
-    """A name some framework gives a copy of another save (Lightning's last.ckpt)."""
-    return any(known.copies is not None and known.copies.match(name) for known in _REGISTRY)
+    return copy_of(name) is not None
 
 
 def preference(layout: str) -> int:

@@ -19,9 +19,9 @@ each is complete enough to upload. The agent asks this module; nothing else know
                                         `epoch_<N>/`, `weights.<N>-<loss>.hdf5`; series.py): from
                                         the second member on, complete as generic ones are
 
-Each layout is one entry of frameworks.py (its naming, its step, its rule of wholeness), and this module
-classifies and judges through the entries; only the repair of Lightning's `last.ckpt` at a resume is written
-here (prepare_for_resume). A directory a library wrote (torch.distributed.checkpoint,
+Each layout is one entry of frameworks.py (its naming, its step, its rule of wholeness, what a resume from
+it needs beside it, the words for its names), and this module classifies, judges and prepares a resume
+through the entries alone. A directory a library wrote (torch.distributed.checkpoint,
 Accelerate's save_state) is whole when that library's own files say so, whatever its name and layout: see
 library_saves.py.
 
@@ -42,9 +42,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...integrations.checkpoint_names import LIGHTNING_LAST as LIGHTNING_LINK
-from ...integrations.checkpoint_names import LIGHTNING_LAST_NAMES as LIGHTNING_LAST
-from ..files.whole_files import zip_whole
 from . import frameworks, library_saves, shards
 from .frameworks import HF_STATE_FILE as HF_STATE_FILE  # named from here by the layouts' callers and tests
 from .frameworks import LIGHTNING_SHARDED_META as LIGHTNING_SHARDED_META
@@ -55,10 +52,10 @@ OURS, HF, LIGHTNING, GENERIC, SERIES = (framework.layout for framework in (
 INCOMPLETE_PREFIX = ".incomplete-"  # where prepare_for_resume moves what a dead writer left
 UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing proves complete
 
-ACCEPTED = ("step-<N> (file or directory)", "checkpoint-<N>/ (HF Trainer, Accelerate's save_state)",
-            "*.ckpt (Lightning: the step in its name or its archive)",
-            "a name with a step number such as model_step<N>.pt",
-            "a series of names that differ in one rising number, such as model_<epoch>.pth")
+
+def accepted() -> tuple[str, ...]:
+    """The names the layouts know, in a user's words, one per framework in the order they are asked."""
+    return tuple(framework.accepts for framework in frameworks.frameworks() if framework.accepts)
 
 
 @dataclass(frozen=True)
@@ -189,8 +186,9 @@ def prepare_for_resume(directory: Path, restored: Path | None) -> list[str]:
     stays: it was checked against S3's manifest or proved whole here, and a node's share of a sharded step
     (checkpoint_restore.py) lacks, on purpose, the shards only other ranks read."""
     hidden = _hide_unfinished(Path(directory), restored)
-    if restored is not None and classify(restored) == (LIGHTNING, step_of(restored)) and restored.is_file():
-        _link_last(restored)
+    if restored is not None and (kind := classify(restored)) is not None:
+        if (prepare := frameworks.framework_of(kind[0]).before_resume) is not None:
+            prepare(restored)
     return hidden
 
 
@@ -227,18 +225,8 @@ def _move_aside(path: Path, prefix: str) -> None:
 
 
 def _unfinished(path: Path) -> bool:
-    """Incomplete once its writer is gone (a Lightning `last.ckpt` too, which a framework reads)."""
-    if LIGHTNING_LAST.match(path.name):
-        return path.is_file() and not path.is_symlink() and not zip_whole(path)
+    """Incomplete once its writer is gone (a framework's copy of a save too, which the framework reads)."""
+    if (copied := frameworks.copy_of(path.name)) is not None:
+        return copied.copy_whole is not None and not copied.copy_whole(path)
     kind = classify(path)
     return kind is not None and not _complete(kind[0], kind[1], path, superseded=True)
-
-
-def _link_last(restored: Path) -> None:
-    last = restored.with_name(LIGHTNING_LINK)
-    if last.exists() and os.path.samefile(last, restored):  # restored as last.ckpt, or already linked
-        return
-    temp = restored.with_name(f".last.ckpt.{os.getpid()}")
-    temp.unlink(missing_ok=True)
-    os.link(restored, temp)
-    os.replace(temp, last)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from ..files import whole_files
-from .layouts import GENERIC, SERIES, Checkpoint
+from . import frameworks
+from .layouts import Checkpoint
 
 _FORMAT_SHOWN_AFTER = 16  # bytes: fewer, and the writer may not have put its format's first bytes down yet
 _NUMBER = re.compile(r"\d+")
@@ -20,7 +21,7 @@ def rule_line(checkpoint: Checkpoint) -> str | None:
     """`checkpoint_40.pt: a torch archive, uploaded once whole and still 2 s`; None where the layout's own
     rule needs no word (ours, HF, Lightning, a library's folder) or the file is too new to tell."""
     path = checkpoint.path
-    if checkpoint.layout not in (GENERIC, SERIES) or not path.is_file():
+    if not frameworks.framework_of(checkpoint.layout).catch_all or not path.is_file():
         return None
     try:
         size = path.stat().st_size
