@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # three test workers share two cores, and a second OpenMP thread of a tiny model only spins on a busy
 # core, for the same numbers at several times the CPU. Set before any test imports torch.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# A suite started in the background by a non-interactive shell (`make test &`) inherits SIGINT ignored (POSIX),
+# and every process it starts would too: Python then never raises KeyboardInterrupt, so the Ctrl-C the tests
+# give as a user would (`logs --follow`, `localcloud up`) would go unheard. A user's terminal leaves it as is.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # The longest modules, longest first (seconds each took under `make test` on two cores, 2026-11-26).
 # `make test` keeps collection order (--no-loadscope-reorder), so the workers take these first and the
 # run ends on short modules instead of one worker on a long one while the others idle.

@@ -77,10 +77,19 @@ def test_an_fsdp_script_publishes_whole_steps_and_survives_every_kind_of_lost_no
         every_node_finishes(group, store)
     assert store.get_json("status.json")["state"] == "DONE"
     assert store.latest_step() == STEPS
-    assert len(whole_in_s3(store, STEPS, tmp_path / "fresh")) == 2  # the last round: two nodes, a shard each
+    # A shard per rank of the round that saved it: two nodes, or three when a replacement joined in time.
+    assert len(whole_in_s3(store, STEPS, tmp_path / "fresh")) == last_round_world(group)
     loads_in_a_fresh_process(tmp_path / "fresh" / f"step-{STEPS}")
     no_lost_node_was_a_failure(group)
     never_from_nothing_once_published(group)
+
+
+def last_round_world(group: Cluster) -> int:
+    """The world size of the last round the script started in, from its own `fsdp: start at step N, world W`."""
+    starts = sorted((at, line) for agent in group.agents for at, line in zip(agent.times, agent.lines, strict=False)
+                    if line.startswith("fsdp: start at step"))
+    assert starts, "the script never started"
+    return int(starts[-1][1].rsplit(" world ", 1)[1])
 
 
 def never_from_nothing_once_published(group: Cluster) -> None:
