@@ -4,17 +4,20 @@ index and no name on it that someone else could register.
 
 The wheel is rebuilt only when the package's sources change. Several processes may ask at once (two
 synths, test workers, the local spot cloud): pip builds in the checkout's own build/ folder, so one
-build runs at a time, and a wheel appears in the cache only whole (built aside, then renamed).
+build runs at a time, from nothing an earlier build staged there, and a wheel appears in the cache only
+whole (built aside, then renamed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -37,11 +40,11 @@ def runtime_wheel(cache: Path = WHEEL_CACHE) -> Path:
     digest = sources_digest()
     directory = cache / digest
     cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+    with build_lock():
         if built := sorted(directory.glob("spot_trainer-*.whl")):
             return built[0]
         building = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=cache))
+        forget_earlier_builds()
         result = subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(building),
              str(REPO_ROOT)], capture_output=True, text=True, cwd=building)
@@ -51,3 +54,20 @@ def runtime_wheel(cache: Path = WHEEL_CACHE) -> Path:
         shutil.rmtree(directory, ignore_errors=True)  # an empty folder a killed build of old left behind
         building.rename(directory)
         return next(directory.glob("spot_trainer-*.whl"))
+
+
+@contextlib.contextmanager
+def build_lock(root: Path = REPO_ROOT) -> Iterator[None]:
+    """The checkout's build/ folder, one build at a time whichever cache it fills; released when the file
+    closes, or the process dies."""
+    (root / "build").mkdir(exist_ok=True)
+    with open(root / "build" / ".runtime-wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def forget_earlier_builds(root: Path = REPO_ROOT) -> None:
+    """setuptools stages a wheel's files in build/lib and never deletes one there: a module since moved or
+    removed would ship on every instance beside its successor. Each build starts from none."""
+    for staged in (root / "build" / "lib", *(root / "build").glob("bdist.*")):
+        shutil.rmtree(staged, ignore_errors=True)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -15,7 +17,7 @@ from safetensors.torch import save_file
 
 from spot_trainer.agent.watches.save_watch import SaveWatch
 from spot_trainer.storage.files.local import write_checkpoint
-from spot_trainer.storage.saves import layouts, library_saves
+from spot_trainer.storage.saves import layouts, library_saves, shards
 
 
 def hf_checkpoint(root: Path, step: int, *, state: str | None = None) -> Path:
@@ -315,3 +317,21 @@ def test_a_fifo_where_a_layout_reads_a_file_never_blocks_the_poll(tmp_path: Path
     looking.join(timeout=10)
     assert not looking.is_alive(), "the agent's poll blocked on a FIFO"
     assert found == [None]
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_a_metadata_that_could_not_be_read_once_is_read_again_at_the_next_poll(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A one-off EIO or ESTALE (a network file system), or too many open files: the save is judged again later.
+    dcp.save({"model": {"w": torch.arange(4.0)}}, checkpoint_id=tmp_path / "step-100")
+    failures = iter([OSError(errno.EIO, "Input/output error")])
+    real = shards.open_regular
+
+    def once_failing(path: Path) -> Any:
+        if (error := next(failures, None)) is not None:
+            raise error
+        return real(path)
+
+    monkeypatch.setattr(shards, "open_regular", once_failing)
+    assert layouts.newest_complete(tmp_path, writer_done=True) is None
+    assert layouts.newest_complete(tmp_path, writer_done=True).path.name == "step-100"

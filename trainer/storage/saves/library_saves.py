@@ -19,12 +19,10 @@ directory is called (`step-<N>`, `checkpoint-<N>`, `step_<N>`):
 
 from __future__ import annotations
 
-import functools
 import re
 import time
 from pathlib import Path
 
-from ..files.regular_files import open_regular
 from ..files.whole_files import SETTLE_SECONDS, file_whole
 from . import shards
 
@@ -70,33 +68,18 @@ def _dcp_whole(path: Path, shards_elsewhere: bool) -> bool:
     off) is not whole. Longer is not held against it: the storage data says where chunks end, not that
     nothing follows."""
     try:
-        found = (path / DCP_METADATA).stat()
-    except OSError:
+        read = shards.metadata_of(path / DCP_METADATA)
+    except OSError:  # not there yet, or unreadable this time: asked again at the next poll
         return False
-    read = _metadata(str(path / DCP_METADATA), found.st_ino, found.st_mtime_ns, found.st_size)
     if read is None:
         return False
-    listed, ends = read
-    for name in listed:
+    for name in read.listed:
         size = _size(path / name)
         if size is None and not shards_elsewhere:
             return False
-        if size is not None and size < ends.get(name, 0):
+        if size is not None and size < read.ends.get(name, 0):
             return False
     return True
-
-
-@functools.lru_cache(maxsize=64)
-def _metadata(path: str, inode: int, mtime_ns: int, size: int) -> tuple[frozenset[str], dict[str, int]] | None:
-    """A `.metadata`'s listed shards and where each must end, read once per version of the file (each poll
-    asks again, and a large world's `.metadata` is megabytes)."""
-    try:
-        with open_regular(Path(path)) as stream:
-            body = stream.read()
-    except OSError:
-        return None
-    listed = shards.listed_in_bytes(body)
-    return None if listed is None else (frozenset(listed), shards.extents(body) or {})
 
 
 def _size(path: Path) -> int | None:

@@ -11,6 +11,7 @@ one level below it at most, beside files rank 0 writes alone (`trainer_state.jso
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import pickle
@@ -46,8 +47,36 @@ def dcp_folders(checkpoint: Path) -> list[str]:
 
 def _written_by_dcp(folder: Path) -> bool:
     names = [entry.name for entry in folder.iterdir()]
-    return any(name.endswith(SHARD_SUFFIX) for name in names) or (
-        METADATA in names and bool(listed_in_file(folder / METADATA)))
+    if any(name.endswith(SHARD_SUFFIX) for name in names):
+        return True
+    try:
+        return METADATA in names and bool((read := metadata_of(folder / METADATA)) and read.listed)
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class MetadataRead:
+    """What a DCP folder's `.metadata` says of its files: the shards it lists, and where each must end."""
+
+    listed: frozenset[str]
+    ends: dict[str, int]
+
+
+def metadata_of(path: Path) -> MetadataRead | None:
+    """A `.metadata` read once per version of the file (each poll asks again, and a large world's `.metadata`
+    is megabytes); None when it is not DCP's or is damaged. A file error raises OSError and is not kept:
+    the next poll reads again."""
+    found = path.stat()
+    return _metadata_read(str(path), found.st_ino, found.st_mtime_ns, found.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _metadata_read(path: str, inode: int, mtime_ns: int, size: int) -> MetadataRead | None:
+    with open_regular(Path(path)) as stream:
+        body = stream.read()
+    listed = listed_in_bytes(body)
+    return None if listed is None else MetadataRead(frozenset(listed), extents(body) or {})
 
 
 def shard_files(checkpoint: Path) -> list[Path]:
