@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 SAMPLE_SECONDS = 0.25
+TORCH_LIBRARY = b"libtorch_cpu"  # mapped once a process has imported torch: each such import costs seconds
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -85,8 +86,12 @@ def kind_of(pid: int) -> str:
         if "moto" in line:
             return "python: moto server"
         if "-m" in words:
-            module = words[words.index("-m") + 1] if words.index("-m") + 1 < len(words) else "?"
-            return f"python -m {module.split('.')[0] if module.startswith('spot_trainer') else module}"
+            at = words.index("-m") + 1
+            module = words[at] if at < len(words) else "?"
+            # The runtime's own processes by entry: the agent, the built-in trainer, a job command by name.
+            if module == "spot_trainer" and at + 1 < len(words):
+                return f"python -m spot_trainer {words[at + 1]}"
+            return f"python -m {module}"
         if "-c" in words:
             return "python -c"
         script = next((w for w in words[1:] if not w.startswith("-")), "")
@@ -97,11 +102,19 @@ def kind_of(pid: int) -> str:
     return exe
 
 
+def has_torch(pid: int) -> bool:
+    try:
+        return TORCH_LIBRARY in Path(f"/proc/{pid}/maps").read_bytes()
+    except OSError:
+        return False
+
+
 class CpuProfile:
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = out_dir
         self.modules: dict[str, float] = defaultdict(float)
         self.kinds: dict[int, tuple[str, float]] = {}
+        self.torch_pids: set[int] = set()
         self.current: tuple[str, float] | None = None
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -115,8 +128,12 @@ class CpuProfile:
         return own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime + live
 
     def _sample(self) -> None:
+        rounds = 0
         while not self.stop.wait(SAMPLE_SECONDS):
+            rounds += 1
             for pid, (own, _) in _descendants(os.getpid()).items():
+                if rounds % 4 == 0 and pid not in self.torch_pids and has_torch(pid):
+                    self.torch_pids.add(pid)
                 # Read again each time: a forked child shows its parent's command line until it execs.
                 kind = kind_of(pid)
                 with self.lock:
@@ -141,12 +158,14 @@ class CpuProfile:
         self.stop.set()
         self.thread.join()
         own = resource.getrusage(resource.RUSAGE_SELF)
-        by_kind: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "processes": 0})
+        by_kind: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "processes": 0, "torch": 0})
         with self.lock:
-            for kind, seconds in self.kinds.values():
+            for pid, (kind, seconds) in self.kinds.items():
                 by_kind[kind]["seconds"] += seconds
                 by_kind[kind]["processes"] += 1
-        by_kind["pytest worker itself"] = {"seconds": own.ru_utime + own.ru_stime, "processes": 1}
+                by_kind[kind]["torch"] += pid in self.torch_pids
+        by_kind["pytest worker itself"] = {"seconds": own.ru_utime + own.ru_stime, "processes": 1,
+                                           "torch": int("torch" in sys.modules)}
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         (self.out_dir / f"{worker}-{os.getpid()}.json").write_text(
@@ -178,7 +197,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def merge(folder: Path) -> dict[str, Any]:
     modules: dict[str, float] = defaultdict(float)
-    kinds: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "processes": 0})
+    kinds: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "processes": 0, "torch": 0})
     for path in folder.glob("*.json"):
         data = json.loads(path.read_text())
         for name, seconds in data["modules"].items():
@@ -186,6 +205,7 @@ def merge(folder: Path) -> dict[str, Any]:
         for name, figures in data["kinds"].items():
             kinds[name]["seconds"] += figures["seconds"]
             kinds[name]["processes"] += figures["processes"]
+            kinds[name]["torch"] += figures.get("torch", 0)
     return {"modules": modules, "kinds": kinds}
 
 
@@ -197,9 +217,12 @@ def main(argv: list[str]) -> int:
     for name, seconds in sorted(merged["modules"].items(), key=lambda kv: -kv[1])[:top]:
         print(f"| {name} | {seconds:.1f} | {100 * seconds / total:.0f}% |")
     print(f"| all {len(merged['modules'])} modules | {total:.1f} | |\n")
-    print("| kind of process | CPU s | processes |\n|---|---:|---:|")
+    print("| kind of process | CPU s | processes | of them with torch |\n|---|---:|---:|---:|")
     for name, figures in sorted(merged["kinds"].items(), key=lambda kv: -kv[1]["seconds"])[:top]:
-        print(f"| {name} | {figures['seconds']:.1f} | {int(figures['processes'])} |")
+        print(f"| {name} | {figures['seconds']:.1f} | {int(figures['processes'])} | {int(figures['torch'])} |")
+    kinds = merged["kinds"].values()
+    print(f"\n{int(sum(k['torch'] for k in kinds))} of {int(sum(k['processes'] for k in kinds))} processes "
+          "imported torch")
     return 0
 
 
