@@ -13,15 +13,18 @@ TEST_WORKERS ?= 3
 .PHONY: demo test check test-under-load lint bench gpu-check synth clean
 
 # uv installs the same pins from the same index as pip, in parallel and from its cache (~/.cache/uv): from a
-# warm cache the packages take seconds and their bytecode the rest (docs/development.md, The set-up). pip
-# puts uv itself into the venv.
+# warm cache in seconds (docs/development.md, The set-up). pip puts uv itself into the venv.
 UV_VERSION := 0.13.8
 UV := $(VENV)/bin/uv
-# Bytecode at install, as pip does: the environment may forbid writing it later (PYTHONDONTWRITEBYTECODE),
-# and then every process the suite starts would compile torch, moto and the CDK anew. uv reads no pip
-# configuration: a folder of wheels that pip is pointed at (find-links; here the CPU build of torch) is
-# passed on. Evaluated only where an install runs.
-UV_INSTALL = $(UV) pip install --quiet --compile-bytecode \
+# Bytecode is written as each module is first imported, not all at install: the suite imports a fraction
+# of the 434 MB of sources (aws_cdk alone is 183 MB), and compiling all of it was most of the set-up. An
+# environment that forbids writing bytecode (PYTHONDONTWRITEBYTECODE) would then make every process compile
+# torch, moto and the CDK anew, so the targets here lift it: bytecode lands only in this checkout's venvs
+# and folders, and is written atomically by whichever process compiles a module first.
+unexport PYTHONDONTWRITEBYTECODE
+# uv reads no pip configuration: a folder of wheels that pip is pointed at (find-links; here the CPU build
+# of torch) is passed on. Evaluated only where an install runs.
+UV_INSTALL = $(UV) pip install --quiet \
 	$(addprefix --find-links ,$(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)))
 
 $(UV):
@@ -44,7 +47,7 @@ demo: $(STAMP)
 	$(PY) -m localcloud demo --job example
 
 # Every process the suite starts (agents, commands, servers) imports this checkout's modules: compiled once
-# here, none compiles them again where the environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE).
+# here, so the workers, starting side by side, do not each compile them.
 test: $(STAMP) $(CHECKOV_STAMP)
 	$(PY) -m compileall -q trainer stacks localcloud tests jobs benchmarks app.py
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=10 $(PYTEST_ARGS)
