@@ -102,6 +102,10 @@ def kind_of(pid: int) -> str:
     return exe
 
 
+def no_figures() -> dict[str, float]:
+    return {"seconds": 0.0, "processes": 0, "torch": 0}
+
+
 def has_torch(pid: int) -> bool:
     try:
         return TORCH_LIBRARY in Path(f"/proc/{pid}/maps").read_bytes()
@@ -114,7 +118,9 @@ class CpuProfile:
         self.out_dir = out_dir
         self.modules: dict[str, float] = defaultdict(float)
         self.kinds: dict[int, tuple[str, float]] = {}
-        self.torch_pids: set[int] = set()
+        # pid -> the kind it had when torch was found mapped: a fork of a worker shows the worker's libtorch
+        # until it execs another program, so the mark counts only if the pid ends as that kind.
+        self.torch_kinds: dict[int, str] = {}
         self.current: tuple[str, float] | None = None
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -132,14 +138,14 @@ class CpuProfile:
         while not self.stop.wait(SAMPLE_SECONDS):
             rounds += 1
             for pid, (own, _) in _descendants(os.getpid()).items():
-                if rounds % 4 == 0 and pid not in self.torch_pids and has_torch(pid):
-                    self.torch_pids.add(pid)
                 # Read again each time: a forked child shows its parent's command line until it execs.
                 kind = kind_of(pid)
                 with self.lock:
                     if kind == "?" and pid in self.kinds:
                         kind = self.kinds[pid][0]
                     self.kinds[pid] = (kind, own)
+                    if rounds % 4 == 0 and self.torch_kinds.get(pid) != kind and has_torch(pid):
+                        self.torch_kinds[pid] = kind
 
     def enter(self, module: str) -> None:
         if self.current is not None and self.current[0] == module:
@@ -158,12 +164,12 @@ class CpuProfile:
         self.stop.set()
         self.thread.join()
         own = resource.getrusage(resource.RUSAGE_SELF)
-        by_kind: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "processes": 0, "torch": 0})
+        by_kind: dict[str, dict[str, float]] = defaultdict(no_figures)
         with self.lock:
             for pid, (kind, seconds) in self.kinds.items():
                 by_kind[kind]["seconds"] += seconds
                 by_kind[kind]["processes"] += 1
-                by_kind[kind]["torch"] += pid in self.torch_pids
+                by_kind[kind]["torch"] += self.torch_kinds.get(pid) == kind
         by_kind["pytest worker itself"] = {"seconds": own.ru_utime + own.ru_stime, "processes": 1,
                                            "torch": int("torch" in sys.modules)}
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
@@ -197,7 +203,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def merge(folder: Path) -> dict[str, Any]:
     modules: dict[str, float] = defaultdict(float)
-    kinds: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "processes": 0, "torch": 0})
+    kinds: dict[str, dict[str, float]] = defaultdict(no_figures)
     for path in folder.glob("*.json"):
         data = json.loads(path.read_text())
         for name, seconds in data["modules"].items():
