@@ -58,7 +58,7 @@ def test_a_registered_framework_s_resume_its_copies_and_its_names_are_its_entry_
     assert hidden == ["myfw-30.ckpt", "myfw-copy.ckpt"]
     assert (tmp_path / "myfw-latest").read_text() == "myfw-20.ckpt"
     assert "myfw-<N>.ckpt (MyFramework)" in layouts.accepted()
-    assert layouts.accepted()[-2:] == (frameworks.GENERIC.accepts, frameworks.SERIES.accepts)
+    assert layouts.accepted()[-3:] == (frameworks.GENERIC.accepts, frameworks.SERIES.accepts, frameworks.FIXED.accepts)
 
 
 def test_without_its_entry_the_name_is_no_checkpoint(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_without_its_entry_the_name_is_no_checkpoint(tmp_path: Path) -> None:
 
 def test_a_registered_framework_is_asked_before_the_catch_alls_and_only_once(myfw: Framework) -> None:
     assert [entry.layout for entry in frameworks.frameworks()] == [
-        "ours", "hf", "lightning", "myfw", "generic", "series"]
+        "ours", "hf", "lightning", "myfw", "generic", "series", "fixed"]
     with pytest.raises(ValueError, match="myfw"):
         frameworks.register(myfw)
 

@@ -73,7 +73,12 @@ def test_what_is_no_whole_lightning_checkpoint_has_no_step(tmp_path: Path) -> No
     odd_compression(lightning_checkpoint(tmp_path / "odd.ckpt", 500))
     for name in ("cut.ckpt", "plain.ckpt", "text.ckpt", "string.ckpt", "nested.ckpt", "reversed.ckpt", "odd.ckpt"):
         assert archive_step(tmp_path / name) is None, name
+    for name in ("cut.ckpt", "text.ckpt", "string.ckpt", "odd.ckpt"):
         assert layouts.classify(tmp_path / name) is None, name
+    # One's own dict under one name is a fixed-name checkpoint at the step it holds at its top level.
+    assert layouts.classify(tmp_path / "plain.ckpt") == (layouts.FIXED, 500)
+    assert layouts.classify(tmp_path / "nested.ckpt") == (layouts.FIXED, 999)
+    assert layouts.classify(tmp_path / "reversed.ckpt") == (layouts.FIXED, 5)
     assert archive_step(tmp_path / "gone.ckpt") is None
 
 

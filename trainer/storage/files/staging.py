@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from .regular_files import is_regular
@@ -73,3 +74,44 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+SET_VIEW = ".set"  # `.upload-<primary>/.set/`: the copies of a set of entries that go up as one checkpoint
+
+
+class RewrittenWhileCopied(FileNotFoundError):
+    """The version offered is gone: its file was rewritten (or began to be) while it was copied. A newer
+    version supersedes it, as a checkpoint pruned before its turn is superseded."""
+
+
+def copy_set(entries: list[Path], still_whole: Callable[[list[Path]], bool]) -> Path:
+    """Private copies of `entries` (files or folders of one folder, the first named the set) under
+    `.upload-<first>/.set/`, never sharing an inode with a file its writer truncates next; `still_whole`
+    judges the copies again, and a copy it refuses raises RewrittenWhileCopied."""
+    staging = entries[0].with_name(STAGING_PREFIX + entries[0].name)
+    _remove(staging)
+    view = staging / SET_VIEW
+    view.mkdir(parents=True)
+    try:
+        for entry in entries:
+            _copy_tree(entry, view / entry.name) if entry.is_dir() else shutil.copy2(entry, view / entry.name)
+        if not still_whole([view / entry.name for entry in entries]):
+            raise RewrittenWhileCopied(errno.ESTALE, "rewritten while it was copied", str(entries[0]))
+    except BaseException:
+        _remove(staging)
+        raise
+    return view
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    target.mkdir()
+    for entry in sorted(source.iterdir()):
+        if not entry.name.startswith(".") and is_regular(entry):
+            shutil.copy2(entry, target / entry.name)
+
+
+def set_named(view: Path) -> str | None:
+    """The name of the set a staged view holds (its first entry's), or None when `view` is no set view."""
+    if view.name == SET_VIEW and view.parent.name.startswith(STAGING_PREFIX):
+        return view.parent.name.removeprefix(STAGING_PREFIX)
+    return None

@@ -25,7 +25,7 @@ from ..files import whole_files
 from ..files.names import MARKER_FILE, parse_step, read_marker
 from ..files.regular_files import read_regular_text
 from ..files.whole_files import zip_whole
-from . import library_saves, series
+from . import fixed_names, library_saves, series
 from .lightning_step import archive_step
 
 HF_STATE_FILE = "trainer_state.json"
@@ -196,7 +196,29 @@ SERIES = Framework("series", (Naming(lambda name, path: series.number_in_series(
                    catch_all=True, in_folder=True,
                    accepts="a series of names that differ in one rising number, such as model_<epoch>.pth")
 
-_REGISTRY: list[Framework] = [OURS, HF, LIGHTNING, GENERIC, SERIES]
+
+
+def _fixed_whole(save: Judged) -> bool:
+    """Every entry of the set whole by its format, at the step its newest states (fixed_names.py); its
+    format proves it, so strict or not is all one."""
+    return fixed_names.set_whole(fixed_set(save.path), save.step, save.superseded)
+
+
+def fixed_set(primary: Path) -> list[Path]:
+    """The entries that go up and come back with the fixed-name checkpoint `primary`, `primary` first."""
+    return fixed_names.members(primary, _claimed_elsewhere)
+
+
+def _claimed_elsewhere(entry: Path) -> bool:
+    return is_copy(entry.name) or read_name(entry.name, entry, in_series=True) is not None
+
+
+FIXED = Framework("fixed", (Naming(fixed_names.fixed_step),), _fixed_whole, catch_all=True, in_folder=True,
+                  accepts="one file or folder rewritten under its own name, with the step inside "
+                          "(ckpt.pt holding iter_num, checkpoint.pth.tar holding epoch)",
+                  resume_hint="resume from the file when it exists: RESUME_FROM names it")
+
+_REGISTRY: list[Framework] = [OURS, HF, LIGHTNING, GENERIC, SERIES, FIXED]
 
 
 def register(framework: Framework) -> None:

@@ -18,6 +18,10 @@ each is complete enough to upload. The agent asks this module; nothing else know
     series     names that differ only in one integer, written one after another (`model_<epoch>.pth`,
                                         `epoch_<N>/`, `weights.<N>-<loss>.hdf5`; series.py): from
                                         the second member on, complete as generic ones are
+    fixed      any other name whose file states its step inside (`ckpt.pt` holding iter_num,
+                                        `checkpoint.pth.tar` holding epoch, `weights/last.pt`;
+                                        fixed_names.py): with the whole files beside it, once all
+                                        prove whole and have lain still 2 s; a private copy goes up
 
 Each layout is one entry of frameworks.py (its naming, its step, its rule of wholeness, what a resume from
 it needs beside it, the words for its names), and this module classifies, judges and prepares a resume
@@ -42,13 +46,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import frameworks, library_saves, shards
+from . import fixed_names, frameworks, library_saves, shards
 from .frameworks import HF_STATE_FILE as HF_STATE_FILE  # named from here by the layouts' callers and tests
 from .frameworks import LIGHTNING_SHARDED_META as LIGHTNING_SHARDED_META
 from .frameworks import Judged
 
-OURS, HF, LIGHTNING, GENERIC, SERIES = (framework.layout for framework in (
-    frameworks.OURS, frameworks.HF, frameworks.LIGHTNING, frameworks.GENERIC, frameworks.SERIES))
+OURS, HF, LIGHTNING, GENERIC, SERIES, FIXED = (framework.layout for framework in (
+    frameworks.OURS, frameworks.HF, frameworks.LIGHTNING, frameworks.GENERIC, frameworks.SERIES, frameworks.FIXED))
 INCOMPLETE_PREFIX = ".incomplete-"  # where prepare_for_resume moves what a dead writer left
 UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing proves complete
 
@@ -124,10 +128,19 @@ def complete_below(directory: str | os.PathLike[str], step: int,
 
 def published(path: Path, step: int) -> Checkpoint:
     """A checkpoint restored from S3, at the step S3's record gives it. Its layout is read from its name;
-    a name that says nothing alone was published as a member of a series (the only layout that needs
-    the entries beside it)."""
+    a name that says nothing alone was published as a fixed-name checkpoint when the file states its step,
+    else as a member of a series (the only other layout that needs the entries beside it)."""
     kind = classify(path, in_series=False)
+    if kind is None and fixed_names.fixed_step(path.name, path) is not None:
+        return Checkpoint(step, path, FIXED)
     return Checkpoint(step, path, kind[0] if kind else SERIES)
+
+
+def fixed_entries(path: Path) -> list[Path] | None:
+    """The entries a fixed-name checkpoint goes up and comes back with, `path` first (fixed_names.py); None
+    for a checkpoint of any other layout."""
+    kind = classify(path)
+    return frameworks.fixed_set(path) if kind is not None and kind[0] == FIXED else None
 
 
 def step_of(path: Path) -> int | None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pickletools
 import zipfile
-from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
 from ..files.regular_files import open_regular
+from .stated_step import read_once_per_version
 
 # Lightning's dump_checkpoint: {"epoch": E, "global_step": N, ...}, opened by these opcodes.
 _PREAMBLE = frozenset({"PROTO", "FRAME", "EMPTY_DICT", "MARK"})
@@ -26,26 +26,17 @@ _MEMO = frozenset({"BINPUT", "LONG_BINPUT", "MEMOIZE", "PUT"})  # bookkeeping be
 _MAX_OPCODES = 64  # the key comes second; never read on into the names of a model's tensors
 
 
-def archive_step(path: Path) -> int | None:
-    """`global_step` of the Lightning checkpoint at `path`, or None (read once per version of the file)."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return _step_of_version(str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+def _read_archive_step(path: Path) -> int | None:
+    with open_regular(path) as raw, zipfile.ZipFile(raw) as archive:
+        pickled = next((name for name in archive.namelist() if name.endswith("data.pkl")), None)
+        if pickled is None:
+            return None
+        with archive.open(pickled) as stream:
+            return _global_step(stream)
 
 
-@lru_cache(maxsize=512)
-def _step_of_version(path: str, inode: int, mtime_ns: int, size: int) -> int | None:
-    try:
-        with open_regular(Path(path)) as raw, zipfile.ZipFile(raw) as archive:
-            pickled = next((name for name in archive.namelist() if name.endswith("data.pkl")), None)
-            if pickled is None:
-                return None
-            with archive.open(pickled) as stream:
-                return _global_step(stream)
-    except Exception:  # anything may lie in a file named .ckpt (cut short, encrypted, odd compression): no step
-        return None
+# `global_step` of the Lightning checkpoint at a path, or None (read once per version of the file).
+archive_step = read_once_per_version(_read_archive_step)
 
 
 def _global_step(stream: IO[bytes]) -> int | None:

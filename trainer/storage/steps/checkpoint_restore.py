@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 # Writing the restore failed for the instance's disk: a full disk, a quota, read-only, no permission.
 LOCAL_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
+FILE_SET = "files"  # a manifest's kind for entries restored side by side in CHECKPOINT_DIR (fixed_names.py)
 PART_RECORD = ".restored-part.json"  # in CHECKPOINT_DIR: the step restored in part, and for which ranks
 
 
@@ -56,7 +57,7 @@ def restore_step(objects: JobObjects, prefix: str, step: int, dest_dir: Path, da
     it is damaged (added to `damaged` when the damage is proven, not S3 failing to answer). With `ranks`,
     of a sharded step only what those ranks read (shards.BEFORE_A_ROUND: none of its shards)."""
     staging = dest_dir / f".step-{step:08d}.{os.getpid()}.tmp"
-    proven = True  # a problem found is the checkpoint's own, unless S3 failed to answer
+    proven, file_set = True, False  # a problem found is the checkpoint's own, unless S3 failed to answer
     try:
         manifest = objects.get_json(prefix + MANIFEST, absolute=True)
         if manifest is None:
@@ -67,7 +68,9 @@ def restore_step(objects: JobObjects, prefix: str, step: int, dest_dir: Path, da
         final = dest_dir / entry_name(manifest["name"])
         _remove(staging)
         fetch = Fetch()
-        targets = _download_all(objects, prefix, manifest, staging, copies_of(dest_dir, final.name), ranks, fetch)
+        file_set = manifest["kind"] == FILE_SET
+        copies = [] if file_set else copies_of(dest_dir, final.name)
+        targets = _download_all(objects, prefix, manifest, staging, copies, ranks, fetch)
         problem = _verify(manifest, targets, fetch)
     except OSError as error:
         _remove(staging)
@@ -84,11 +87,23 @@ def restore_step(objects: JobObjects, prefix: str, step: int, dest_dir: Path, da
         log.warning("checkpoint step %d is damaged (%s); trying an older one", step, problem)
         _remove(staging)
         return None
-    _remove(final)
-    staging.rename(final)
+    _put_in_place(staging, final, file_set)
     _record_part(dest_dir, step, final.name, ranks, fetch)
     log.info("restored step %d into %s%s", step, final, " (what this node's ranks read)" if fetch.in_part else "")
     return final
+
+
+def _put_in_place(staging: Path, final: Path, file_set: bool) -> None:
+    """The verified restore renamed into place: a set's entries each under its own name beside `final`
+    (a fixed-name checkpoint and its companions, as the script left them), else the one entry."""
+    if not file_set:
+        _remove(final)
+        staging.rename(final)
+        return
+    for entry in sorted(staging.iterdir()):
+        _remove(final.parent / entry.name)
+        entry.rename(final.parent / entry.name)
+    staging.rmdir()
 
 
 def _record_part(dest_dir: Path, step: int, name: str, ranks: shards.NodeRanks | None, fetch: Fetch) -> None:

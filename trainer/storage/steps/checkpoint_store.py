@@ -23,6 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..failure_causes import FailureCause
 from ..files import whole_files
 from ..files.checksums import BLOCK_BYTES, digest_files
+from ..files.staging import set_named
 from ..s3 import job_keys as keys
 from ..s3.conditional import is_missing
 from ..s3.job_objects import DamagedRecord, JobObjects, RemoteStoreError
@@ -31,7 +32,7 @@ from ..s3.lease import Lease
 from ..saves.layouts import Checkpoint, published
 from ..saves.shards import NodeRanks
 from .checkpoint_files import checkpoint_files, file_version, names_shown, stored_files
-from .checkpoint_restore import restore_step
+from .checkpoint_restore import FILE_SET, restore_step
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +85,11 @@ class CheckpointStore(JobObjects):
             self.on_left_out(step, [shown(name) for name in left_out])
         started = time.monotonic()
         entries = self.send_files(local, stored, prefix)
+        set_name = set_named(local)  # a fixed-name checkpoint and the entries beside it, restored beside it
         manifest: dict[str, Any] = {
             "step": step,
-            "kind": "file" if local.is_file() else "directory",
-            "name": local.name,
+            "kind": FILE_SET if set_name else "file" if local.is_file() else "directory",
+            "name": set_name or local.name,
             "block_bytes": BLOCK_BYTES,
             "files": entries,
             "written_at": time.time(),

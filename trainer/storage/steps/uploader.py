@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..files.regular_files import links_in
-from ..files.staging import release, stage
+from ..files.staging import RewrittenWhileCopied, copy_set, release, stage
+from ..saves import fixed_names, layouts
 from ..upload_outcome import UploadOutcome
 from .upload_health import UploadHealth, UploadWarning, cause_of
 
@@ -140,6 +141,11 @@ class CheckpointUploader:
             return
         try:
             staged = self._stage(path, step, writer_done)
+        except RewrittenWhileCopied:  # a newer version is being written: it goes up once whole
+            self._log(f"checkpoint step {step}: {path.name} was rewritten while it was copied for upload; "
+                      "the next whole version goes up")
+            self._mark_failed(step)
+            return
         except FileNotFoundError:  # pruned before its turn came: a newer checkpoint supersedes it
             return
         except OSError as error:  # a full disk, no inodes, read-only: this step fails, the worker lives on
@@ -176,7 +182,10 @@ class CheckpointUploader:
             self._failed_step = step
 
     def _stage(self, path: Path, step: int, writer_done: bool) -> Path:
-        """A staging view of `path`, or once its writer has stopped and none can be made, `path` itself."""
+        """A staging view of `path`, or once its writer has stopped and none can be made, `path` itself. A
+        fixed-name checkpoint, which its script rewrites in place, is copied with the entries beside it."""
+        if (entries := layouts.fixed_entries(path)) is not None:
+            return copy_set(entries, lambda copies: fixed_names.copies_whole(copies, step))
         try:
             staged = stage(path)
         except FileNotFoundError:
