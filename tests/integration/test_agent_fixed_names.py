@@ -1,0 +1,90 @@
+"""A script that keeps one `ckpt.pt` and rewrites it in place (tests/fixtures/plain_scripts/fixed_ckpt.py, the
+nanoGPT habit), unmodified, under the agent: through a power-off, a power-off in the middle of its
+torch.save and a notice its plain loop does not handle, every replacement resumes within one save interval
+(and 3 s of steps) of where the lost instance was, from a whole version, and the job ends DONE."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import boto3
+
+from localcloud.fake_imds import FakeImds
+from spot_trainer.storage.files.whole_files import zip_whole
+from spot_trainer.storage.steps.remote import RemoteStore
+from tests.integration.agent_runner import AgentProcess, agent_env
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures/plain_scripts"
+ITERS, SAVE_EVERY, STEP_SECONDS = 420, 30, 0.1  # a save every 3 s: each lies still the 2 s the rule waits
+WITHIN = SAVE_EVERY + round(3 / STEP_SECONDS)  # one save interval and 3 s of steps
+COMMAND = f'{sys.executable} fixed_ckpt.py {ITERS} {SAVE_EVERY} $([ -f "$CHECKPOINT_DIR/ckpt.pt" ] && echo --resume)'
+
+
+def instance(aws_env: dict[str, str], bucket: str, job: str, disk: Path, imds: FakeImds,
+             **script_env: str) -> AgentProcess:
+    shutil.copytree(SCRIPTS, disk / "work")
+    env = agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=disk / "out", imds_url=imds.url,
+                    instance_id=imds.instance_id, command=COMMAND, workdir=str(disk / "work"))
+    env.update(OMP_NUM_THREADS="1", STEP_SECONDS=str(STEP_SECONDS), WHERE_FILE=str(disk / "where"))
+    return AgentProcess(env | script_env).start()
+
+
+def where(disk: Path) -> int:
+    """The iteration the script had reached on a lost instance's disk."""
+    return int((disk / "where").read_text())
+
+
+def resumed_at(agent: AgentProcess) -> int:
+    return next(int(line.rsplit(" ", 1)[1]) for line in agent.lines if line.startswith("resuming from iter "))
+
+
+def test_a_fixed_ckpt_pt_resumes_within_one_save_after_power_offs_a_torn_save_and_a_notice(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "fixed-ckpt")
+    first = tmp_path / "first"
+    with FakeImds(instance_id="i-fixed-first") as imds:
+        agent = instance(aws_env, bucket, store.job, first, imds)
+        agent.power_off_when(lambda: (store.latest_step() or 0) >= 2 * SAVE_EVERY, what="iter 60 in S3")
+    assert store.latest_step() in range(2 * SAVE_EVERY, ITERS, SAVE_EVERY), agent.text()
+
+    # The replacement resumes; then it is powered off while its torch.save is half written.
+    second = tmp_path / "second"
+    with FakeImds(instance_id="i-fixed-second") as imds:
+        agent = instance(aws_env, bucket, store.job, second, imds, SAVE_SECONDS="1.5")
+        torn = second / "out" / "ckpt.pt"
+
+        def mid_save() -> bool:
+            return (store.latest_step() or 0) > resumed_at(agent) if any(
+                line.startswith("resuming from") for line in agent.lines) else False
+
+        agent.wait_for(mid_save, timeout=120, what="a version past the restored one in S3")
+        agent.power_off_when(lambda: torn.exists() and not zip_whole(torn), what="ckpt.pt half written")
+    assert 0 <= where(first) - resumed_at(agent) <= WITHIN, (where(first), agent.text())
+    assert not zip_whole(torn), "powered off mid-save: the only local copy is torn"
+    whole_in_s3 = store.latest_step()
+
+    # The next restores the last whole version, and a notice ends its plain loop (SIGTERM, exit 143).
+    third = tmp_path / "third"
+    with FakeImds(instance_id="i-fixed-third") as imds:
+        agent = instance(aws_env, bucket, store.job, third, imds)
+        try:
+            agent.wait_for(lambda: (store.latest_step() or 0) > (whole_in_s3 or 0), timeout=120,
+                           what="a version past the restored one in S3")
+            imds.announce_interruption(in_seconds=120)
+            agent.wait(timeout=150)
+        finally:
+            agent.stop()
+    assert resumed_at(agent) == whole_in_s3, agent.text()
+    assert 0 <= where(second) - resumed_at(agent) <= WITHIN + round(1.5 / STEP_SECONDS), agent.text()
+
+    fourth = tmp_path / "fourth"
+    with FakeImds(instance_id="i-fixed-fourth") as imds:
+        agent = instance(aws_env, bucket, store.job, fourth, imds)
+        agent.run_to_the_end()
+    assert 0 <= where(third) - resumed_at(agent) <= WITHIN, agent.text()
+    assert f"finished at iter {ITERS}" in agent.lines, agent.text()
+    status = store.get_json("status.json")
+    assert (status["state"], status["checkpoint_step"]) == ("DONE", ITERS), status
