@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import boto3
+import torch
 
 from localcloud.fake_imds import FakeImds
 from spot_trainer.storage.files.whole_files import zip_whole
@@ -22,11 +23,11 @@ WITHIN = SAVE_EVERY + round(3 / STEP_SECONDS)  # one save interval and 3 s of st
 COMMAND = f'{sys.executable} fixed_ckpt.py {ITERS} {SAVE_EVERY} $([ -f "$CHECKPOINT_DIR/ckpt.pt" ] && echo --resume)'
 
 
-def instance(aws_env: dict[str, str], bucket: str, job: str, disk: Path, imds: FakeImds,
-             **script_env: str) -> AgentProcess:
+def instance(aws_env: dict[str, str], bucket: str, job: str, disk: Path, imds: FakeImds, *,
+             command: str = COMMAND, **script_env: str) -> AgentProcess:
     shutil.copytree(SCRIPTS, disk / "work")
     env = agent_env(aws_env, bucket=bucket, job=job, checkpoint_dir=disk / "out", imds_url=imds.url,
-                    instance_id=imds.instance_id, command=COMMAND, workdir=str(disk / "work"))
+                    instance_id=imds.instance_id, command=command, workdir=str(disk / "work"))
     env.update(OMP_NUM_THREADS="1", STEP_SECONDS=str(STEP_SECONDS), WHERE_FILE=str(disk / "where"))
     return AgentProcess(env | script_env).start()
 
@@ -88,3 +89,32 @@ def test_a_fixed_ckpt_pt_resumes_within_one_save_after_power_offs_a_torn_save_an
     assert f"finished at iter {ITERS}" in agent.lines, agent.text()
     status = store.get_json("status.json")
     assert (status["state"], status["checkpoint_step"]) == ("DONE", ITERS), status
+
+
+EPOCHS, EPOCH_STEPS = 12, 30  # an epoch every 3 s
+IMAGENET = (f'{sys.executable} imagenet_style.py {EPOCHS} {EPOCH_STEPS} '
+            '$([ -f "$CHECKPOINT_DIR/checkpoint.pth.tar" ] && echo --resume "$CHECKPOINT_DIR/checkpoint.pth.tar")')
+
+
+def test_the_imagenet_example_s_pair_comes_back_together_and_resumes_with_resume_path(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "imagenet-style")
+    first = tmp_path / "first"
+    with FakeImds(instance_id="i-imagenet-first") as imds:
+        agent = instance(aws_env, bucket, store.job, first, imds, command=IMAGENET)
+        agent.power_off_when(lambda: (store.latest_step() or 0) >= 4, what="epoch 4 in S3")
+    in_s3 = store.latest_step()
+    second = tmp_path / "second"
+    with FakeImds(instance_id="i-imagenet-second") as imds:
+        agent = instance(aws_env, bucket, store.job, second, imds, command=IMAGENET)
+        agent.wait_for(lambda: any("=> loaded checkpoint" in line for line in agent.lines), timeout=120,
+                       what="the script's resume")
+        restored_best = torch.load(second / "out" / "model_best.pth.tar", weights_only=False)["epoch"]
+        agent.run_to_the_end()
+    assert f"=> loaded checkpoint '{second}/out/checkpoint.pth.tar' (epoch {in_s3})" in agent.lines, agent.text()
+    assert 0 <= where(first) - (in_s3 or 0) <= 1, "within one save (an epoch)"
+    # model_best.pth.tar came back as the script had left it at that save: the best is every third epoch's.
+    assert restored_best == max(epoch + 1 for epoch in range(in_s3 or 0) if epoch % 3 == 0), restored_best
+    assert f"finished at epoch {EPOCHS}" in agent.lines, agent.text()
+    assert store.get_json("status.json")["state"] == "DONE"
