@@ -291,16 +291,15 @@ def test_a_file_rewritten_in_place_during_its_upload_is_not_published(
     store: RemoteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     local = make_checkpoint(tmp_path / "local", 6, sizes={"model.pt": 1000})
-    real_transfer = store.transfer_all
+    real_send = store.send_all
 
-    def rewritten_meanwhile(*args: Any, **kwargs: Any) -> None:
-        real_transfer(*args, **kwargs)
+    def rewritten_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        sent = real_send(*args, **kwargs)
         time.sleep(0.01)  # a later modification time than the upload started from
-        # The trainer writes over it once its bytes went out: rewriting it while they go out would
-        # shorten the body S3 was promised and stall the request on its read timeout instead.
         (local / "model.pt").write_bytes(b"y" * 1000)
+        return sent
 
-    monkeypatch.setattr(store, "transfer_all", rewritten_meanwhile)
+    monkeypatch.setattr(store, "send_all", rewritten_meanwhile)
     with pytest.raises(RemoteStoreError, match="model.pt changed while it was uploaded"):
         store.upload(local, 6)
     assert store.latest_step() is None

@@ -16,8 +16,10 @@ class FailureCause(StrEnum):
     # A checkpoint's files
     LEFT_OUT = "file names S3 cannot take"  # keys over 1024 bytes: left out, or the whole checkpoint refused
     LINK = "a checkpoint that is a link"
+    NOT_REGULAR = "a checkpoint that is neither a file nor a folder"  # a FIFO, a socket, a device
     REWRITTEN = "files rewritten while they were uploaded"
     CUT_SHORT = "a checkpoint file cut short after it was checked"
+    NOT_AS_SENT = "objects S3 holds that differ from the bytes sent"
     # Objects written only where none is yet
     TAKEN = "an object another writer created"
     OVERLAPPING = "conditional writes kept overlapping"
@@ -30,3 +32,8 @@ class FailureCause(StrEnum):
     LATEST_NOT_MOVED = "latest.json not moved"
     RECORDS_GONE = "a settled save's records gone"
     SETTLED_NOT_WHOLE = "a settled save not whole"
+
+
+# Refusals no retry can mend: the checkpoint itself is what S3 must not or cannot take. The rest may be a bad
+# minute of S3 or of the disk, and are retried while time allows.
+NEVER_SENT = frozenset({FailureCause.LEFT_OUT, FailureCause.LINK, FailureCause.NOT_REGULAR})

@@ -1,13 +1,17 @@
 """One job's prefix in S3 (`s3://<bucket>/<job>/`, job_keys.py): its keys, the small JSON objects kept
 there (written plainly or conditionally, read with their ETag) and transfers of files confirmed at full
-size. The checkpoint store (checkpoint_store.py) and the job's records (job_records.py) build on it."""
+size, or for a checkpoint's files, read once as they go and confirmed against the SHA-256 S3 holds
+(held_objects.py). The checkpoint store (checkpoint_store.py) and the job's records (job_records.py) build
+on it."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +20,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from s3transfer.subscribers import BaseSubscriber
 
 from ..failure_causes import FailureCause
+from ..files.hashed_reads import HashedRead
 from . import job_keys as keys
 from .conditional import CreateOnly, is_missing, is_overlap, is_taken, write_if
+from .held_objects import Sent, as_sent, held
 from .s3client import transfer_config_for, upload_config_for
 
 WRITER = "spot-writer"  # the user metadata naming who wrote an object that must only be created
 OVERLAP_ATTEMPTS = 4  # an object's upload begun again after 409 ConditionalRequestConflict
+CHECKSUM = {"ChecksumAlgorithm": "SHA256"}  # S3 checks each part against it and keeps the object's
+HEAD_THREADS = 8  # objects confirmed at once after an upload
 
 
 class RemoteStoreError(RuntimeError):
@@ -62,6 +70,23 @@ class _Chunks(BaseSubscriber):  # type: ignore[misc]  # s3transfer ships no type
         self.told(bytes_transferred)
 
 
+class _Size(BaseSubscriber):  # type: ignore[misc]
+    """The size of a stream s3transfer cannot seek, told before it is read: parts are then sized for it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def on_queued(self, future: Any, **kwargs: Any) -> None:
+        future.meta.provide_transfer_size(self.size)
+
+
+@contextmanager
+def _reads(files: dict[str, Path]) -> Iterator[dict[str, HashedRead]]:
+    """Key → a HashedRead of each file, all closed on the way out."""
+    with ExitStack() as stack:
+        yield {key: stack.enter_context(HashedRead(path)) for key, path in files.items()}
+
+
 class JobObjects:
     def __init__(self, s3: Any, bucket: str, job: str, *, transfer_config: TransferConfig | None = None,
                  instance: str | None = None) -> None:
@@ -100,34 +125,62 @@ class JobObjects:
         """Run every (source, destination) transfer concurrently; raise on the first failure."""
         self._transfers(list(pairs), total_bytes, download=download)
 
-    def create_all(self, files: dict[str, Path], total_bytes: int, writers: dict[str, str]) -> None:
-        """Upload key → file, each only where S3 holds no object at that key yet (conditional.CreateOnly).
-        An object already there that `writers[key]` wrote (this node's own earlier try) counts as sent; one
-        another writer put there fails the whole, and stays as it was."""
+    def send_all(self, files: dict[str, Path], total_bytes: int) -> dict[str, Sent]:
+        """Upload key → file, each read once as it goes, then confirmed as S3 holds it (confirm_sent)."""
+        with _reads(files) as reads:
+            self._transfers([(read, key) for key, read in reads.items()], total_bytes)
+            return self.confirm_sent(reads)
+
+    def create_all(self, files: dict[str, Path], total_bytes: int, writers: dict[str, str]) -> dict[str, Sent]:
+        """`send_all`, each object only where S3 holds none at its key yet (conditional.CreateOnly). An object
+        already there that `writers[key]` wrote (this node's own earlier try) counts as sent if it holds the
+        bytes read now; one another writer put there fails the whole, and stays as it was."""
         registry = CreateOnly.of(self.s3)
         pending = dict(files)
         registry.add(list(pending))
+        sent: dict[str, Sent] = {}
         try:
             for _ in range(OVERLAP_ATTEMPTS):
-                failures = self._transfers([(str(path), key) for key, path in pending.items()], total_bytes,
-                                           metadata={key: {WRITER: writers[key]} for key in pending})
-                again = {}
-                for key, error in failures.items():
-                    if isinstance(error, ClientError) and is_overlap(error):
-                        again[key] = pending[key]
-                    elif isinstance(error, ClientError) and is_taken(error) and self._writer(key) == writers[key]:
-                        continue
-                    elif isinstance(error, ClientError) and is_taken(error):
-                        raise RemoteStoreError(f"s3://{self.bucket}/{key}: another writer's object is there already; "
-                                               "it stays as it is", cause=FailureCause.TAKEN) from error
-                    else:
-                        raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+                with _reads(pending) as reads:
+                    failures = self._transfers([(read, key) for key, read in reads.items()], total_bytes,
+                                               metadata={key: {WRITER: writers[key]} for key in pending})
+                    again = {key: pending[key] for key, error in failures.items() if self._again(key, error, writers)}
+                    sent.update(self.confirm_sent({key: read for key, read in reads.items() if key not in again}))
                 if not (pending := again):
-                    return
+                    return sent
             raise RemoteStoreError(f"s3://{self.bucket}/{next(iter(pending))}: other writes of the key kept "
                                    "overlapping", cause=FailureCause.OVERLAPPING)
         finally:
             registry.discard(list(files))
+
+    def _again(self, key: str, error: Exception, writers: dict[str, str]) -> bool:
+        """Whether a create-only upload that failed is begun again (True), counts as sent (False), or fails
+        the whole (raises)."""
+        if isinstance(error, ClientError) and is_overlap(error):
+            return True
+        if isinstance(error, ClientError) and is_taken(error) and self._writer(key) == writers[key]:
+            return False
+        if isinstance(error, ClientError) and is_taken(error):
+            raise RemoteStoreError(f"s3://{self.bucket}/{key}: another writer's object is there already; "
+                                   "it stays as it is", cause=FailureCause.TAKEN) from error
+        raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
+
+    def confirm_sent(self, reads: dict[str, HashedRead]) -> dict[str, Sent]:
+        """Key → each file as it went up, once S3 is seen to hold exactly the bytes its read handed out;
+        raises naming the first object that differs (FailureCause.NOT_AS_SENT)."""
+        def one(key: str) -> Sent | str:
+            try:
+                return as_sent(reads[key], held(self.s3, self.bucket, key))
+            except (ClientError, BotoCoreError) as error:
+                raise RemoteStoreError(f"s3://{self.bucket}/{key}: reading back its checksum: {error}") from error
+
+        with ThreadPoolExecutor(max_workers=min(HEAD_THREADS, max(1, len(reads)))) as pool:
+            found = dict(zip(reads, pool.map(one, reads), strict=True))
+        for key, result in found.items():
+            if isinstance(result, str):
+                raise RemoteStoreError(f"s3://{self.bucket}/{key}: {result}: not published",
+                                       cause=FailureCause.NOT_AS_SENT)
+        return {key: result for key, result in found.items() if isinstance(result, Sent)}
 
     def _writer(self, key: str) -> str | None:
         try:
@@ -135,10 +188,12 @@ class JobObjects:
         except (ClientError, BotoCoreError) as error:
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
 
-    def _transfers(self, pairs: list[tuple[str, str]], total_bytes: int, *, download: bool = False,
+    def _transfers(self, pairs: list[tuple[Any, str]], total_bytes: int, *, download: bool = False,
                    metadata: dict[str, dict[str, str]] | None = None) -> dict[str, Exception]:
-        """Every (source, destination) transfer at once. With `metadata` (uploads that only create), what failed,
-        by key, once every transfer ended; without, the first failure raises at once (the rest cancelled)."""
+        """Every (source, destination) transfer at once; an upload's source is a file name, or a HashedRead
+        (sent with S3's SHA-256 check, read once and in order). With `metadata` (uploads that only create),
+        what failed, by key, once every transfer ended; without, the first failure raises at once (the rest
+        cancelled)."""
         # Downloads: few large ranged GETs; uploads: parts sized for the largest file (see trainer/s3client.py).
         # total_bytes bounds the largest file, so the part-count limit holds for uploads.
         config = self.transfer or (transfer_config_for(total_bytes) if download else upload_config_for(total_bytes))
@@ -151,8 +206,7 @@ class JobObjects:
                 if download:
                     futures.append((source, manager.download(self.bucket, source, dest, subscribers=watched)))
                 else:
-                    extra = {"Metadata": metadata[dest]} if metadata else None
-                    futures.append((dest, manager.upload(source, self.bucket, dest, extra_args=extra)))
+                    futures.append((dest, self._upload(manager, source, dest, metadata)))
             for key, future in futures:
                 try:
                     future.result()
@@ -161,6 +215,13 @@ class JobObjects:
                         raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
                     failed.setdefault(key, error)
         return failed
+
+    def _upload(self, manager: Any, source: Any, dest: str, metadata: dict[str, dict[str, str]] | None) -> Any:
+        extra: dict[str, Any] = {"Metadata": metadata[dest]} if metadata else {}
+        if not isinstance(source, HashedRead):
+            return manager.upload(source, self.bucket, dest, extra_args=extra or None)
+        return manager.upload(source, self.bucket, dest, extra_args={**extra, **CHECKSUM},
+                              subscribers=[_Size(source.size)])
 
     def confirm_sizes(self, prefix: str, expected: dict[str, int]) -> None:
         paginator = self.s3.get_paginator("list_objects_v2")

@@ -43,7 +43,9 @@ def checkpoint_files(local: Path) -> dict[str, Path]:
     if local.is_file():
         return {local.name: local}
     if not local.is_dir():
-        raise RemoteStoreError(f"checkpoint {local} is neither a file nor a directory")
+        # A FIFO, a socket or a device is there for good; a name gone may be back as a newer checkpoint.
+        raise RemoteStoreError(f"checkpoint {local} is neither a file nor a directory",
+                               cause=FailureCause.NOT_REGULAR if os.path.lexists(local) else None)
     found: dict[str, Path] = {}
     for folder, _, names in os.walk(local):  # a link to a folder is listed, never entered
         for name in names:

@@ -13,7 +13,6 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..failure_causes import FailureCause
 from ..files import whole_files
-from ..files.checksums import BLOCK_BYTES, digest_files
+from ..files.checksums import BLOCK_BYTES
 from ..files.staging import set_named
 from ..s3 import job_keys as keys
 from ..s3.conditional import is_missing
@@ -33,6 +32,7 @@ from ..saves.layouts import Checkpoint, published
 from ..saves.shards import NodeRanks
 from .checkpoint_files import checkpoint_files, file_version, names_shown, stored_files
 from .checkpoint_restore import FILE_SET, restore_step
+from .held_steps import not_whole
 
 log = logging.getLogger(__name__)
 
@@ -108,32 +108,29 @@ class CheckpointStore(JobObjects):
 
     def send_files(self, local: Path, stored: dict[str, tuple[str, Path]], prefix: str, *,
                    create_only: bool = False) -> dict[str, Any]:
-        """Upload key → (name, path) under the absolute `prefix`, hashed as the bytes go out and confirmed at
-        full size; key → manifest entry (size, block SHA-256s, name). A file rewritten meanwhile fails it.
-        `create_only`: each object only where none is yet (a save's objects: a second writer fails)."""
+        """Upload key → (name, path) under the absolute `prefix`, each file read once as it goes out; key →
+        manifest entry (size, block SHA-256s of the bytes sent, the SHA-256 S3 holds, name), once S3 is seen to
+        hold exactly those bytes (job_objects.confirm_sent). A file rewritten meanwhile fails it, when its size
+        or time shows it. `create_only`: each object only where none is yet (a save's objects: a second writer
+        fails)."""
         files = {key: path for key, (_, path) in stored.items()}
         try:
             before = {key: file_version(path) for key, path in files.items()}
             refuse_cut_short(local)
-            with ThreadPoolExecutor(max_workers=1) as hasher:
-                # Hash while the bytes go out: both mostly wait on I/O and hashlib drops the GIL.
-                digests = hasher.submit(digest_files, files)
-                total = sum(path.stat().st_size for path in files.values())
-                if create_only:
-                    writers = {prefix + key: f"{self.instance}/{size}/{mtime}" for key, (size, mtime) in before.items()}
-                    self.create_all({prefix + key: path for key, path in files.items()}, total, writers)
-                else:
-                    self.transfer_all(((str(path), prefix + key) for key, path in files.items()), total)
-                blocks = digests.result()
-            sizes = {key: path.stat().st_size for key, path in files.items()}
+            total = sum(size for size, _ in before.values())
+            if create_only:
+                writers = {prefix + key: f"{self.instance}/{size}/{mtime}" for key, (size, mtime) in before.items()}
+                sent = self.create_all({prefix + key: path for key, path in files.items()}, total, writers)
+            else:
+                sent = self.send_all({prefix + key: path for key, path in files.items()}, total)
             if changed := sorted(stored[key][0] for key, path in files.items() if file_version(path) != before[key]):
                 raise RemoteStoreError(f"checkpoint {local}: {names_shown(changed)} changed while it was uploaded "
                                        "(rewritten in place, not written then renamed): not published",
                                        cause=FailureCause.REWRITTEN)
         except OSError as error:
             raise RemoteStoreError(f"checkpoint {local} changed while uploading: {error}") from error
-        self.confirm_sizes(prefix, sizes)
-        return {key: {"size": sizes[key], "sha256_blocks": blocks[key], **manifest_fields(name, key)}
+        return {key: {"size": sent[prefix + key].size, "sha256_blocks": sent[prefix + key].blocks,
+                      "sha256_s3": sent[prefix + key].sha256, **manifest_fields(name, key)}
                 for key, (name, _) in stored.items()}
 
     def publish(self, step: int, *, lease: Lease | None = None, attempts: int = 5,
@@ -285,6 +282,11 @@ class CheckpointStore(JobObjects):
             return self._has_manifest(step)
         except ClientError as error:
             raise RemoteStoreError(f"s3://{self.bucket}/{self.step_prefix(step)}{MANIFEST}: {error}") from error
+
+    def not_whole(self, step: int) -> str:
+        """Why published `step` would not restore whole, from its manifest and a HEAD of each object ('' when
+        it would); S3 failing to answer raises."""
+        return not_whole(self, self.step_prefix(step))
 
     def _has_manifest(self, step: int) -> bool:
         try:
