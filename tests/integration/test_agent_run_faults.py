@@ -25,6 +25,15 @@ def agent(aws_env: dict[str, str], bucket: str, job: str, tmp_path: Path, comman
     return process
 
 
+def failed_for_good(running: AgentProcess, timeout: float) -> None:
+    """The agent ends the job FAILED within `timeout`; it and its metadata service are stopped either way."""
+    try:
+        assert running.wait(timeout=timeout) == EXIT_FAILED, running.text()
+    finally:
+        running.stop()
+        running.imds.stop()  # type: ignore[attr-defined]
+
+
 def test_processes_the_command_left_behind_are_stopped_and_the_job_ends(
     aws_env: dict[str, str], bucket: str, tmp_path: Path
 ) -> None:
@@ -82,6 +91,70 @@ def test_a_final_checkpoint_that_cannot_reach_s3_fails_the_job_and_keeps_the_ins
                for line in running.lines), running.text()
 
 
+def test_a_final_checkpoint_that_is_a_link_ends_the_wait_at_once_in_one_line(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """No retry can upload a link: it is said once, and the job gives up at once rather than for the whole
+    grace period, every 5 s."""
+    linked = ('mkdir -p "$CHECKPOINT_DIR/../elsewhere" && echo w > "$CHECKPOINT_DIR/../elsewhere/model.pt" && '
+              'ln -s ../elsewhere "$CHECKPOINT_DIR/step-5"; exit 0')
+    running = agent(aws_env, bucket, "linked", tmp_path, linked, grace_seconds="60")
+    failed_for_good(running, timeout=45)
+    started = running.first_time(lambda line: "starting 'mkdir" in line)
+    gave_up = running.first_time(lambda line: "giving up" in line)
+    assert started is not None and gave_up is not None and gave_up - started < 10, running.text()
+    assert not any("retrying" in line for line in running.lines), running.text()
+    assert len([line for line in running.lines if "links are never" in line and "giving up" not in line]) == 1, \
+        running.text()
+    status = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "linked") \
+        .get_json("status.json")
+    assert status["state"] == "FAILED", status
+    assert status["reason"] == ("the final checkpoint (step 5) did not reach S3: it is only on this instance's disk, "
+                                "and no retry can send it: step-5 is a link, and links are never uploaded"), status
+
+
+DAMAGES_ITS_STEP = """
+import json, os, sys, time
+import boto3
+bucket, job = sys.argv[1], sys.argv[2]
+step = os.path.join(os.environ["CHECKPOINT_DIR"], "step-5")
+os.makedirs(step + ".tmp")
+with open(os.path.join(step + ".tmp", "model.pt"), "wb") as stream:
+    stream.write(os.urandom(1000))
+os.rename(step + ".tmp", step)
+s3 = boto3.client("s3")
+while True:  # published, then its object replaced in S3 by other bytes of the same size
+    try:
+        if json.load(s3.get_object(Bucket=bucket, Key=job + "/latest.json")["Body"])["step"] == 5:
+            break
+    except s3.exceptions.NoSuchKey:
+        pass
+    time.sleep(0.1)
+s3.put_object(Bucket=bucket, Key=job + "/checkpoints/step-00000005/model.pt", Body=os.urandom(1000),
+              ChecksumAlgorithm="SHA256")
+"""
+
+
+def test_a_final_step_that_would_not_restore_whole_from_s3_is_not_done(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """The final checkpoint went up whole, then S3's copy changed: the job says why, is not DONE, and keeps
+    the disk's copy, without waiting out the grace period."""
+    script = tmp_path / "damages_its_step.py"
+    script.write_text(DAMAGES_ITS_STEP)
+    running = agent(aws_env, bucket, "damaged-final", tmp_path, f"{sys.executable} {script} {bucket} damaged-final",
+                    grace_seconds="60")
+    failed_for_good(running, timeout=45)
+    status = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "damaged-final") \
+        .get_json("status.json")
+    assert status["state"] == "FAILED", status
+    assert status["reason"] == ("the final checkpoint in S3 (step 5) would not restore whole (model.pt: S3 holds "
+                                "other bytes than its manifest describes (its SHA-256 differs)); step 5 is kept on "
+                                "this instance's disk"), status
+    assert (tmp_path / "c" / "step-5" / "model.pt").is_file()
+    assert not any("training finished" in line or "retrying" in line for line in running.lines), running.text()
+
+
 HANGS_AT = Path(__file__).resolve().parents[1] / "fixtures/hangs_at.py"
 
 
@@ -93,11 +166,7 @@ def test_a_command_that_hangs_is_started_again_once_then_the_job_fails_naming_th
     autoscaling = create_group(aws_env, "hangs")
     running = agent(aws_env, bucket, "hangs", tmp_path, f"{sys.executable} {HANGS_AT} 20 100",
                     stall_minutes="0.05", restart_on_stall="true", asg_name="hangs", grace_seconds="3")
-    try:
-        assert running.wait(timeout=90) == EXIT_FAILED, running.text()
-    finally:
-        running.stop()
-        running.imds.stop()  # type: ignore[attr-defined]
+    failed_for_good(running, timeout=90)
     text = running.text()
     hangs = [line for line in running.lines if "no progress for" in line and "stopping the command" in line]
     assert len(hangs) == 2 and all("at step 20 (no step line, no new checkpoint)" in line for line in hangs), text

@@ -1,13 +1,17 @@
 """What this node sends to S3 and when: each new checkpoint offered while the command runs, what it
-left settled once it stops, and the final checkpoint confirmed in S3 before the job may end DONE. On
-several nodes, SeveralUploads (several_uploads.py) adds who publishes and each node's own shards."""
+left settled once it stops, and the final checkpoint confirmed in S3, whole, before the job may end DONE.
+A final checkpoint S3 must not or cannot take (a link, a FIFO, names too long for S3) ends that wait at
+once; only what may be a bad minute is retried for the grace period. On several nodes, SeveralUploads
+(several_uploads.py) adds who publishes and each node's own shards."""
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..storage.failure_causes import NEVER_SENT, FailureCause
 from ..storage.s3.lease import Lease
 from ..storage.saves import layouts, upload_rules
 from ..storage.saves.layouts import Checkpoint
@@ -18,6 +22,16 @@ from .records.telemetry import RunTelemetry
 from .restore import Restore
 
 
+@dataclass(frozen=True)
+class Missing:
+    """Why the job must not end DONE yet, for its final checkpoint `step`."""
+
+    why: str
+    step: int
+    for_good: bool = False  # no retry can change it: the wait ends at once
+    cause: str = ""  # its upload refused for good: the warning's cause
+
+
 class NodeUploads:
     def __init__(self, *, store: RemoteStore, lease: Lease | None, restore: Restore, telemetry: RunTelemetry,
                  uploaded_step: int | None, stop_requested: threading.Event, grace_seconds: float,
@@ -25,14 +39,32 @@ class NodeUploads:
         self.store, self.lease, self.restore = store, lease, restore  # lease: fences a writer that lost it
         self.telemetry, self.stop_requested = telemetry, stop_requested
         self.grace_seconds, self.poll_seconds = grace_seconds, poll_seconds
-        self.uploader = CheckpointUploader(self.send, telemetry.uploaded, uploaded_step=uploaded_step,
-                                           log=telemetry.log, warn=telemetry.upload_warning)
+        self.refused: dict[int, tuple[str, str]] = {}  # step → why no retry can send it (said once), its cause
+        self.uploader = CheckpointUploader(self._send_noting_refusals, telemetry.uploaded,
+                                           uploaded_step=uploaded_step, log=telemetry.log,
+                                           warn=telemetry.upload_warning)
         store.on_left_out = self.uploader.health.left_out
         self.rules_said: set[str] = set()  # upload_rules.rule_key of each rule line said
 
     def send(self, path: Path, step: int) -> UploadOutcome:
         """The uploader's work: one checkpoint to S3, under the lease where this node holds one."""
         return UploadOutcome.of(self.store.upload(path, step, lease=self.lease))
+
+    def _send_noting_refusals(self, path: Path, step: int) -> UploadOutcome:
+        """`send`, keeping why a step was refused where no retry can mend it."""
+        try:
+            return self.send(path, step)
+        except RemoteStoreError as error:
+            if error.cause in NEVER_SENT:
+                self.refused[step] = (str(error).strip().split("\n")[0], error.cause)
+            raise
+
+    def refusal(self, final: Checkpoint) -> tuple[str, str] | None:
+        """Why no retry can send `final`, and its cause (None when one may): it is a link, or its upload was
+        refused so."""
+        if final.path.is_symlink():
+            return f"{final.path.name} is a link, and links are never uploaded", FailureCause.LINK
+        return self.refused.get(final.step)
 
     def publishes(self) -> bool:
         """Whether this node sends whole checkpoints: a node alone always does."""
@@ -62,7 +94,8 @@ class NodeUploads:
             self.uploader.offer(newest.step, newest.path, writer_done=True)
         self.settle_parts()
         self.uploader.drain()
-        if newest is not None and self.uploader.offer(newest.step, newest.path, retry=True, writer_done=True):
+        if newest is not None and not self.refusal(newest) and \
+                self.uploader.offer(newest.step, newest.path, retry=True, writer_done=True):
             self.telemetry.log(f"retrying the upload of checkpoint step {newest.step}")
             self.uploader.drain()
         return self.uploader.uploaded_step
@@ -71,29 +104,38 @@ class NodeUploads:
         """Once the command stopped, what this node sends besides whole checkpoints: nothing here."""
 
     def final_missing(self, uploaded: int | None) -> str:
-        """DONE needs the final checkpoint in S3: retried for up to the grace period (S3 may be having a bad
-        minute); '' once it is there, else why the job must not end DONE."""
+        """DONE needs the final checkpoint in S3, whole: retried for up to the grace period (S3 may be having
+        a bad minute) unless no retry can mend it; '' once it is there, else why the job must not end DONE."""
         deadline = time.monotonic() + self.grace_seconds
         while missing := self._final_not_in_s3(uploaded):
-            if time.monotonic() >= deadline or self.stop_requested.is_set():
-                return missing
-            self.telemetry.log(f"{missing}; retrying its upload")
+            if missing.cause:  # refused for good: warned now as the last retry's failure would have been
+                self.uploader.health.failed(missing.step, missing.cause, urgent=True)
+            if missing.for_good or time.monotonic() >= deadline or self.stop_requested.is_set():
+                return missing.why
+            self.telemetry.log(f"{missing.why}; retrying its upload")
             uploaded = self.settle()
             self.stop_requested.wait(min(5.0, max(0.0, deadline - time.monotonic())))
         return ""
 
-    def _final_not_in_s3(self, uploaded: int | None) -> str:
-        """Why the job must not end DONE: its newest checkpoint is only on this disk ('' when in S3)."""
+    def _final_not_in_s3(self, uploaded: int | None) -> Missing | None:
+        """Why the job must not end DONE (None when the final checkpoint is in S3 and would restore whole):
+        its newest checkpoint is only on this disk, or what latest.json names is not whole."""
         local = self.newest_final()
-        if local is None or (uploaded is not None and local.step <= uploaded):
-            return ""
+        if local is None:
+            return None
         try:
             in_s3 = self.store.latest_step()
+            if in_s3 is not None and in_s3 >= local.step:
+                damage = self.store.not_whole(in_s3)
+                return Missing(f"the final checkpoint in S3 (step {in_s3}) would not restore whole ({damage}); step "
+                               f"{local.step} is kept on this instance's disk", local.step, True) if damage else None
         except RemoteStoreError as error:
-            return f"the final checkpoint (step {local.step}) could not be confirmed in S3 ({error})"
-        if in_s3 is not None and in_s3 >= local.step:
-            return ""
-        return self.why_not_in_s3(local)
+            return Missing(f"the final checkpoint (step {local.step}) could not be confirmed in S3 ({error})",
+                           local.step)
+        if refusal := self.refusal(local):
+            why, cause = refusal
+            return Missing(f"{self.why_not_in_s3(local)}, and no retry can send it: {why}", local.step, True, cause)
+        return Missing(self.why_not_in_s3(local), local.step)
 
     def newest_final(self) -> Checkpoint | None:
         """The newest checkpoint here that S3 must hold before the job is DONE."""
