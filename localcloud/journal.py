@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spot_trainer.storage.checkpoint_versions import is_version
+
 # The agent's events read here (written by the rooms of trainer/agent/, and by the launcher of several
 # nodes, trainer/distributed/round_start.py).
 # An agent's "start" (it took up the job: the lease, or its place in a world of several nodes) opens a
@@ -84,6 +86,7 @@ class TrainingLog:
     waited_for_lease: bool = False
     agent_started_at: float | None = None  # when its agent took up the job
     reports_steps: bool = False  # the command prints step lines (else progress is its checkpoints)
+    versions_seen: int = 0  # checkpoints that state no step (they go by version) that went up
     stall_measured: bool = False  # its checkpoint lines carry the time training stalled
     stretches: list[Stretch] = field(default_factory=list)  # one per (re)start, in order
     round_nodes: int = 0  # the most nodes a round this instance was in had
@@ -165,6 +168,8 @@ class TrainingLog:
             self.round_nodes = max(self.round_nodes, event["nodes"])
         elif kind == ROUND_RESUMED and isinstance(step, int):
             self._restarted(at, step)
+        elif kind == UPLOADED and event.get("published") and isinstance(step, int) and is_version(step):
+            self._saw_version(at)  # a checkpoint that states no step: progress in time, no step seen
         elif kind == UPLOADED and event.get("published") and isinstance(step, int) and not self.reports_steps:
             # The hand-over of the step a round resumes from can be uploaded after the round's start: not trained.
             if not self.stretches or step > self.stretches[-1].first_step:
@@ -179,6 +184,13 @@ class TrainingLog:
         if self.stretches and self.stretches[-1].first_seen_step is None:
             self.stretches.pop()
         self.stretches.append(Stretch(started=stamp, first_step=step, last_step=step))
+
+    def _saw_version(self, stamp: float) -> None:
+        """A new version went up: the instance trains (its schedule counts from here), at a step nobody knows."""
+        self.versions_seen += 1
+        if self.first_step_at is None:
+            self.first_step_at = stamp
+        self.last_step_at = stamp
 
     def _saw_step(self, step: int, stamp: float) -> None:
         if not self.stretches:

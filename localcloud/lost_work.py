@@ -16,6 +16,7 @@ from pathlib import Path
 
 from localcloud.interruptions import Interruption
 from localcloud.journal import TrainingLog
+from spot_trainer.storage.checkpoint_versions import is_version
 from spot_trainer.storage.saves import layouts
 
 
@@ -45,6 +46,8 @@ def lost_steps(record: Interruption, log: TrainingLog, held_step: int | None) ->
         return LostSteps(None, Basis.UNKNOWN, "no instance resumed after it")
     if log.reports_steps and record.lost_steps is not None:
         return LostSteps(record.lost_steps, Basis.PRINTED)
+    if is_version(held_step) or is_version(record.resumed_step):
+        return LostSteps(None, Basis.UNKNOWN, "the checkpoints state no step: they go by the time they were written")
     if held_step is not None:
         return LostSteps(max(0, held_step - record.resumed_step), Basis.DISK)
     return LostSteps(None, Basis.UNKNOWN, "the script prints no step")

@@ -132,7 +132,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("userdata_version", "the bootstrap script in `userdata/<version>/` (see [User data versions]"
             "(architecture.md#user-data-versions-and-what-each-supports))", "v2", env="SPOT_USERDATA_VERSION"),
     # ---- [run] ----
-    Setting("run.command", 'the built-in trainer, or your own command, e.g. `"python train.py"`', "builtin",
+    Setting("run.command", 'the built-in trainer, or your own command on one line, run by bash, e.g. `"python '
+            'train.py"` (a flag only when a file exists: see [One checkpoint file](own-code.md#one-checkpoint-file-'
+            'rewritten-in-place))', "builtin",
             env="SPOT_COMMAND", attr="command", agent_default=NO_DEFAULT, console=_param(
                 "TrainingCommand", ConsoleGroup.RUN, 1, "Training command",
                 '"builtin" for the built-in PyTorch trainer, or the shell command that trains',
@@ -153,9 +155,11 @@ SETTINGS: tuple[Setting, ...] = (
                 "Empty = the agent's own ($CHECKPOINT_DIR); else the folder your command saves its checkpoints "
                 "in, e.g. outputs (from the working directory)",
                 pattern_at_synth=True)),
-    Setting("run.setup", "a command run once in the working directory before training, with the job's Python first "
-            "on `PATH`: `pip install torch==2.5.1` pins torch (see [Which torch runs your script]"
-            "(your-own-script.md#5-which-torch-runs-your-script))", env="SPOT_SETUP_COMMAND",
+    Setting("run.setup", "a command run in the working directory before training, with the job's Python first on "
+            "`PATH`: `pip install torch==2.5.1` pins torch (see [Which torch runs your script]"
+            "(your-own-script.md#5-which-torch-runs-your-script)); on every instance that builds the environment, "
+            "so not on a replacement that restores it from `env_cache` (files it writes elsewhere need `env_cache = "
+            "false`)", env="SPOT_SETUP_COMMAND",
             console=_param("SetupCommand", ConsoleGroup.RUN, 7, "Setup command",
                            "Optional command run once in the working directory before training",
                            pattern_at_synth=True)),
@@ -182,6 +186,12 @@ SETTINGS: tuple[Setting, ...] = (
                 "Empty: the runtime shipped with this stack; else an s3:// wheel, URL or name==version",
                 pattern=pattern.PACKAGE, rule="empty, s3://bucket/key.whl, a URL, or a pip requirement pinned "
                 "with ==; no spaces, no local path")),
+    Setting("run.checkpoint_files", 'the entries of the checkpoint folder that are your script\'s checkpoint, when '
+            'it keeps one under a fixed name the agent does not know, e.g. `["model.keras"]` or `["weights"]`: they '
+            'go up together at the step they hold inside, or by when they were written (see [One checkpoint '
+            'file](own-code.md#one-checkpoint-file-rewritten-in-place))', (),
+            default_text="`[]` (the usual names are known)",
+            env="SPOT_CHECKPOINT_FILES", attr="checkpoint_files", agent_default="", header_when_set=True),
     Setting("run.secrets", 'secrets put into the command\'s environment at start, by reference: `["HF_TOKEN='
             'ssm:/team/hf-token", "WANDB_API_KEY=secretsmanager:wandb-key"]`; the instances may read exactly these '
             '(see [Secrets](your-own-script.md#6-secrets))', (), default_text="`[]` (none)", env="SPOT_SECRETS",

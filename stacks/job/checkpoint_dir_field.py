@@ -75,3 +75,23 @@ def shipped_path(run: RunSpec) -> str | None:
     if not run.workdir or not run.checkpoint_dir or run.checkpoint_dir.startswith("/"):
         return None
     return PurePosixPath(run.checkpoint_dir).as_posix()
+
+
+def check_checkpoint_files(names: tuple[str, ...]) -> None:
+    """run.checkpoint_files: each an entry of the checkpoint folder by its own name (a file or a folder), one
+    the agent can find and a restore can put back there."""
+    for name in names:
+        if (problem := _entry_problem(name)) is not None:
+            raise field_error("run.checkpoint_files", f"{name!r}: {problem}")
+
+
+def _entry_problem(name: str) -> str | None:
+    if not name.strip() or name != name.strip():
+        return "expected the name of a file or folder in the checkpoint folder, without spaces around it"
+    if "/" in name or "\\" in name or name in (".", ".."):
+        return "expected one name inside the checkpoint folder, not a path: name the folder that holds the files"
+    if name.startswith("."):
+        return "a name starting with '.' is a write in progress to the agent and never uploaded"
+    if "," in name:
+        return "a name with a comma cannot be passed to the instance"
+    return None

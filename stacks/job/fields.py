@@ -20,7 +20,7 @@ from spot_trainer.command_text import has_control_character, shadows_builtin
 from spot_trainer.secret_refs import SecretRefError, parse_refs
 from spot_trainer.settings import LOG_RETENTION_DAYS, MAX_KEEP_CHECKPOINTS, MAX_NODES, SETTINGS, setting
 from spot_trainer.signals import STOP_SIGNALS, builtin_stop_problem
-from stacks.job.checkpoint_dir_field import check_checkpoint_dir
+from stacks.job.checkpoint_dir_field import check_checkpoint_dir, check_checkpoint_files
 from stacks.job.instance_types import check_image_architecture, check_instance_types
 from stacks.job.key_hints import unknown_key_message
 from stacks.job.launcher_command import own_launcher
@@ -148,6 +148,7 @@ def _check_run(run: RunSpec, source: Path) -> None:
         raise field_error("run.data", f"expected s3://bucket/prefix, got {run.data!r}")
     _check_dataset(run)  # its bucket: S3's own rule (aws_names.py), as for every bucket name
     check_checkpoint_dir(run)
+    check_checkpoint_files(run.checkpoint_files)
     try:
         parse_refs(run.secrets)
     except SecretRefError as error:

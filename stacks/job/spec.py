@@ -75,6 +75,7 @@ class RunSpec:
     torch: str = setting("run.torch").default
     env_cache: bool = setting("run.env_cache").default
     trainer_package: str = setting("run.trainer_package").default
+    checkpoint_files: tuple[str, ...] = setting("run.checkpoint_files").default
     secrets: tuple[str, ...] = setting("run.secrets").default
     stop_signal: str = setting("run.stop_signal").default
     grace_seconds: int = setting("run.grace_seconds").default

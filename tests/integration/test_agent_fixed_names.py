@@ -5,6 +5,7 @@ torch.save and a notice its plain loop does not handle, every replacement resume
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import boto3
 import torch
 
 from localcloud.fake_imds import FakeImds
+from spot_trainer.storage.checkpoint_versions import is_version
 from spot_trainer.storage.files.whole_files import zip_whole
 from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
@@ -118,3 +120,32 @@ def test_the_imagenet_example_s_pair_comes_back_together_and_resumes_with_resume
     assert restored_best == max(epoch + 1 for epoch in range(in_s3 or 0) if epoch % 3 == 0), restored_best
     assert f"finished at epoch {EPOCHS}" in agent.lines, agent.text()
     assert store.get_json("status.json")["state"] == "DONE"
+
+
+KERAS_EPOCHS, EPOCH_SECONDS = 10, 3.0  # each save lies still the 2 s the rule waits
+KERAS = f"{sys.executable} keras_fixed.py {KERAS_EPOCHS}"
+
+
+def test_a_keras_model_saved_over_itself_goes_up_by_version_and_every_line_says_the_step_is_unknown(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "keras-fixed")
+    first = tmp_path / "first"
+    with FakeImds(instance_id="i-keras-first") as imds:
+        agent = instance(aws_env, bucket, store.job, first, imds, command=KERAS, EPOCH_SECONDS=str(EPOCH_SECONDS))
+        agent.power_off_when(lambda: (where(first) if (first / "where").exists() else 0) >= 4, what="epoch 4")
+    version = store.latest_step()
+    assert is_version(version), agent.text()
+    assert any(re.search(r"checkpoint version \S+ \(step unknown\) uploaded", line) for line in agent.lines)
+    second = tmp_path / "second"
+    with FakeImds(instance_id="i-keras-second") as imds:
+        agent = instance(aws_env, bucket, store.job, second, imds, command=KERAS, EPOCH_SECONDS=str(EPOCH_SECONDS))
+        agent.run_to_the_end()
+    resumed = next(int(line.rsplit(" ", 1)[1]) for line in agent.lines if line.startswith("resuming from epoch "))
+    assert 0 <= where(first) - resumed <= 1 + round(3 / EPOCH_SECONDS), (where(first), agent.text())
+    assert f"finished at epoch {KERAS_EPOCHS}" in agent.lines, agent.text()
+    assert any(re.search(r"training finished at checkpoint version \S+ \(step unknown\)", line)
+               for line in agent.lines), agent.text()
+    assert not any("step 17" in line for line in agent.lines), "a version is never shown as a step"
+    status = store.get_json("status.json")
+    assert status["state"] == "DONE" and is_version(status["checkpoint_step"]) and status["checkpoint_step"] > version

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import time
+import zipfile
 from pathlib import Path
 
 import torch
 
+from spot_trainer.storage.checkpoint_versions import is_version, step_text
 from spot_trainer.storage.files import staging
 from spot_trainer.storage.saves import fixed_names, layouts
 from spot_trainer.storage.saves.final_outputs import final_output_files
@@ -117,3 +119,42 @@ def test_a_copy_that_caught_a_rewrite_half_way_is_refused(tmp_path: Path) -> Non
     assert fixed_names.copies_whole([tmp_path / "old.pt"], 10)
     assert not fixed_names.copies_whole([mixed], 10), "its structure reads whole; its CRCs do not"
     assert not fixed_names.copies_whole([tmp_path / "old.pt"], 20), "a copy of another version than offered"
+
+
+def keras_archive(path: Path, written: float) -> Path:
+    """A `.keras` file as Keras 3 writes it: a zip of its config, metadata and weights, no step inside."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("metadata.json", '{"keras_version": "3.15.1"}')
+        archive.writestr("config.json", '{"class_name": "Sequential"}')
+        archive.writestr("model.weights.h5", b"\x89HDF\r\n\x1a\n" + bytes(64))
+    os.utime(path, (written, written))
+    return path
+
+
+def test_a_keras_model_saved_over_itself_goes_by_the_time_it_was_written(tmp_path: Path) -> None:
+    keras_archive(tmp_path / "model.keras", SETTLED)
+    newest = layouts.newest_complete(tmp_path)
+    assert newest is not None and (newest.path.name, newest.layout) == ("model.keras", "fixed")
+    assert is_version(newest.step) and newest.step == int(SETTLED)
+    assert step_text(newest.step).startswith("version ") and step_text(newest.step).endswith("(step unknown)")
+    keras_archive(tmp_path / "model.keras", SETTLED + 30)  # the next epoch's save
+    assert layouts.newest_complete(tmp_path).step == int(SETTLED) + 30  # type: ignore[union-attr]
+
+
+def test_an_entry_the_job_names_is_its_checkpoint_whatever_its_name_reads(tmp_path: Path) -> None:
+    save(tmp_path / "ckpt2.pt")  # no step inside: the catch-all reads step 2 from its name
+    assert layouts.classify(tmp_path / "ckpt2.pt") == (layouts.GENERIC, 2)
+    fixed_names.name_entries(["ckpt2.pt"])
+    try:
+        kind = layouts.classify(tmp_path / "ckpt2.pt")
+        assert kind is not None and kind[0] == layouts.FIXED and is_version(kind[1])
+        assert layouts.classify(tmp_path / "ckpt2.pt", in_series=False) is None, "only in the checkpoint folder"
+    finally:
+        fixed_names.name_entries([])
+    assert layouts.classify(tmp_path / "ckpt2.pt") == (layouts.GENERIC, 2)
+
+
+def test_a_step_is_never_shown_as_a_version_or_the_other_way() -> None:
+    assert step_text(250) == "step 250"
+    assert step_text(1_764_870_612) == "version 2025-12-04T17:50:12Z (step unknown)"
+    assert not is_version(None) and not is_version(999_999_999)

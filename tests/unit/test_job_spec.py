@@ -262,6 +262,14 @@ BAD_CASES = [
       "userdata_version": "v1"}, "run.save_warn_seconds: user data v1 does not carry it: use v2"),
     ({**with_changes("run", secrets=["HF_TOKEN=ssm:/team/hf-token"], trainer_package="spot-trainer==0.1.0"),
       "userdata_version": "v1"}, "run.secrets: user data v1 does not carry it: use v2"),
+    (with_change("run", "checkpoint_files", ["weights/last.pt"]), "run.checkpoint_files: 'weights/last.pt': expected "
+     "one name inside the checkpoint folder, not a path: name the folder that holds the files"),
+    (with_change("run", "checkpoint_files", [".ckpt.pt"]), "run.checkpoint_files: '.ckpt.pt': a name starting with"),
+    (with_change("run", "checkpoint_files", ["a,b"]), "run.checkpoint_files: 'a,b': a name with a comma"),
+    (with_change("run", "checkpoint_files", [" model.keras"]),
+     "run.checkpoint_files: ' model.keras': expected the name"),
+    ({**with_changes("run", checkpoint_files=["model.keras"], trainer_package="spot-trainer==0.1.0"),
+      "userdata_version": "v1"}, "run.checkpoint_files: user data v1 does not carry it: use v2"),
 ]
 
 

@@ -142,7 +142,7 @@ ROOM_WINGS: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 STORAGE_VOCABULARY = ("trainer.storage.record_kinds", "trainer.storage.failure_causes",
-                      "trainer.storage.upload_outcome")
+                      "trainer.storage.upload_outcome", "trainer.storage.checkpoint_versions")
 
 
 def room_root(room: str) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass
 
 from ..costs.pauses import user_events
+from ..storage.checkpoint_versions import step_text
 from ..storage.record_kinds import EventKind, JobState
 from ..storage.steps.remote import RemoteStore, RemoteStoreError
 from .instance.config import AgentConfig
@@ -45,7 +46,7 @@ class Endings:
         if step is None:
             saved = "no checkpoint yet"
         elif self._confirmed_in_s3(step):
-            saved = f"checkpoint step {step} is safe in S3"
+            saved = f"checkpoint {step_text(step)} is safe in S3"
         else:
             saved = f"checkpoint step {step} could not be read back from S3"
         self.log(f"interrupted ({reason}); {saved}")
@@ -65,7 +66,7 @@ class Endings:
         # The event first: a peer that sees status.json DONE then finds the event, with the step, beside it.
         self.telemetry.event(EventKind.DONE, step=step)
         self._reporter().update(state=JobState.DONE)
-        self._end_job(f"training finished at checkpoint step {step}")
+        self._end_job(f"training finished at checkpoint {step_text(step) if step is not None else 'none'}")
         return 0
 
     def stopped_by_budget(self, reason: str, step: int | None) -> int:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..storage.checkpoint_versions import step_text
 from ..storage.files import staging
 from ..storage.record_kinds import EventKind
 from ..storage.saves import layouts
@@ -60,7 +61,7 @@ class Restore:
         if restored is None:
             self.telemetry.log("no checkpoint yet: starting fresh")
             return StartPoint(None, remote_step)
-        self.telemetry.log(f"resuming from checkpoint step {restored.step} ({restored.path.name})")
+        self.telemetry.log(f"resuming from checkpoint {step_text(restored.step)} ({restored.path.name})")
         self.telemetry.event(EventKind.RESUME, step=restored.step)
         self.telemetry.update(checkpoint_step=max(restored.step, remote_step or 0))
         return StartPoint(restored, remote_step)

@@ -24,6 +24,7 @@ from ..costs.spot_prices import SpotPriceSource
 from ..signals import SignalConnector
 from ..storage.record_kinds import EventKind, JobState
 from ..storage.s3.lease import Lease
+from ..storage.saves import fixed_names
 from ..storage.saves.layouts import Checkpoint
 from ..storage.steps.remote import RemoteStore
 from .command_start import start_command
@@ -98,6 +99,8 @@ class Agent:
         self.stopping = Stopping(config.stop_signal, config.grace_seconds, self._notices, self.telemetry)
         if config.notify_topic and clients.sns is not None:
             self.telemetry.notifier = Notifier(config.notify_topic, clients.sns, config.job, self.log)
+        # The entries the job names as its checkpoint are one for every layout this agent asks.
+        fixed_names.name_entries([name for name in config.checkpoint_files.split(",") if name])
         self.mode = self._several_nodes() if config.distributed else self._one_node()
         self.restore, self.endings = self.mode.restore, self.mode.endings
         self._hang = HangWatch(config.stall_minutes * 60 if self.mode.watches_progress else 0)

@@ -62,6 +62,8 @@ def saved(cost: JobCost) -> str:
 
 
 def redone(cost: JobCost) -> str:
+    if cost.steps_unknown and not cost.steps_computed:
+        return "unknown: the job's checkpoints state no step (they go by the time they were written)"
     if not cost.steps_computed:
         return "no steps seen yet"
     # A power-off hides the steps its instance ran after its last heartbeat: then the count is a floor.

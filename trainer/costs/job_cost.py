@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ..storage.checkpoint_versions import is_version
 from ..storage.record_kinds import FINISHED
 from ..storage.steps.remote import RemoteStore
 from .instance_records import InstanceLife, billed_span, read_records
@@ -67,6 +68,7 @@ class JobCost:
     unpriced: list[str] = field(default_factory=list)  # instances left out of the sums: no price known
     problems: list[str] = field(default_factory=list)
     losses: Losses = field(default_factory=lambda: Losses([], 0, 0))  # the instances lost, and how
+    steps_unknown: bool = False  # the job's checkpoints state no step (they go by version): no step count
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +112,7 @@ def job_cost(lives: Sequence[InstanceLife], events: Iterable[Mapping[str, Any]],
         unpriced=[c.instance for c in costs if c.cost_usd is None],
         problems=list(dict.fromkeys(problems)),  # one cause, one line, however many instances it hit
         losses=find_losses(events, lives, now=now, job_running=job_running),
+        steps_unknown=any(is_version(event.get("step")) for event in events),
     )
 
 

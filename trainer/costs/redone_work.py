@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..storage.checkpoint_versions import is_version
 from ..storage.record_kinds import EventKind
 from .instance_records import InstanceLife
 
@@ -112,4 +113,6 @@ def _number(value: Any) -> float | None:
 
 
 def _step(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A step an event names; a version (a checkpoint that states no step) counts no steps."""
+    whole = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if whole and not is_version(value) else None

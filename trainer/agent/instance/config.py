@@ -71,6 +71,7 @@ class AgentConfig:
     deadline_check_seconds: float = agent_default("deadline_check_seconds")
     budget_usd: float = agent_default("budget_usd")
     budget_check_seconds: float = agent_default("budget_check_seconds")
+    checkpoint_files: str = agent_default("checkpoint_files")  # comma-separated entries of checkpoint_dir
     secrets: str = agent_default("secrets")  # references only (secret_refs.py); values go to extra_env
     extra_env: dict[str, str] = field(default_factory=dict)
 

@@ -16,6 +16,7 @@ from typing import Any
 from ...costs.loss_text import describe_losses
 from ...costs.lost_instances import Losses, find_losses
 from ...costs.pauses import user_events
+from ...storage.checkpoint_versions import step_text
 from ...storage.record_kinds import FINISHED, EventKind, JobState
 from ...storage.s3.job_keys import STATUS
 from .pace import Pace
@@ -130,7 +131,7 @@ def describe_job(
         f"state          {state}",
         f"step           {_or_dash(status.get('step'))}",
         f"loss           {_or_dash(status.get('loss'))}",
-        f"checkpoint     {_or_dash((latest or {}).get('step', status.get('checkpoint_step')))}"
+        f"checkpoint     {_checkpoint_text((latest or {}).get('step', status.get('checkpoint_step')))}"
         " (latest in S3)",
         f"instance       {status.get('instance') or '-'}",
         f"attempt        {status.get('attempt', 0)}",
@@ -173,6 +174,11 @@ def state_and_reason(status: Mapping[str, Any], events: list[Mapping[str, Any]])
     if state == JobState.INTERRUPTED:
         return RESUMING, f"resumed at {utc_text(newest.at)} (spot-trainer resume): waiting for an instance to start"
     return state, reason
+
+
+def _checkpoint_text(step: Any) -> str:
+    """'250', or a version's time where the checkpoint states no step."""
+    return step_text(step).removeprefix("step ") if type(step) is int else _or_dash(step)
 
 
 def _or_dash(value: Any) -> str:

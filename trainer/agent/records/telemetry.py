@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...storage.checkpoint_versions import is_version, step_text
 from ...storage.record_kinds import EventKind
 from ...storage.s3.job_records import JobRecords
 from ...storage.steps.upload_health import UPLOADS_FAILING, UploadWarning
@@ -133,14 +134,15 @@ class RunTelemetry:
                    published=done.published, **({"part": True} if done.part else {}))
         if done.published:
             self.update(checkpoint_step=done.step)
-            if self.reporter is not None and (self.reporter.status.step or 0) < done.step:
-                self.update(step=done.step)  # a command that prints no JSON progress: checkpoints tell
+            # A command that prints no JSON progress: checkpoints tell, where they state their step.
+            if self.reporter is not None and not is_version(done.step) and (self.reporter.status.step or 0) < done.step:
+                self.update(step=done.step)
         if self.cloud is not None:
             self.cloud.metric("CheckpointUploadSeconds", done.seconds, "Seconds")
             if done.published:  # progress for the stall alarm, also from a command that prints no steps
                 self.cloud.metric("Step", done.step, "Count")
         if done.published:
-            self.log(f"checkpoint step {done.step} uploaded in {done.seconds:.2f}s ({done.bytes} bytes)")
+            self.log(f"checkpoint {step_text(done.step)} uploaded in {done.seconds:.2f}s ({done.bytes} bytes)")
         elif done.part:
             self.log(f"checkpoint step {done.step}: this node's shards uploaded in {done.seconds:.2f}s ({done.bytes} "
                      "bytes); the step counts once every node's shards are in S3")

@@ -17,15 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...storage.saves import layouts
+from ...storage.saves import fixed_names, layouts
 from .misplaced_saves import MisplacedSave, find_misplaced_save
 from .started_over import find_restart_from_scratch, started_over_warning
 
 
 def nothing_saved_warning(directory: Path, seconds: float) -> str:
-    return (f"no recognised checkpoint after {seconds:.0f}s of training: {directory} holds "
-            f"{layouts.describe(directory)}; the agent uploads {'; '.join(layouts.accepted())} "
-            "(see README, Your own training command)")
+    holds = f"{directory} holds {layouts.describe(directory)}"
+    if named := sorted(fixed_names.named()):
+        missing = [name for name in named if not (directory / name).exists()]
+        said = ", ".join(missing or named)
+        why = "never appeared" if missing else "never proved whole (or states no step and was never still 2 s)"
+        return (f"no recognised checkpoint after {seconds:.0f}s of training: run.checkpoint_files names {said}, "
+                f"which {why}: {holds} (see docs/own-code.md, One checkpoint file rewritten in place)")
+    return (f"no recognised checkpoint after {seconds:.0f}s of training: {holds}; the agent uploads "
+            f"{'; '.join(layouts.accepted())} (see docs/own-code.md, The checkpoint layouts the agent recognises)")
 
 
 # Lightning's loggers number a new version_<N> folder per run, so a fresh instance would save elsewhere.

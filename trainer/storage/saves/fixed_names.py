@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..checkpoint_versions import version_of
 from ..files import whole_files
 from ..files.regular_files import is_regular, read_regular_text
 from .stated_step import step_in
@@ -29,16 +30,39 @@ SETTLE_SECONDS = whole_files.SETTLE_SECONDS
 Claimed = Callable[[Path], bool]  # whether any other layout takes an entry for a checkpoint
 
 
+KERAS_SUFFIX = ".keras"  # a whole model with its optimizer, saved over itself by ModelCheckpoint("model.keras")
+_named: set[str] = set()  # the entries the job file names its checkpoint (run.checkpoint_files)
+
+
+def name_entries(names: tuple[str, ...] | list[str]) -> None:
+    """The entries of CHECKPOINT_DIR the job names as its checkpoint: each is one whatever another layout
+    would read in its name, and goes by version where it states no step."""
+    _named.clear()
+    _named.update(names)
+
+
+def named() -> frozenset[str]:
+    return frozenset(_named)
+
+
+def is_named(name: str) -> bool:
+    return name in _named
+
+
 def fixed_step(name: str, path: Path) -> int | None:
-    """The step a fixed-name entry states: a file's own, a folder's highest among its files; None when it
-    states none (then it may still go up beside one that does, as a companion)."""
-    if name.startswith(".") or name in FRAMEWORK_FILES:
+    """The step a fixed-name entry states: a file's own, a folder's highest among its files. Where it states
+    none, a named entry or a Keras archive goes by its version (checkpoint_versions.py); any other is None
+    (then it may still go up beside one that does, as a companion)."""
+    if name.startswith(".") or (name in FRAMEWORK_FILES and not is_named(name)):
         return None
-    if is_regular(path):
-        return step_in(path)
-    if path.is_dir() and not path.is_symlink():
-        return max((step for file in _files_of(path) if (step := step_in(file)) is not None), default=None)
-    return None
+    files = [path] if is_regular(path) else _files_of(path) if path.is_dir() and not path.is_symlink() else []
+    stated = max((step for file in files if (step := step_in(file)) is not None), default=None)
+    if stated is not None or not files or not (is_named(name) or name.endswith(KERAS_SUFFIX)):
+        return stated
+    try:
+        return version_of(max(file.stat().st_mtime for file in files))
+    except OSError:  # gone while we looked
+        return None
 
 
 def members(primary: Path, claimed: Claimed) -> list[Path]:

@@ -245,7 +245,10 @@ def framework_of(layout: str) -> Framework:
 
 
 def read_name(name: str, path: Path, *, in_series: bool) -> tuple[str, int] | None:
-    """(layout, step) by the first naming that reads a step from `name` (the entry at `path`)."""
+    """(layout, step) by the first naming that reads a step from `name` (the entry at `path`); an entry the job
+    file names is its fixed-name checkpoint, whatever another naming would read in its name."""
+    if fixed_names.is_named(name):
+        return (FIXED.layout, step) if in_series and (step := fixed_names.fixed_step(name, path)) is not None else None
     for framework in _REGISTRY:
         if framework.in_folder and not in_series:
             continue

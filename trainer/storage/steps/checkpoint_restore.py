@@ -22,6 +22,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..checkpoint_versions import is_version
 from ..files.checksums import digest_files
 from ..files.held_files import copies_of, link_held
 from ..s3.job_keys import MANIFEST
@@ -87,23 +88,40 @@ def restore_step(objects: JobObjects, prefix: str, step: int, dest_dir: Path, da
         log.warning("checkpoint step %d is damaged (%s); trying an older one", step, problem)
         _remove(staging)
         return None
-    _put_in_place(staging, final, file_set)
+    placed = _put_in_place(staging, final, file_set)
+    if is_version(step):
+        _written_at(final.parent, placed, step)
     _record_part(dest_dir, step, final.name, ranks, fetch)
     log.info("restored step %d into %s%s", step, final, " (what this node's ranks read)" if fetch.in_part else "")
     return final
 
 
-def _put_in_place(staging: Path, final: Path, file_set: bool) -> None:
+def _put_in_place(staging: Path, final: Path, file_set: bool) -> list[str]:
     """The verified restore renamed into place: a set's entries each under its own name beside `final`
-    (a fixed-name checkpoint and its companions, as the script left them), else the one entry."""
+    (a fixed-name checkpoint and its companions, as the script left them), else the one entry. The names
+    placed."""
     if not file_set:
         _remove(final)
         staging.rename(final)
-        return
-    for entry in sorted(staging.iterdir()):
-        _remove(final.parent / entry.name)
-        entry.rename(final.parent / entry.name)
+        return [final.name]
+    placed = sorted(entry.name for entry in staging.iterdir())
+    for name in placed:
+        _remove(final.parent / name)
+        (staging / name).rename(final.parent / name)
     staging.rmdir()
+    return placed
+
+
+def _written_at(folder: Path, names: list[str], version: int) -> None:
+    """A version is when its files were written: restored, they say so again, or the agent would take them
+    for a newer version and send the same bytes up once more."""
+    for name in names:
+        entry = folder / name
+        if name.startswith(".") or entry.is_symlink():
+            continue
+        files = [entry] if entry.is_file() else [p for p in entry.iterdir() if p.is_file()] if entry.is_dir() else []
+        for file in files:
+            os.utime(file, (version, version))
 
 
 def _record_part(dest_dir: Path, step: int, name: str, ranks: shards.NodeRanks | None, fetch: Fetch) -> None:
