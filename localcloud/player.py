@@ -192,8 +192,10 @@ class Player:
             return
         log = self.logs[target.instance_id]
         # Placed in time, an interruption counts from the instance's first progress (a step line, or
-        # for a command that prints none its first new checkpoint): start-up is not training time.
-        kind = injector.due(time.time(), log.max_step, log.resumed_step or 0, log.first_step_at)
+        # for a command that prints none its first new checkpoint): start-up is not training time. A
+        # command that shows neither is still interrupted, counted from its agent's start and a minute of
+        # start-up: a script whose saves nobody recognises must not escape the schedule.
+        kind = injector.due(time.time(), log.max_step, log.resumed_step or 0, training_since(log))
         if kind is None:
             return
         if self._interrupt(target, kind):
@@ -332,3 +334,15 @@ def _stat(pid: int) -> bytes:
         return Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return b" Z "
+
+
+# What a command with no progress to show is given to start (imports, a restore) before its schedule counts.
+STARTUP_ALLOWANCE_SECONDS = 60.0
+
+
+def training_since(log: TrainingLog) -> float | None:
+    """When an instance began to train, for a schedule placed in time: its first progress, or for a command
+    that shows none, its agent's start and STARTUP_ALLOWANCE_SECONDS after it."""
+    if log.first_step_at is not None:
+        return log.first_step_at
+    return None if log.agent_started_at is None else log.agent_started_at + STARTUP_ALLOWANCE_SECONDS

@@ -28,6 +28,7 @@ from spot_trainer.costs.instance_records import InstanceLife, read_records
 from spot_trainer.costs.job_cost import JobCost, job_cost
 from spot_trainer.costs.on_demand_prices import USD_PER_HOUR
 from spot_trainer.costs.spot_prices import SpotPriceSource, flat_trace
+from spot_trainer.storage.checkpoint_versions import step_text
 from spot_trainer.storage.record_kinds import EventKind, JobState
 from spot_trainer.storage.steps.remote import RemoteStore
 
@@ -47,7 +48,7 @@ class Report:
     hard_kills: int
     completed_steps_lost: int | None  # None: not known (the script prints no step and left no checkpoint)
     steps_computed: int  # each step of a world of nodes once
-    progress_from: str  # "steps": the command printed its steps; "checkpoints": only its saves were seen
+    progress_from: str  # progress_source(): "steps", "checkpoints", "versions" or "nothing"
     checkpoint_stall_seconds: float | None  # None: the command does not report how long saves stall it
     training_seconds: float
     checkpoint_overhead: float | None  # stall ÷ training time
@@ -90,17 +91,26 @@ class Report:
         seen = "" if self.progress_from == "steps" else " (to the first checkpoint after it)"
         return f", training again after {', '.join(shown)}{seen}" if shown else ""
 
+    def _latest_shown(self) -> str:
+        step = self.final_checkpoint_step
+        return step_text(step).removeprefix("step ") if step is not None else "None"
+
+    def _computed_shown(self) -> str:
+        if self.progress_from == VERSIONS and not self.steps_computed:
+            return "unknown (the checkpoints state no step: they go by the time they were written)"
+        return f"{self.steps_computed} (redone: {self.steps_redone})"
+
     def text(self) -> str:
         steps = f"{self.steps}" + (f"/{self.total_steps}" if self.total_steps else "")
         lines = [
             f"job {self.job}: {self.state}" + (f" ({self.reason})" if self.reason else ""),
-            f"  steps                  {steps} (latest checkpoint in S3: {self.final_checkpoint_step})",
+            f"  steps                  {steps} (latest checkpoint in S3: {self._latest_shown()})",
             f"  interruptions          {self.interruptions} ({self.announced} announced, "
             f"{self.hard_kills} without notice)" + self._recoveries()
             + unfired_phrase(self.interruptions_planned, self.interruptions, self.interrupt_every_seconds,
-                             self.state),
+                             self.state, showed_progress=self.progress_from != NO_PROGRESS),
             f"  completed steps lost   {self.completed_steps_lost_text or self.completed_steps_lost}",
-            f"  steps computed         {self.steps_computed} (redone: {self.steps_redone})"
+            f"  steps computed         {self._computed_shown()}"
             + (f" by up to {self.nodes_together} nodes as one" if self.nodes_together > 1 else "") + self._unseen(),
             "  checkpoint overhead    " + self._overhead(),
             f"  wall time              {self.wall_seconds:.1f}s on {self.instances} instances "
@@ -148,7 +158,21 @@ class Report:
         return " (counted from checkpoints: the command prints no steps, so steps after its last save are unseen)"
 
 
-def unfired_phrase(planned: int, happened: int, every_seconds: float | None, state: str = JobState.DONE) -> str:
+NO_PROGRESS, VERSIONS = "nothing", "versions"
+
+
+def progress_source(logs: list[TrainingLog]) -> str:
+    """What the run's progress was seen from: "steps" (the command printed them), "checkpoints" (its saves
+    stated theirs), VERSIONS (its saves state none) or NO_PROGRESS (nothing at all: no figure is known)."""
+    if any(log.reports_steps for log in logs):
+        return "steps"
+    if any(log.max_step is not None for log in logs):
+        return "checkpoints"
+    return VERSIONS if any(log.versions_seen for log in logs) else NO_PROGRESS
+
+
+def unfired_phrase(planned: int, happened: int, every_seconds: float | None, state: str = JobState.DONE, *,
+                   showed_progress: bool = True) -> str:
     """'; 2 of the 2 planned never came: ...': a demo asked for interruptions that the job outran must
     not read as a run that survived them. Spacing them closer helps only a job that ended DONE first: one
     that failed says why on the report's first line."""
@@ -157,6 +181,9 @@ def unfired_phrase(planned: int, happened: int, every_seconds: float | None, sta
     if state != JobState.DONE:
         return f"; {planned - happened} of the {planned} planned never came: the job was {state} first"
     why = "the job ended first"
+    if not showed_progress:
+        return (f"; {planned - happened} of the {planned} planned never came: {why}, and it never showed progress "
+                "(no step line, no checkpoint the agent recognised), so its schedule counted from its start")
     if every_seconds is not None:
         why += (f" (a command that prints no total steps is interrupted after each {every_seconds:g}s of "
                 "training: lower --interrupt-every)")
@@ -215,7 +242,7 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
             loss.steps or 0 for loss in losses),
         completed_steps_lost_text=lost_phrase(losses),
         steps_computed=work.steps_computed,
-        progress_from="steps" if any(log.reports_steps for log in logs) else "checkpoints",
+        progress_from=progress_source(logs),
         checkpoint_stall_seconds=round(stall, 4) if stall_measured else None,
         training_seconds=round(work.node_seconds, 2),
         checkpoint_overhead=(round(stall / work.node_seconds, 5) if work.node_seconds else 0.0)

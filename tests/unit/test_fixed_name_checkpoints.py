@@ -158,3 +158,12 @@ def test_a_step_is_never_shown_as_a_version_or_the_other_way() -> None:
     assert step_text(250) == "step 250"
     assert step_text(1_764_870_612) == "version 2025-12-04T17:50:12Z (step unknown)"
     assert not is_version(None) and not is_version(999_999_999)
+
+
+def test_another_layout_s_checkpoint_beside_it_is_not_part_of_the_set(tmp_path: Path) -> None:
+    save(tmp_path / "ckpt.pt", iter_num=300)
+    (tmp_path / "checkpoint-200").mkdir()
+    (tmp_path / "checkpoint-200" / "trainer_state.json").write_text('{"global_step": 200}')
+    save(tmp_path / "model_step100.pt", step=100)
+    entries = layouts.fixed_entries(tmp_path / "ckpt.pt")
+    assert [entry.name for entry in entries or []] == ["ckpt.pt"]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from localcloud.interruptions import InterruptionPlan
-from localcloud.report import planned_interruptions, unfired_phrase
+from localcloud.journal import TrainingLog
+from localcloud.player import STARTUP_ALLOWANCE_SECONDS, training_since
+from localcloud.report import NO_PROGRESS, VERSIONS, planned_interruptions, progress_source, unfired_phrase
 
 
 def test_interruptions_the_job_outran_are_named_with_the_flag_that_spaces_them() -> None:
@@ -30,3 +34,30 @@ def test_the_schedule_plans_announced_and_hard_kills_and_a_rate_plans_none() -> 
 def test_a_failed_job_is_not_told_to_space_its_interruptions_closer() -> None:
     phrase = unfired_phrase(planned=2, happened=0, every_seconds=20.0, state="FAILED")
     assert phrase == "; 2 of the 2 planned never came: the job was FAILED first"
+
+
+def test_a_command_that_showed_no_progress_is_told_so_not_to_lower_the_spacing() -> None:
+    phrase = unfired_phrase(planned=2, happened=0, every_seconds=20.0, showed_progress=False)
+    assert "never showed progress (no step line, no checkpoint the agent recognised)" in phrase
+    assert "--interrupt-every" not in phrase
+
+
+def test_a_schedule_in_time_counts_from_the_first_progress_or_a_minute_after_the_agent_started(
+        tmp_path: Path) -> None:
+    log = TrainingLog(tmp_path / "journal.log")
+    assert training_since(log) is None, "no agent yet: nothing trains"
+    log.agent_started_at = 1000.0
+    assert training_since(log) == 1000.0 + STARTUP_ALLOWANCE_SECONDS, "a command that shows nothing"
+    log.first_step_at = 1005.0
+    assert training_since(log) == 1005.0
+
+
+def test_progress_is_steps_checkpoints_versions_or_nothing(tmp_path: Path) -> None:
+    log = TrainingLog(tmp_path / "journal.log")
+    assert progress_source([log]) == NO_PROGRESS
+    log.versions_seen = 1
+    assert progress_source([log]) == VERSIONS
+    log.max_step = 30
+    assert progress_source([log]) == "checkpoints"
+    log.reports_steps = True
+    assert progress_source([log]) == "steps"

@@ -73,11 +73,9 @@ def members(primary: Path, claimed: Claimed) -> list[Path]:
 
 
 def _member(entry: Path, claimed: Claimed) -> bool:
-    if entry.name.startswith(".") or entry.name in FRAMEWORK_FILES:
+    if entry.name.startswith(".") or entry.name in FRAMEWORK_FILES or claimed(entry):
         return False
-    if fixed_step(entry.name, entry) is not None:
-        return True
-    return is_regular(entry) and not claimed(entry) and _self_describing(entry)
+    return fixed_step(entry.name, entry) is not None or (is_regular(entry) and _self_describing(entry))
 
 
 def _self_describing(path: Path) -> bool:

@@ -210,7 +210,9 @@ def fixed_set(primary: Path) -> list[Path]:
 
 
 def _claimed_elsewhere(entry: Path) -> bool:
-    return is_copy(entry.name) or read_name(entry.name, entry, in_series=True) is not None
+    """A checkpoint of another layout (an HF `checkpoint-N/` beside a `ckpt.pt`), or a framework's copy."""
+    return is_copy(entry.name) or (kind := read_name(entry.name, entry, in_series=True)) is not None \
+        and kind[0] != FIXED.layout
 
 
 FIXED = Framework("fixed", (Naming(fixed_names.fixed_step),), _fixed_whole, catch_all=True, in_folder=True,
