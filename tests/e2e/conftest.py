@@ -18,6 +18,7 @@ from localcloud.iam_report import summary_lines
 from localcloud.interruptions import InterruptionPlan
 from localcloud.outages import SpotOutage
 from localcloud.player import Player, RunOptions
+from tests.support.plain_jobs import WHERE, plain_job
 
 JOB = "example"
 CHECKPOINT_EVERY = 8
@@ -98,3 +99,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.parent == Path(__file__).parent and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(540))
+
+
+def play_script(cloud: LocalCloud, folder: Path, file: str, arguments: str, plan: InterruptionPlan,
+                env: dict[str, str]) -> Iterator[Scenario]:
+    """`play` for a script as people write it (tests/fixtures/plain_scripts), unmodified, as a job of its own;
+    it keeps where it is in WHERE, which the tests read and the agent never does."""
+    app = cloud.synth(str(plain_job(folder, file, arguments)))
+    yield from play(cloud, app, plan, {}, total_steps=None,
+                    command_env={**env, "WHERE_FILE": WHERE, "OMP_NUM_THREADS": "1"})

@@ -18,8 +18,8 @@ from localcloud.cloud import LocalCloud
 from localcloud.interruptions import ANNOUNCED, HARD, InterruptionPlan
 from localcloud.report import build_report
 from spot_trainer.storage.checkpoint_versions import is_version
-from tests.e2e.conftest import Scenario, play
-from tests.support.plain_jobs import WHERE, plain_job, where_it_was
+from tests.e2e.conftest import Scenario, play_script
+from tests.support.plain_jobs import where_it_was
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,12 @@ class Script:
 
 
 SCRIPT_RUNS = {
-    "ckpt-pt": Script("fixed_ckpt.py", "180 30 $([ -f $CHECKPOINT_DIR/ckpt.pt ] && echo --resume)", 180, 30, 0.1,
+    "ckpt-pt": Script("fixed_ckpt.py", "480 30 $([ -f $CHECKPOINT_DIR/ckpt.pt ] && echo --resume)", 480, 30, 0.1,
                       {"STEP_SECONDS": "0.1"}, r"^resuming from iter (\d+)$", "ckpt.pt"),
-    "imagenet-pair": Script("imagenet_style.py", "8 30 $([ -f $CHECKPOINT_DIR/checkpoint.pth.tar ] && echo --resume "
-                            "$CHECKPOINT_DIR/checkpoint.pth.tar)", 8, 1, 3.0, {"STEP_SECONDS": "0.1"},
+    "imagenet-pair": Script("imagenet_style.py", "16 30 $([ -f $CHECKPOINT_DIR/checkpoint.pth.tar ] && echo --resume "
+                            "$CHECKPOINT_DIR/checkpoint.pth.tar)", 16, 1, 3.0, {"STEP_SECONDS": "0.1"},
                             r"^=> loaded checkpoint '.*' \(epoch (\d+)\)$", "checkpoint.pth.tar"),
-    "keras-model": Script("keras_fixed.py", "8", 8, 1, 3.0, {"EPOCH_SECONDS": "3.0"}, r"^resuming from epoch (\d+)$",
+    "keras-model": Script("keras_fixed.py", "16", 16, 1, 3.0, {"EPOCH_SECONDS": "3.0"}, r"^resuming from epoch (\d+)$",
                           ""),
 }
 PLAN = InterruptionPlan(hard_kills=2, count=1, spacing_seconds=7, notice_seconds=8)
@@ -53,10 +53,8 @@ PLAN = InterruptionPlan(hard_kills=2, count=1, spacing_seconds=7, notice_seconds
 def run(request: pytest.FixtureRequest, local_cloud: LocalCloud,
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Script, Scenario]]:
     script = SCRIPT_RUNS[request.param]
-    job = plain_job(tmp_path_factory.mktemp(request.param), script.file, script.arguments)
-    app = local_cloud.synth(str(job))
-    env = {**script.env, "WHERE_FILE": WHERE, "OMP_NUM_THREADS": "1"}
-    for scenario in play(local_cloud, app, PLAN, {}, total_steps=None, command_env=env):
+    for scenario in play_script(local_cloud, tmp_path_factory.mktemp(request.param), script.file, script.arguments,
+                                PLAN, script.env):
         yield script, scenario
 
 

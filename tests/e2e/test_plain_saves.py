@@ -18,8 +18,8 @@ import torch
 from localcloud.cloud import LocalCloud
 from localcloud.interruptions import HARD, InterruptionPlan
 from localcloud.report import build_report
-from tests.e2e.conftest import Scenario, play
-from tests.support.plain_jobs import WHERE, plain_job, where_it_was
+from tests.e2e.conftest import Scenario, play_script
+from tests.support.plain_jobs import where_it_was
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,8 @@ PLAN = InterruptionPlan(hard_kills=2, spacing_seconds=7)
 def run(request: pytest.FixtureRequest, local_cloud: LocalCloud,
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Script, Scenario]]:
     script = SCRIPT_RUNS[request.param]
-    job = plain_job(tmp_path_factory.mktemp(request.param), script.file, script.arguments)
-    app = local_cloud.synth(str(job))
-    env = {**script.env, "WHERE_FILE": WHERE, "OMP_NUM_THREADS": "1"}
-    for scenario in play(local_cloud, app, PLAN, {}, total_steps=None, command_env=env):
+    for scenario in play_script(local_cloud, tmp_path_factory.mktemp(request.param), script.file, script.arguments,
+                                PLAN, script.env):
         yield script, scenario
 
 
