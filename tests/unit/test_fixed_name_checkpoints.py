@@ -167,3 +167,13 @@ def test_another_layout_s_checkpoint_beside_it_is_not_part_of_the_set(tmp_path: 
     save(tmp_path / "model_step100.pt", step=100)
     entries = layouts.fixed_entries(tmp_path / "ckpt.pt")
     assert [entry.name for entry in entries or []] == ["ckpt.pt"]
+
+
+def test_a_torn_ckpt_pt_a_dead_writer_left_is_moved_out_of_the_script_s_way(tmp_path: Path) -> None:
+    """A script that resumes when ckpt.pt exists would load a torn one and fail on every start."""
+    whole = save(tmp_path / "ckpt.pt", iter_num=40).read_bytes()
+    (tmp_path / "ckpt.pt").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "notes.txt").write_text("kept")
+    assert layouts.prepare_for_resume(tmp_path, None) == ["ckpt.pt"]
+    assert not (tmp_path / "ckpt.pt").exists() and (tmp_path / ".incomplete-ckpt.pt").exists()
+    assert (tmp_path / "notes.txt").exists()

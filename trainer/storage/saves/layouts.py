@@ -46,6 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import whole_files
+from ..files.regular_files import is_regular
 from . import fixed_names, frameworks, library_saves, shards
 from .frameworks import HF_STATE_FILE as HF_STATE_FILE  # named from here by the layouts' callers and tests
 from .frameworks import LIGHTNING_SHARDED_META as LIGHTNING_SHARDED_META
@@ -242,4 +244,6 @@ def _unfinished(path: Path) -> bool:
     if (copied := frameworks.copy_of(path.name)) is not None:
         return copied.copy_whole is not None and not copied.copy_whole(path)
     kind = classify(path)
-    return kind is not None and not _complete(kind[0], kind[1], path, superseded=True)
+    if kind is None:  # a file kept under one name that a dead writer left torn states no step: its format tells
+        return not path.name.startswith(".") and is_regular(path) and whole_files.proof(path) is False
+    return not _complete(kind[0], kind[1], path, superseded=True)
