@@ -89,12 +89,14 @@ RESUMED = re.compile(r"^(?:resuming from (?:iter|epoch) |=> loaded checkpoint '.
 
 def resumed_at(instance: Instance | None, restored: int | None) -> int | None:
     """Where the replacement resumed, by the script's own line where it prints one, else the step restored
-    (a fresh start: 0)."""
-    if instance is not None and instance.journal.is_file():
+    (nothing restored: a fresh start, 0). None without a replacement."""
+    if instance is None:
+        return None
+    if instance.journal.is_file():
         for line in instance.journal.read_text().splitlines():
             if match := RESUMED.match(line):
                 return int(match.group(1))
-    return None if is_version(restored) else restored
+    return None if is_version(restored) else restored or 0
 
 
 def plan(options: argparse.Namespace) -> InterruptionPlan:
