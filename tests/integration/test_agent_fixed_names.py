@@ -149,3 +149,24 @@ def test_a_keras_model_saved_over_itself_goes_up_by_version_and_every_line_says_
     assert not any("step 17" in line for line in agent.lines), "a version is never shown as a step"
     status = store.get_json("status.json")
     assert status["state"] == "DONE" and is_version(status["checkpoint_step"]) and status["checkpoint_step"] > version
+
+
+PAIR = f"{sys.executable} safetensors_pair.py 10 30"  # an epoch every 3 s
+
+
+def test_weights_beside_a_state_json_come_back_together_at_the_epoch_the_json_states(
+    aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    store = RemoteStore(boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"]), bucket, "safetensors-pair")
+    first = tmp_path / "first"
+    with FakeImds(instance_id="i-pair-first") as imds:
+        agent = instance(aws_env, bucket, store.job, first, imds, command=PAIR)
+        agent.power_off_when(lambda: (store.latest_step() or 0) >= 3, what="epoch 3 in S3")
+    in_s3 = store.latest_step()
+    second = tmp_path / "second"
+    with FakeImds(instance_id="i-pair-second") as imds:
+        agent = instance(aws_env, bucket, store.job, second, imds, command=PAIR)
+        agent.run_to_the_end()
+    assert f"resuming from epoch {in_s3}" in agent.lines, agent.text()
+    assert 0 <= where(first) - (in_s3 or 0) <= 2, "within one save and the 2 s it lies still"
+    assert "finished at epoch 10" in agent.lines and store.get_json("status.json")["state"] == "DONE"
