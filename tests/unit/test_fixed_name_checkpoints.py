@@ -10,8 +10,10 @@ from pathlib import Path
 
 import torch
 
+from spot_trainer.agent.records.notify import message_for
 from spot_trainer.storage.checkpoint_versions import is_version, step_text
 from spot_trainer.storage.files import staging
+from spot_trainer.storage.record_kinds import EventKind
 from spot_trainer.storage.saves import fixed_names, layouts
 from spot_trainer.storage.saves.final_outputs import final_output_files
 
@@ -177,3 +179,10 @@ def test_a_torn_ckpt_pt_a_dead_writer_left_is_moved_out_of_the_script_s_way(tmp_
     assert layouts.prepare_for_resume(tmp_path, None) == ["ckpt.pt"]
     assert not (tmp_path / "ckpt.pt").exists() and (tmp_path / ".incomplete-ckpt.pt").exists()
     assert (tmp_path / "notes.txt").exists()
+
+
+def test_a_notification_names_a_version_as_a_version() -> None:
+    _, text = message_for("keras", EventKind.RESUME, {"instance": "i-1", "step": 1_764_870_612}) or ("", "")
+    assert text == "Job keras resumed on i-1 from checkpoint version 2025-12-04T17:50:12Z (step unknown)."
+    _, text = message_for("nano", EventKind.RESUME, {"instance": "i-1", "step": 250}) or ("", "")
+    assert text == "Job nano resumed on i-1 from checkpoint step 250."

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ...storage.checkpoint_versions import step_text
 from ...storage.record_kinds import EventKind
 
 SUBJECT_LIMIT = 100  # SNS refuses longer subjects
@@ -27,17 +28,19 @@ def message_for(job: str, kind: str, fields: Mapping[str, Any]) -> tuple[str, st
     """(subject, message) for the kinds worth a notification; None for the rest."""
     instance = fields.get("instance") or "an instance"
     step = fields.get("step")
-    at_step = f" at step {step}" if step is not None else ""
+    # "step 250", or a checkpoint that states no step by its version's time
+    shown = step_text(step) if type(step) is int else f"step {step}"
+    at_step = f" at {shown}" if step is not None else ""
     if kind == EventKind.INTERRUPTION and fields.get("paused"):
-        kept = f"checkpoint step {step} is safe in S3" if step is not None else "it had saved no checkpoint yet"
+        kept = f"checkpoint {shown} is safe in S3" if step is not None else "it had saved no checkpoint yet"
         return (f"Spot Trainer {job}: paused"[:SUBJECT_LIMIT],
                 f"Job {job} stopped on {instance} for the pause; {kept}. `spot-trainer resume --job {job}` goes on.")
-    resumes = (f"checkpoint step {step} is safe in S3 and a replacement will resume from it." if step is not None
+    resumes = (f"checkpoint {shown} is safe in S3 and a replacement will resume from it." if step is not None
                else "it had saved no checkpoint yet, so a replacement starts from the beginning.")
     texts: dict[str, tuple[str, str]] = {
         EventKind.INTERRUPTION: ("interrupted",
                                  f"Job {job} was interrupted on {instance} ({fields.get('reason')}); {resumes}"),
-        EventKind.RESUME: ("resumed", f"Job {job} resumed on {instance} from checkpoint step {step}."),
+        EventKind.RESUME: ("resumed", f"Job {job} resumed on {instance} from checkpoint {shown}."),
         EventKind.MARKET: (f"now {fields.get('to')}", f"Job {job} switched from {fields.get('from')} to "
                            f"{fields.get('to')}{at_step}: {fields.get('reason')}."),
         EventKind.DONE: ("done", f"Job {job} finished{at_step}; its group is scaled to zero."),
