@@ -115,7 +115,7 @@ def test_the_imagenet_example_s_pair_comes_back_together_and_resumes_with_resume
         restored_best = torch.load(second / "out" / "model_best.pth.tar", weights_only=False)["epoch"]
         agent.run_to_the_end()
     assert f"=> loaded checkpoint '{second}/out/checkpoint.pth.tar' (epoch {in_s3})" in agent.lines, agent.text()
-    assert 0 <= where(first) - (in_s3 or 0) <= 1, "within one save (an epoch)"
+    assert 0 <= where(first) - (in_s3 or 0) <= 2, "within one save (an epoch) and 3 s of work"
     # model_best.pth.tar came back as the script had left it at that save: the best is every third epoch's.
     assert restored_best == max(epoch + 1 for epoch in range(in_s3 or 0) if epoch % 3 == 0), restored_best
     assert f"finished at epoch {EPOCHS}" in agent.lines, agent.text()
