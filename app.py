@@ -13,6 +13,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from stacks.job.spec import JobSpecError
 from stacks.job_file import parse_job, read_job_file
+from stacks.region_stacks import region_stacks
 from stacks.synth.notice_fit import grace_warning
 from stacks.synth.summary import summary_lines
 from stacks.synth.template_size import too_large_warning
@@ -31,9 +32,16 @@ def build_app(app: cdk.App) -> SpotTrainingStack:
     for line in summary_lines(job):  # the notice's line is a warning when the grace period does not fit
         prefix = "WARNING: " if line == grace_warning(job) else ""
         print(f"spot-trainer: {prefix}{line}", file=sys.stderr)
-    stack = SpotTrainingStack(app, job.stack_name, job=job)
+    places = region_stacks(job)
+    stacks = [SpotTrainingStack(app, place.name, job=job, place=place) for place in places]
+    for away in stacks[1:]:  # `cdk deploy SpotTrainer-NAME` brings up the regions it may move to first
+        stacks[0].add_stack_dependency(away)
+    if len(places) > 1:
+        regions = ", ".join(str(place.region) for place in places)
+        print(f"spot-trainer: NOTE: job {job.name} has a stack in each of {len(places)} regions ({regions}; home "
+              f"{places[0].region}): deploy and destroy them together with --all", file=sys.stderr)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    return stack
+    return stacks[0]
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnCondition, CfnOutput, Fn, IgnoreMode, LegacyStackSynthesizer, Stack, Token
+from aws_cdk import Aws, CfnCondition, CfnOutput, Environment, Fn, IgnoreMode, LegacyStackSynthesizer, Stack, Token
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
@@ -17,7 +17,9 @@ from stacks.instance.runtime_wheel import runtime_wheel
 from stacks.instance.user_data import render_user_data
 from stacks.instance.user_data_budget import bound_user_data
 from stacks.job.checkpoint_dir_field import shipped_path
+from stacks.job.regions_field import regional_bucket_name
 from stacks.job.spec import SHIPPED_TRAINER_PACKAGE, JobSpec
+from stacks.region_stacks import RegionStack, region_stacks
 from stacks.resources.capacity_watch import CapacityWatch
 from stacks.resources.checkpoint_bucket import CheckpointBucket
 from stacks.resources.dashboard import JobDashboard
@@ -35,7 +37,12 @@ METRICS_NAMESPACE: str = env_setting("SPOT_METRICS_NAMESPACE").default
 
 
 class SpotTrainingStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, job: JobSpec, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, job: JobSpec, place: RegionStack | None = None,
+                 **kwargs: Any) -> None:
+        """`place`: which of the job's regions this stack is in (default: its only one, the deploy region)."""
+        place = place or region_stacks(job)[0]
+        if place.region:
+            kwargs.setdefault("env", Environment(region=place.region))
         # The legacy synthesizer writes a standalone template: no BootstrapVersion rule, and no
         # bootstrap needed unless the job ships local code as an asset.
         kwargs.setdefault("synthesizer", LegacyStackSynthesizer())
@@ -46,7 +53,9 @@ class SpotTrainingStack(Stack):
         add_console_rules(self, params)
         bucket = CheckpointBucket(self, "Checkpoints",
                                   noncurrent_days=Token.as_number(params.value("CheckpointVersionRetentionDays")),
-                                  existing_name=params.value("ExistingBucket"))
+                                  existing_name=params.value("ExistingBucket"),
+                                  bucket_name=regional_bucket_name(job.name, place.region, Aws.ACCOUNT_ID)
+                                  if place.several and place.region else None)
         logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params["LogRetentionDays"])
         code_uri = self._code_asset_uri(job)
         trainer_package = self._trainer_package(job, params)
@@ -72,7 +81,7 @@ class SpotTrainingStack(Stack):
             user_data=render_user_data(job.userdata_version, header),
             userdata_version=job.userdata_version, root_device=job.capacity.root_device,
             capacity_rebalance=job.run.react_to_rebalance, grace_seconds=job.run.grace_seconds,
-            placement=job.capacity.placement,
+            placement=job.capacity.placement, standing_by=place.standing_by,
         )
         fleet.node.add_dependency(logs)  # the first instance logs from its first second
         # The policy exists before the first instance and outlives the last: a draining instance still
@@ -80,12 +89,13 @@ class SpotTrainingStack(Stack):
         fleet.group.add_resource_dependency(role.policy)
         StallAlarm(self, "Stall", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name,
                    minutes=params.value("StallAlarmMinutes"), topic_arn=topic.arn)
-        JobDashboard(self, "Dashboard", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name)
-        CapacityWatch(
-            self, "CapacityWatch", job=job.name, group_name=fleet.group_name, bucket_arn=bucket.arn,
-            bucket_name=bucket.name, topic_arn=topic.arn, log_group=logs.name, log_group_arn=logs.arn,
-            max_spot_wait=params["MaxSpotWait"], deadline=params["Deadline"], margin=params["DeadlineMargin"],
-        )
+        if place.home:  # a dashboard's name is the account's, in every region; the job has one controller
+            JobDashboard(self, "Dashboard", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name)
+            CapacityWatch(
+                self, "CapacityWatch", job=job.name, group_name=fleet.group_name, bucket_arn=bucket.arn,
+                bucket_name=bucket.name, topic_arn=topic.arn, log_group=logs.name, log_group_arn=logs.arn,
+                max_spot_wait=params["MaxSpotWait"], deadline=params["Deadline"], margin=params["DeadlineMargin"],
+            )
         acknowledge_findings(
             self, job=job.name, bucket_name=bucket.name,
             group_name=fleet.group_name, created_vpc=job.network.create,

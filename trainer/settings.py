@@ -236,6 +236,11 @@ SETTINGS: tuple[Setting, ...] = (
     # installs them. Release notes (python_location, Ubuntu 24.04, x86_64, G4dn to P6-B200):
     # https://docs.amazonaws.cn/dlami/latest/devguide/aws-deep-learning-ami-gpupt212oss-ul2404-2026-08-24.html
     # and the parameter's form: https://docs.aws.amazon.com/dlami/latest/devguide/find-dlami-id.html
+    Setting("capacity.regions", 'the regions the job may train in, home first, e.g. `["us-east-1", "us-west-2"]`: '
+            "one stack each; the job trains in one region at a time", (),
+            default_text="the deploy region alone"),
+    Setting("capacity.region_wait", "several regions: how long the active region may run no instance before the "
+            "job moves", "15m"),
     Setting("capacity.ami", "an SSM parameter path or an AMI id",
             "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.12-ubuntu-24.04/latest/ami-id",
             default_text="the PyTorch GPU DLAMI's parameter (below)",

@@ -36,6 +36,9 @@ def check_version_fit(job: JobSpec) -> None:
     if job.notify.restart_on_stall and (not supports.restart_on_stall or job.capacity.distributed):
         raise field_error("notify.restart_on_stall", "the agent restarts a hung command on single-node jobs with "
                           f"user data {CURRENT_USERDATA_VERSION}; several nodes keep the stall alarm alone")
+    if supports.frozen_header is not None and len(job.capacity.regions) > 1:
+        raise field_error("capacity.regions", f"user data {version} trains in the deploy region alone: use "
+                          f"{CURRENT_USERDATA_VERSION}")
     _check_frozen_header(job)
 
 

@@ -24,6 +24,7 @@ from stacks.job.checkpoint_dir_field import check_checkpoint_dir, check_checkpoi
 from stacks.job.instance_types import check_image_architecture, check_instance_types
 from stacks.job.key_hints import unknown_key_message
 from stacks.job.launcher_command import own_launcher
+from stacks.job.regions_field import check_regions, check_regions_fit
 from stacks.job.schedule_fields import check_notify, check_schedule, utc_text
 from stacks.job.spec import (
     AMI_ID,
@@ -334,6 +335,7 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
     sections = {key: _read_section(key, data.get(key, {}), cls) for key, cls in SECTIONS.items()}
     _check_run(sections["run"], source)
     _check_capacity(sections["capacity"])
+    check_regions(sections["capacity"])
     sections["capacity"] = _check_distributed(sections["capacity"], given=data.get("capacity", {}))
     if sections["capacity"].distributed and (launcher := own_launcher(sections["run"].command)):
         raise field_error("run.command", f"starts its own {launcher}: with capacity.distributed = true the agent "
@@ -353,13 +355,15 @@ def build_job(data: dict[str, Any], source: Path) -> JobSpec:
         raise field_error("description", f"{len(description.encode())} bytes; with the stack's own prefix the "
                     f"template's description would be {whole}, and CloudFormation takes at most "
                     f"{MAX_DESCRIPTION_BYTES}")
-    return JobSpec(
+    job = JobSpec(
         name=name,
         source=source,
         description=description,
         userdata_version=version,
         **sections,
     )
+    check_regions_fit(job)
+    return job
 
 
 MAX_DESCRIPTION_BYTES = 1024  # a template's Description

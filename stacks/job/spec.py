@@ -95,6 +95,8 @@ class CapacitySpec:
     ami: str = setting("capacity.ami").default
     volume_size: int = setting("capacity.volume_size").default
     root_device: str = setting("capacity.root_device").default
+    regions: tuple[str, ...] = setting("capacity.regions").default
+    region_wait: str = setting("capacity.region_wait").default
 
 
 @dataclass(frozen=True)

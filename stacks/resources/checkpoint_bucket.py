@@ -15,12 +15,14 @@ class CheckpointBucket(Construct):
     (then nothing is created: the bucket's own settings stay the owner's)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, noncurrent_days: int | float,
-                 existing_name: str) -> None:
+                 existing_name: str, bucket_name: str | None = None) -> None:
+        """`bucket_name`: the created bucket's name (None: CloudFormation makes one up)."""
         super().__init__(scope, construct_id)
         self.create = CfnCondition(self, "CreateBucket", expression=Fn.condition_equals(existing_name, ""))
         self.bucket = s3.Bucket(
             self,
             "Bucket",
+            bucket_name=bucket_name,
             versioned=True,  # an overwritten latest.json or checkpoint can still be recovered
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,

@@ -58,7 +58,10 @@ class SpotFleet(Construct):
         capacity_rebalance: bool,
         grace_seconds: int,
         placement: str,
+        standing_by: bool = False,
     ) -> None:
+        """`standing_by`: a region the job may move to, its group at 0 instances until the job's controller
+        sets it to the job's nodes."""
         super().__init__(scope, construct_id)
         job_tag = CfnTag(key="spot-trainer:job", value=job)
         tags = [job_tag, CfnTag(key="spot-trainer:userdata-version", value=userdata_version)]
@@ -101,7 +104,7 @@ class SpotFleet(Construct):
             auto_scaling_group_name=self.group_name,
             min_size="0",
             max_size=params.value("Nodes"),
-            desired_capacity=params.value("Nodes"),
+            desired_capacity="0" if standing_by else params.value("Nodes"),
             vpc_zone_identifier=subnet_ids,
             placement_group=self.placement_group.ref if self.placement_group else None,
             capacity_rebalance=capacity_rebalance,

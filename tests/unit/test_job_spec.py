@@ -270,6 +270,28 @@ BAD_CASES = [
      "run.checkpoint_files: ' model.keras': expected the name"),
     ({**with_changes("run", checkpoint_files=["model.keras"], trainer_package="spot-trainer==0.1.0"),
       "userdata_version": "v1"}, "run.checkpoint_files: user data v1 does not carry it: use v2"),
+    (with_change("capacity", "regions", ["us-east-1", "useast2"]),
+     "capacity.regions: 'useast2' is not a region name like us-east-1"),
+    (with_change("capacity", "regions", ["us-east-1", "eu-west-1", "us-east-1"]),
+     "capacity.regions: us-east-1 is listed twice"),
+    (with_change("capacity", "regions", [f"us-east-{n}" for n in range(1, 12)]),
+     "capacity.regions: 11 regions; a job takes at most 10"),
+    (with_changes("capacity", regions=["us-east-1"], region_wait="2m"),
+     "capacity.region_wait: 2m is shorter than a boot and a restore"),
+    (with_changes("capacity", regions=["us-east-1"], region_wait="soon"),
+     "capacity.region_wait: duration 'soon' is not whole numbers with units"),
+    (with_changes("capacity", regions=["us-east-1", "us-west-2"]),  # the example picks its subnets at deploy
+     "network.subnets: a subnet lives in one region, and this job lists 2"),
+    ({**with_changes("capacity", regions=["us-east-1", "us-west-2"], ami="ami-0123456789abcdef0"),
+      "network": {"subnets": "create"}}, "capacity.ami: an AMI id lives in one region"),
+    ({**with_changes("capacity", regions=["us-east-1", "us-west-2"]), "network": {"subnets": "create"},
+      "storage": {"bucket": "kept-checkpoints"}}, "storage.bucket: a bucket lives in one region"),
+    ({**with_changes("capacity", regions=["us-east-1", "us-west-2"]), "network": {"subnets": "create"},
+      "name": "xn--job"}, "name: 'xn--job' makes the bucket name of region us-east-1 unusable"),
+    ({**with_changes("capacity", regions=["us-east-1", "us-west-2"], ami="/aws/service/x",
+                     distributed=False), "network": {"subnets": "create"}, "userdata_version": "v1",
+      "run": {**EXAMPLE["run"], "trainer_package": "spot-trainer==0.1.0"}},
+     "capacity.regions: user data v1 trains in the deploy region alone: use v2"),
 ]
 
 

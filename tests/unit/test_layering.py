@@ -293,8 +293,8 @@ STACK_WINGS: dict[str, tuple[str, ...]] = {
     "stacks.resources": ("stacks.job", "stacks.instance", "stacks.console"),
     "stacks.synth": ("stacks.job",),
 }
-STACK_TOP = ("stacks.training_stack", "stacks.job_file", "stacks.preflight", "stacks.console_template",
-             "stacks.settings_reference", "stacks.help_text")
+STACK_TOP = ("stacks.training_stack", "stacks.region_stacks", "stacks.job_file", "stacks.preflight",
+             "stacks.console_template", "stacks.settings_reference", "stacks.help_text")
 
 
 # Beside the shelf, the stack reads two rooms' leaves that import nothing of the runtime: the deadline's grammar, so
