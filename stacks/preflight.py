@@ -6,7 +6,8 @@ your credentials, one line per problem.
 Checked: the CDK bootstrap a stack with assets needs, the image parameter resolving in the region, the
 spot vCPU quota of each instance family class against nodes x vCPUs (new accounts often have 0 for G
 and P), a default VPC for a job that picks its network at deploy time, each instance type offered
-in some availability zone of the region, and each secret the job names (run.secrets) existing.
+in some availability zone of the region, and each secret the job names (run.secrets) existing. A job that
+lists regions (capacity.regions) is checked in each of them: it may be moved to any.
 """
 
 from __future__ import annotations
@@ -158,13 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     if session.get_credentials() is None:
         print("preflight: no AWS credentials found (aws configure, or AWS_PROFILE)", file=sys.stderr)
         return 2
-    region = session.region_name or "us-east-1"
-    found = problems(job, lambda service: session.client(service, region_name=region), region)
+    regions = job.capacity.regions or (session.region_name or "us-east-1",)
+    found = [line for region in regions for line in problems(job, _clients_in(session, region), region)]
     for line in found:
         print(f"preflight: {line}", file=sys.stderr)
     verdict = f"{len(found)} problem{'s' * (len(found) != 1)}" if found else "nothing in the way"
-    print(f"preflight: {job.stack_name} in {region}: {verdict}", file=sys.stderr)
+    print(f"preflight: {job.stack_name} in {', '.join(regions)}: {verdict}", file=sys.stderr)
     return 1 if found else 0
+
+
+def _clients_in(session: boto3.session.Session, region: str) -> Clients:
+    return lambda service: session.client(service, region_name=region)
 
 
 if __name__ == "__main__":

@@ -96,3 +96,21 @@ def test_a_job_that_picks_its_network_at_deploy_needs_a_default_vpc_or_says_so(
     code, lines = preflight(account, JOBS_DIR / "example.toml")
     assert code == 1
     assert any("has no default VPC: pass --parameters VpcId=" in line for line in lines), lines
+
+
+def test_a_job_of_several_regions_is_checked_in_each_it_may_move_to(account: MotoServer, tmp_path: Path) -> None:
+    job = tmp_path / "moving.toml"
+    job.write_text((JOBS_DIR / "example.toml").read_text().replace('subnets = "parameter"', 'subnets = "create"')
+                   .replace("[capacity]\n", '[capacity]\nregions = ["us-east-1", "us-west-2"]\n'))
+    (tmp_path / "cloud").mkdir()
+    LocalCloud(tmp_path / "cloud", moto=account).bootstrap()  # home only
+    code, lines = preflight(account, job)
+    assert code == 1
+    assert any("no CDK bootstrap in us-west-2: run `npx cdk bootstrap`" in line for line in lines), lines
+    assert not any("in us-east-1:" in line for line in lines[:-1]), lines
+
+    away = boto3.client("cloudformation", endpoint_url=account.endpoint, region_name="us-west-2",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+    away.create_stack(StackName="CDKToolkit", TemplateBody='{"Resources": {"Handle": {"Type": '
+                      '"AWS::CloudFormation::WaitConditionHandle"}}}')
+    assert preflight(account, job) == (0, ["preflight: SpotTrainer-moving in us-east-1, us-west-2: nothing in the way"])
