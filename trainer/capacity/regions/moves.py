@@ -37,7 +37,7 @@ class MoveRules:
 
     def gap_after(self, moves_made: int) -> float:
         """The least time between move number `moves_made` and the next."""
-        return self.backoff_seconds * 2 ** max(0, moves_made - 1)
+        return self.backoff_seconds * float(2 ** max(0, moves_made - 1))
 
 
 @dataclass(frozen=True)
