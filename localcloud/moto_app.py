@@ -15,7 +15,9 @@ template); AWS changes only the properties a request names, which is how a job s
 Its log group's Fn::GetAtt Arn lacks the trailing `:*` AWS returns
 (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-logs-loggroup.html),
 which IAM policies naming the group rely on.
-EC2's spot vCPU quotas, which moto's Service Quotas lacks, are in localcloud/moto_quotas.py; IAM as AWS
+EC2's spot vCPU quotas, which moto's Service Quotas lacks, are in localcloud/moto_quotas.py; the Spot
+placement score and a group's failed launches, played from a per-region capacity plan, in
+localcloud/moto_regions.py; IAM as AWS
 enforces it for callers holding a role (moto checks none) in localcloud/moto_iam.py.
 Run: python -m localcloud.moto_app with moto_server's arguments.
 """
@@ -37,7 +39,7 @@ from moto.ec2.models import ec2_backends
 from moto.ec2.models.route_tables import RouteTable
 from moto.logs.models import LogGroup
 
-from localcloud import moto_iam, moto_quotas
+from localcloud import moto_iam, moto_quotas, moto_regions
 
 _create_group = FakeAutoScalingGroup.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
 
@@ -142,6 +144,7 @@ def install() -> None:
     RouteTable.delete_from_cloudformation_json = classmethod(_delete_route_table)  # type: ignore[method-assign,assignment]
     parsing.clean_json = _clean_json_base64_of_text  # moto's own recursion looks the name up here
     moto_quotas.install()
+    moto_regions.install()
     moto_iam.install()
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from localcloud.region_capacity import BOARD_ENV
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DECISIONS_ENV = "LOCALCLOUD_IAM_DECISIONS"  # the file moto appends its IAM decisions to (moto_iam.py)
 DUMMY_CREDENTIALS = {
@@ -38,6 +40,7 @@ class MotoServer:
     port: int = 0
     log_path: Path | None = None
     iam_decisions: Path | None = None  # where moto appends its IAM decisions (localcloud/moto_iam.py)
+    capacity_board: Path | None = None  # the regions' spot capacity moto answers from (localcloud/region_capacity.py)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -69,7 +72,8 @@ class MotoServer:
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **DUMMY_CREDENTIALS,
-                 **({DECISIONS_ENV: str(self.iam_decisions)} if self.iam_decisions else {})},
+                 **({DECISIONS_ENV: str(self.iam_decisions)} if self.iam_decisions else {}),
+                 **({BOARD_ENV: str(self.capacity_board)} if self.capacity_board else {})},
             cwd=PROJECT_ROOT,  # for localcloud.moto_app
         )
         deadline = time.monotonic() + timeout

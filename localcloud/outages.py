@@ -77,3 +77,7 @@ class OutageClock:
 
     def spot_available(self) -> bool:
         return spot_available(self._placed, self.elapsed)
+
+    def placed(self) -> list[SpotOutage]:
+        """The outages placed in time so far, counted from the run's start."""
+        return list(self._placed)

@@ -1,0 +1,176 @@
+"""The move rule: where the job should run now, as a decision with a one-line reason.
+
+The active region is left when it has run no instance for `region_wait`, or has failed
+`capacity_failures` launches in a row for capacity. A quota or configuration failure is no capacity
+shortage: it never hastens a move (waiting does not help; the reason says what would). The target is
+the best-scored region at or above `min_score`; ties go to the region holding the newest checkpoint
+(no cross-region restore), then to the lower spot price, then to the job file's order. Without scores
+(AWS's configuration limit), the regions not yet tried are taken in that same order. Moves are
+bounded and back off (each waits twice as long after the last as the one before). A sweep that finds
+no capacity in any region (every region tried, or none scored high enough) hands the job over to the
+on-demand rules of trainer/capacity/policy.py in the region it is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .launch_failures import LaunchFailure
+from .observations import RegionObservation
+
+
+class Action(StrEnum):
+    STAY = "stay"
+    MOVE = "move"
+    ON_DEMAND = "on-demand"  # no spot capacity anywhere: the on-demand rules decide, where the job is
+
+
+@dataclass(frozen=True)
+class MoveRules:
+    region_wait: float  # seconds without a running instance before the active region is left
+    capacity_failures: int = 3  # K launches failed for capacity in a row leave it sooner
+    min_score: int = 6  # a target's placement score is at least this (1-10)
+    max_moves: int = 8  # moves in the job's life; then the on-demand rules
+    backoff_seconds: float = 600.0  # the least time between the first two moves; doubles after each
+
+    def gap_after(self, moves_made: int) -> float:
+        """The least time between move number `moves_made` and the next."""
+        return self.backoff_seconds * float(2 ** max(0, moves_made - 1))
+
+
+@dataclass(frozen=True)
+class Move:
+    at: float
+    source: str
+    target: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobPlace:
+    """Where the job is: its regions (home first), the active one, its moves so far, when an instance
+    last ran in any region (a sweep starts there), and the region of its newest checkpoint."""
+
+    regions: tuple[str, ...]
+    active: str
+    moves: tuple[Move, ...] = ()
+    last_running_at: float | None = None
+    checkpoint_region: str | None = None
+
+    def tried_since_running(self) -> set[str]:
+        """The regions this sweep has left, and the active one."""
+        since = self.last_running_at
+        return {self.active} | {move.source for move in self.moves if since is None or move.at >= since}
+
+
+@dataclass(frozen=True)
+class RegionDecision:
+    action: Action
+    region: str  # where the job runs once the decision is applied
+    reason: str  # one line, for status, the report and the notification
+
+
+def decide(place: JobPlace, seen: Mapping[str, RegionObservation], rules: MoveRules, now: float) -> RegionDecision:
+    """Stay, move, or hand over to the on-demand rules; `seen` holds every listed region's observation."""
+    active = seen[place.active]
+    if active.running:
+        return RegionDecision(Action.STAY, place.active, f"{active.running} instance(s) running in {place.active}")
+    trigger = _reason_to_leave(active, rules, now)
+    if trigger is None:
+        return RegionDecision(Action.STAY, place.active, _waiting_reason(active, rules, now))
+    if len(place.moves) >= rules.max_moves:
+        return RegionDecision(Action.ON_DEMAND, place.active,
+                              f"{trigger}; {len(place.moves)} moves made, the most allowed: on-demand rules apply")
+    if place.moves and now - place.moves[-1].at < rules.gap_after(len(place.moves)):
+        wait = rules.gap_after(len(place.moves)) - (now - place.moves[-1].at)
+        return RegionDecision(Action.STAY, place.active,
+                              f"{trigger}; moves back off: the next one {_minutes(wait)} from now at the earliest")
+    return _choose_target(place, seen, rules, trigger)
+
+
+def _reason_to_leave(active: RegionObservation, rules: MoveRules, now: float) -> str | None:
+    failures = active.failures
+    capacity = failures.count(LaunchFailure.CAPACITY)
+    if capacity >= rules.capacity_failures:
+        return f"{capacity} launches in {active.region} failed for capacity ({failures.last_code})"
+    idle = _idle_seconds(active, now)
+    if idle >= rules.region_wait:
+        cause = _not_capacity(active)
+        wait = _minutes(rules.region_wait)
+        waited = f"no instance has run in {active.region} for {_minutes(idle)} (region_wait {wait})"
+        return waited + (f"; {cause}" if cause else "")
+    return None
+
+
+def _waiting_reason(active: RegionObservation, rules: MoveRules, now: float) -> str:
+    cause = _not_capacity(active)
+    if cause:
+        return cause
+    capacity = active.failures.count(LaunchFailure.CAPACITY)
+    return (f"waiting for spot capacity in {active.region}: {_minutes(_idle_seconds(active, now))} of region_wait "
+            f"{_minutes(rules.region_wait)}, {capacity} of {rules.capacity_failures} capacity failures")
+
+
+def _not_capacity(region: RegionObservation) -> str:
+    """The line for a newest failure that waiting does not mend, or ''."""
+    newest, code = region.failures.newest, region.failures.last_code
+    if newest is LaunchFailure.QUOTA:
+        return (f"launches in {region.region} fail on a quota ({code}), not for capacity: waiting does not help, "
+                "a quota increase does")
+    if newest is LaunchFailure.CONFIGURATION:
+        return f"launches in {region.region} fail on the job's configuration, not for capacity: {code}"
+    return ""
+
+
+def _choose_target(place: JobPlace, seen: Mapping[str, RegionObservation], rules: MoveRules,
+                   trigger: str) -> RegionDecision:
+    tried = place.tried_since_running()
+    untried = [name for name in place.regions if name not in tried and _may_launch(seen[name])]
+    scored = any(seen[name].score is not None for name in place.regions)
+    eligible = [name for name in untried if not scored or (seen[name].score or 0) >= rules.min_score]
+    if not eligible:
+        return RegionDecision(Action.ON_DEMAND, place.active, f"{trigger}; {_no_capacity_anywhere(place, seen, rules)}")
+    ranked = sorted(eligible, key=lambda name: _rank(name, place, seen))
+    target = ranked[0]
+    why = _why_target(target, ranked[1:], place, seen)
+    return RegionDecision(Action.MOVE, target, f"{trigger}; moving to {target} ({why})")
+
+
+def _may_launch(region: RegionObservation) -> bool:
+    """A region whose own group last failed on a quota or its configuration is no target."""
+    return region.failures.newest in (None, LaunchFailure.CAPACITY)
+
+
+def _rank(name: str, place: JobPlace, seen: Mapping[str, RegionObservation]) -> tuple[int, int, float, int]:
+    region = seen[name]
+    price = region.spot_price if region.spot_price is not None else float("inf")
+    return (-(region.score or 0), name != place.checkpoint_region, price, place.regions.index(name))
+
+
+def _why_target(target: str, others: Sequence[str], place: JobPlace, seen: Mapping[str, RegionObservation]) -> str:
+    region = seen[target]
+    parts = [f"placement score {region.score}" if region.score is not None else "not tried in this sweep"]
+    tied = [name for name in others if seen[name].score == region.score]
+    if target == place.checkpoint_region:
+        parts.append("holds the newest checkpoint")
+    elif tied and region.spot_price is not None:
+        parts.append(f"lowest spot price among the tied, ${region.spot_price:.3f}/h")
+    return ", ".join(parts)
+
+
+def _no_capacity_anywhere(place: JobPlace, seen: Mapping[str, RegionObservation], rules: MoveRules) -> str:
+    scores = ", ".join(f"{name} {seen[name].score}" for name in place.regions if seen[name].score is not None)
+    if scores:
+        return (f"no other region scores {rules.min_score} or more ({scores}): no spot capacity anywhere, "
+                "on-demand rules apply")
+    return (f"one sweep of all {len(place.regions)} regions found no spot capacity: on-demand rules apply")
+
+
+def _idle_seconds(region: RegionObservation, now: float) -> float:
+    return 0.0 if region.idle_since is None else max(0.0, now - region.idle_since)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min"
