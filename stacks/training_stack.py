@@ -8,6 +8,7 @@ from aws_cdk import Aws, CfnCondition, CfnOutput, Environment, Fn, IgnoreMode, L
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
+from spot_trainer.aws_names import regional_bucket_name
 from spot_trainer.secret_refs import parse_refs
 from spot_trainer.settings import env_setting
 from stacks.console.parameters import JobParameters, add_job_parameters
@@ -17,7 +18,6 @@ from stacks.instance.runtime_wheel import runtime_wheel
 from stacks.instance.user_data import render_user_data
 from stacks.instance.user_data_budget import bound_user_data
 from stacks.job.checkpoint_dir_field import shipped_path
-from stacks.job.regions_field import regional_bucket_name
 from stacks.job.spec import SHIPPED_TRAINER_PACKAGE, JobSpec
 from stacks.region_stacks import RegionStack, region_stacks
 from stacks.resources.capacity_watch import CapacityWatch
@@ -28,6 +28,7 @@ from stacks.resources.log_group import JobLogGroup
 from stacks.resources.nag_suppressions import acknowledge_findings
 from stacks.resources.network import JobNetwork
 from stacks.resources.notifications import JobTopic
+from stacks.resources.regions_controller import RegionsController
 from stacks.resources.secret_access import grant_secret_reads
 from stacks.resources.spot_fleet import DRAIN_HOOK, SpotFleet, group_name
 from stacks.resources.stall_alarm import StallAlarm
@@ -89,6 +90,12 @@ class SpotTrainingStack(Stack):
         fleet.group.add_resource_dependency(role.policy)
         StallAlarm(self, "Stall", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name,
                    minutes=params.value("StallAlarmMinutes"), topic_arn=topic.arn)
+        if place.home and place.several:
+            RegionsController(
+                self, "Regions", job=job.name, regions=job.capacity.regions, group_name=fleet.group_name,
+                nodes=params.value("Nodes"), instance_types=params.value("InstanceTypes"),
+                region_wait=job.capacity.region_wait, runtime=self._runtime_wheel(), topic_arn=topic.arn,
+                log_group=logs.name, log_group_arn=logs.arn)
         if place.home:  # a dashboard's name is the account's, in every region; the job has one controller
             JobDashboard(self, "Dashboard", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name)
             CapacityWatch(
@@ -125,12 +132,18 @@ class SpotTrainingStack(Stack):
         self._runtime_asset: s3_assets.Asset | None = None
         if job.run.trainer_package != SHIPPED_TRAINER_PACKAGE:
             return params.value("TrainerPackage")
-        self._runtime_asset = s3_assets.Asset(self, "Runtime", path=str(runtime_wheel()))
-        self._ignore_asset_hash_parameters()
+        self._runtime_asset = self._runtime_wheel()
         shipped = CfnCondition(self, "ShipsRuntime",
                                expression=Fn.condition_equals(params.value("TrainerPackage"), ""))
         return str(Token.as_string(Fn.condition_if(shipped.logical_id, self._runtime_asset.s3_object_url,
                                                params.value("TrainerPackage"))))
+
+    def _runtime_wheel(self) -> s3_assets.Asset:
+        """The wheel of this checkout as an asset, made once: what instances install and the controller runs."""
+        if self._runtime_asset is None:
+            self._runtime_asset = s3_assets.Asset(self, "Runtime", path=str(runtime_wheel()))
+            self._ignore_asset_hash_parameters()
+        return self._runtime_asset
 
     def _ignore_asset_hash_parameters(self) -> None:
         """The legacy synthesizer declares an artifact-hash parameter per asset that nothing references."""

@@ -28,3 +28,9 @@ def bucket_name_problem(name: str) -> str | None:
     if name.startswith(RESERVED_BUCKET_PREFIXES) or name.endswith(RESERVED_BUCKET_SUFFIXES):
         return f"{name!r} is not an S3 bucket name (S3 reserves its prefix or suffix)"
     return None
+
+
+def regional_bucket_name(job: str, region: str, account: str) -> str:
+    """The checkpoint bucket of `job` in `region` when the job lists several regions: a name every region's stack,
+    agent and controller can compute, at most 32 + 1 + 12 + 1 + 14 characters, under S3's 63."""
+    return f"{job}-{account}-{region}"

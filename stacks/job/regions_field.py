@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from spot_trainer.aws_names import bucket_name_problem
+from spot_trainer.aws_names import bucket_name_problem, regional_bucket_name
 from spot_trainer.capacity.policy import parse_duration
 from stacks.job.spec import AMI_ID, CapacitySpec, JobSpec, field_error
 
@@ -61,12 +61,6 @@ def check_regions_fit(job: JobSpec) -> None:
     for region in job.capacity.regions:  # an account id is 12 digits: any stands in for the check
         if problem := bucket_name_problem(regional_bucket_name(job.name, region, account="123456789012")):
             raise field_error("name", f"{job.name!r} makes the bucket name of region {region} unusable: {problem}")
-
-
-def regional_bucket_name(job: str, region: str, account: str) -> str:
-    """The checkpoint bucket of `job` in `region` when the job lists several: a name every region's stack and
-    agent can compute, at most 32 + 1 + 12 + 1 + 14 characters, under S3's 63."""
-    return f"{job}-{account}-{region}"
 
 
 def home_region(job: JobSpec) -> str | None:

@@ -84,3 +84,22 @@ def acknowledge_findings(stack: Stack, *, job: str, bucket_name: str,
                                                   "for the job's code asset that the template does not need.")
     for rule_id, reason in acks.items():
         Validations.of(stack).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+
+
+def acknowledge_regions_findings(stack: Stack, *, job: str, home_bucket: str, group_arns: list[str]) -> None:
+    """The regions controller's: each listed region's group by name, and its move events in home's bucket."""
+    iam5 = "AwsSolutions::AwsSolutions-IAM5"
+    acks = {f"{iam5}[Resource::{_nag_text(stack, arn)}]": "The group's ARN holds a generated id; the name pins "
+            "it to this job's group in that region." for arn in group_arns}
+    acks[f"{iam5}[Resource::{_nag_text(stack, home_bucket)}/{job}/events/*]"] = (
+        "The regions controller adds a move's event record, named at run time, under this job's events/ prefix.")
+    for rule_id, reason in acks.items():
+        Validations.of(stack).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+
+
+def _nag_text(stack: Stack, text: str) -> str:
+    """A string holding pseudo parameters as cdk-nag writes it in a finding: each as <AWS::Name>."""
+    resolved = stack.resolve(text)
+    if isinstance(resolved, str):
+        return resolved
+    return "".join(part if isinstance(part, str) else f"<{part['Ref']}>" for part in resolved["Fn::Join"][1])

@@ -84,3 +84,19 @@ def test_a_job_of_one_listed_region_is_one_stack_there_named_as_ever(tmp_path: P
     stack = _synth(tmp_path, "pinned", ("eu-west-1",))
     assert (stack.stack_name, stack.region) == ("SpotTrainer-pinned", "eu-west-1")
     assert [path.name for path in (tmp_path / "out").glob("*.template.json")] == ["SpotTrainer-pinned.template.json"]
+
+
+def test_home_s_controller_may_move_the_job_between_the_job_s_own_groups_and_nothing_else(out: Path) -> None:
+    home = _template(out, "SpotTrainer-moving")
+    (function,) = [f for f in _of_kind(home, "AWS::Lambda::Function") if f["Handler"] != "index.handler"]
+    assert function["Handler"] == "spot_trainer.capacity.regions.controller.handler"  # the runtime wheel's module
+    assert function["Environment"]["Variables"]["REGIONS"] == ",".join(REGIONS)
+    (role,) = [r for r in _of_kind(home, "AWS::IAM::Role") if "RegionsController" in json.dumps(r)]
+    statements = role["Policies"][0]["PolicyDocument"]["Statement"]
+    by_action = {json.dumps(s["Action"]): json.dumps(s["Resource"]) for s in statements}
+    moving = by_action['"autoscaling:SetDesiredCapacity"']
+    assert all(f"autoscaling:{region}:" in moving for region in REGIONS)
+    assert moving.count("autoScalingGroupName/spot-trainer-moving") == len(REGIONS)
+    writes = [s for s in statements if "s3:PutObject" in json.dumps(s["Action"])]
+    assert writes and all("-us-east-1/moving/" in json.dumps(s["Resource"]) for s in writes)  # home's bucket only
+    assert not any("s3:DeleteObject" in json.dumps(s["Action"]) or s["Action"] == "*" for s in statements)

@@ -46,6 +46,7 @@ class EventKind(StrEnum):
     NOT_BIT_IDENTICAL = "not_bit_identical"  # a resume that cannot end bit-identical
     FAILURE = "failure"  # the command failed; the agent restarts it while the budget lasts
     MARKET = "market"  # the deadline policy moved the job between spot and on-demand
+    REGION = "region"  # the regions controller moved the job to another region (capacity/regions/controller.py)
     INTERRUPTION = "interruption"
     # A round of several nodes
     ROUND = "round"

@@ -1,0 +1,194 @@
+"""The regions controller: a Lambda in the home region, run each minute, that keeps a job of several regions
+where spot capacity is. It reads every region's group (instances running, failed launches), the job's one
+cached placement score and where the newest checkpoint lies, decides with `moves.decide`, and applies a move:
+the old region's group to 0, the new one's to the job's nodes, an event in the job's log and a notification.
+
+At most one region launches: the region whose group wants instances is the active one, and any other group
+found wanting some (a stack update re-applies each template's desired capacity) is set back to 0.
+
+Its code is the runtime's own wheel (stdlib and boto3, which Lambda's Python has), so the controller and the
+benchmark decide with the same functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import boto3
+
+from ...aws_names import regional_bucket_name
+from ..policy import parse_duration
+from .moves import Action, JobPlace, Move, MoveRules, RegionDecision, decide
+from .observations import RegionObservation, failures_since_success, paged_activities
+from .place_record import RECORD_NAME, PlaceRecord, RegionSeen
+from .placement_scores import ScoreCache, ScoreRequest
+
+
+@dataclass(frozen=True)
+class ControllerSetup:
+    """The function's environment, as the home stack sets it."""
+
+    job: str
+    regions: tuple[str, ...]  # home first
+    account: str
+    group: str  # the same name in every region
+    nodes: int
+    region_wait: float
+    instance_types: tuple[str, ...]
+    topic_arn: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ControllerSetup:
+        return cls(job=env["JOB"], regions=tuple(env["REGIONS"].split(",")), account=env["ACCOUNT"],
+                   group=env["GROUP_NAME"], nodes=int(env["NODES"]), region_wait=parse_duration(env["REGION_WAIT"]),
+                   instance_types=tuple(t.strip() for t in env["INSTANCE_TYPES"].split(",") if t.strip()),
+                   topic_arn=env.get("TOPIC_ARN", ""))
+
+    def bucket(self, region: str) -> str:
+        return regional_bucket_name(self.job, region, self.account)
+
+    @property
+    def home(self) -> str:
+        return self.regions[0]
+
+    @property
+    def record_key(self) -> str:
+        return f"{self.job}/{RECORD_NAME}"
+
+
+Clients = Any  # a function (service, region) -> a boto3 client
+
+
+def handler(event: Any, context: Any) -> str:
+    setup = ControllerSetup.from_env(os.environ)
+    outcome = tick(setup, lambda service, region: boto3.client(service, region_name=region), time.time())
+    print(outcome)
+    return outcome
+
+
+def tick(setup: ControllerSetup, clients: Clients, now: float) -> str:
+    """One minute's look and decision; the line it logs."""
+    s3 = clients("s3", setup.home)
+    record, note = _read_record(s3, setup)
+    groups = {region: _group(clients("autoscaling", region), setup.group) for region in setup.regions}
+    active = _active_region(record, groups, setup)
+    for stray in (r for r, g in groups.items() if r != active and g is not None and g["DesiredCapacity"] > 0):
+        _set_desired(clients("autoscaling", stray), setup.group, 0)  # at most one region launches
+    if record is None or record.active != active:
+        record = PlaceRecord(active=active, active_since=now, moves=record.moves if record else ())
+    cache = ScoreCache(ScoreRequest.for_job(setup.instance_types, setup.nodes, setup.regions),
+                       asked_at=record.scores_asked_at, scores=record.scores, limited=record.scores_limited)
+    scores = cache.current(clients("ec2", setup.home), now) or {}
+    seen = {region: _observe(clients("autoscaling", region), setup, region, groups[region], scores, record, now)
+            for region in setup.regions}
+    running = seen[active].running > 0
+    place = JobPlace(setup.regions, active, record.moves, now if running else record.last_running_at,
+                     _checkpoint_region(clients, setup))
+    decision = decide(place, seen, MoveRules(region_wait=setup.region_wait), now)
+    record = replace(record, last_running_at=place.last_running_at, scores_asked_at=cache.asked_at,
+                     scores=cache.scores, scores_limited=cache.limited, reason=decision.reason,
+                     regions={r: _seen_line(groups[r], seen[r]) for r in setup.regions})
+    if decision.action is Action.MOVE:
+        record = _move(setup, clients, record, decision, now)
+    s3.put_object(Bucket=setup.bucket(setup.home), Key=setup.record_key, Body=record.to_json())
+    return f"{note}{decision.action}: {decision.reason}"
+
+
+def _read_record(s3: Any, setup: ControllerSetup) -> tuple[PlaceRecord | None, str]:
+    try:
+        body = s3.get_object(Bucket=setup.bucket(setup.home), Key=setup.record_key)["Body"].read()
+    except s3.exceptions.NoSuchKey:
+        return None, ""
+    try:
+        return PlaceRecord.from_json(body), ""
+    except ValueError as error:  # rewritten below: only the moves' history and the scores' age are lost
+        return None, f"{error}; written anew. "
+
+
+def _group(autoscaling: Any, name: str) -> dict[str, Any] | None:
+    found = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
+    return found[0] if found else None
+
+
+def _active_region(record: PlaceRecord | None, groups: Mapping[str, dict[str, Any] | None],
+                   setup: ControllerSetup) -> str:
+    """The region whose group wants instances (the record's own first, then home's order); with none, the
+    record's, else home (a paused job: nothing to move)."""
+    wanting = [r for r in setup.regions if (g := groups[r]) is not None and g["DesiredCapacity"] > 0]
+    if record is not None and (record.active in wanting or not wanting):
+        return record.active if record.active in setup.regions else setup.home
+    return wanting[0] if wanting else setup.home
+
+
+def _observe(autoscaling: Any, setup: ControllerSetup, region: str, group: dict[str, Any] | None,
+             scores: Mapping[str, int], record: PlaceRecord, now: float) -> RegionObservation:
+    if group is None:  # its stack is not deployed: a failed launch of the configuration kind, so never a target
+        missing = failures_since_success([{"StatusCode": "Failed", "StatusMessage": f"no group {setup.group}"}])
+        return RegionObservation(region, failures=missing, score=scores.get(region))
+    running = sum(1 for i in group.get("Instances", []) if i.get("LifecycleState") == "InService")
+    idle_since = None
+    if running == 0 and region == record.active:
+        idle_since = max(record.active_since, record.last_running_at or 0.0)
+    return RegionObservation(region, running=running, idle_since=idle_since,
+                             failures=failures_since_success(paged_activities(autoscaling, setup.group)),
+                             score=scores.get(region))
+
+
+def _checkpoint_region(clients: Clients, setup: ControllerSetup) -> str | None:
+    """The region whose bucket's latest.json names the highest step (None before the first)."""
+    best: tuple[int, str] | None = None
+    for region in setup.regions:
+        s3 = clients("s3", region)
+        try:
+            body = s3.get_object(Bucket=setup.bucket(region), Key=f"{setup.job}/latest.json")["Body"].read()
+            step = int(json.loads(body)["step"])
+        except s3.exceptions.NoSuchKey:
+            continue
+        except (ValueError, KeyError, TypeError):
+            continue  # a damaged pointer names no checkpoint here; the agent says so where it restores
+        if best is None or step > best[0]:
+            best = (step, region)
+    return best[1] if best else None
+
+
+def _seen_line(group: dict[str, Any] | None, seen: RegionObservation) -> RegionSeen:
+    newest = seen.failures.newest
+    failure = f"{seen.failures.last_code} ({newest})" if newest is not None else ""
+    return RegionSeen(desired=int(group["DesiredCapacity"]) if group else 0, running=seen.running,
+                      score=seen.score, failure=failure)
+
+
+def _move(setup: ControllerSetup, clients: Clients, record: PlaceRecord, decision: RegionDecision,
+          now: float) -> PlaceRecord:
+    """The new region's group first up, then the old one's down: a group of neither never leaves the job with
+    no region; the agent's lease keeps the two from training at once in the minute between."""
+    source = record.active
+    _set_desired(clients("autoscaling", decision.region), setup.group, setup.nodes)
+    _set_desired(clients("autoscaling", source), setup.group, 0)
+    move = Move(now, source, decision.region, decision.reason)
+    _record_event(clients("s3", setup.home), setup, move)
+    if setup.topic_arn:
+        clients("sns", setup.home).publish(TopicArn=setup.topic_arn, Subject=f"Spot Trainer {setup.job}: moved",
+                                           Message=f"Job {setup.job} moved from {source} to {decision.region}: "
+                                                   f"{decision.reason}.")
+    return replace(record, active=decision.region, active_since=now, last_running_at=None,
+                   moves=(*record.moves, move))
+
+
+def _set_desired(autoscaling: Any, group: str, desired: int) -> None:
+    autoscaling.set_desired_capacity(AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False)
+
+
+def _record_event(s3: Any, setup: ControllerSetup, move: Move) -> None:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(move.at)) + f".{int(move.at % 1 * 1e6):06d}Z"
+    # "region" is EventKind.REGION: this room imports no storage module (as watch.py writes "market")
+    event = {"kind": "region", "time": stamp, "epoch": move.at, "instance": "regions-controller",
+             "from": move.source, "to": move.target, "reason": move.reason}
+    s3.put_object(Bucket=setup.bucket(setup.home), Key=f"{setup.job}/events/{stamp}-regions-controller-region.json",
+                  Body=json.dumps(event).encode())
+
