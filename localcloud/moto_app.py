@@ -39,7 +39,7 @@ from moto.ec2.models import ec2_backends
 from moto.ec2.models.route_tables import RouteTable
 from moto.logs.models import LogGroup
 
-from localcloud import moto_iam, moto_quotas, moto_regions
+from localcloud import moto_iam, moto_launches, moto_quotas, moto_regions
 
 _create_group = FakeAutoScalingGroup.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
 
@@ -145,6 +145,7 @@ def install() -> None:
     parsing.clean_json = _clean_json_base64_of_text  # moto's own recursion looks the name up here
     moto_quotas.install()
     moto_regions.install()
+    moto_launches.install()
     moto_iam.install()
 
 
