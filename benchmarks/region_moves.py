@@ -67,7 +67,7 @@ class Settings:
     cross_region_gb_per_minute: float = 30.0  # 500 MB/s
     transfer_per_gb: float = 0.02
     on_demand_per_hour: tuple[float, float] = (5.0, 33.0)
-    region_wait_minutes: int = 20
+    region_wait_minutes: int = 15  # the job file's default (capacity.region_wait)
     capacity_failures: int = 3
     min_score: int = 6
 
