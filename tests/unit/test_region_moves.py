@@ -187,3 +187,13 @@ def test_only_the_failures_since_the_last_successful_launch_count() -> None:
     failures = failures_since_success(activities)
     assert failures.kinds == (LaunchFailure.CAPACITY, LaunchFailure.QUOTA)
     assert failures.last_code == "UnfulfillableCapacity"
+
+
+@pytest.mark.parametrize("rules, problem", [
+    ({"region_wait": 0}, "region_wait must be longer than zero, not 0 s"),
+    ({"region_wait": 60, "capacity_failures": 0}, "must be at least 1, not 0 and 24"),
+    ({"region_wait": 60, "min_score": 11}, "min_score 11 is outside it"),
+])
+def test_rules_that_cannot_work_are_named(rules: dict[str, float], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        MoveRules(**rules)  # type: ignore[arg-type]

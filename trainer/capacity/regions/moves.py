@@ -40,6 +40,15 @@ class MoveRules:
     backoff_seconds: float = 300.0  # between two moves with no instance run between them; doubles after each
     retry_after_seconds: float = 3600.0  # without scores, a region left this long ago may be tried again
 
+    def __post_init__(self) -> None:
+        if self.region_wait <= 0:
+            raise ValueError(f"region_wait must be longer than zero, not {self.region_wait:g} s")
+        if self.capacity_failures < 1 or self.max_moves_per_day < 1:
+            raise ValueError("capacity_failures and max_moves_per_day must be at least 1, not "
+                             f"{self.capacity_failures} and {self.max_moves_per_day}")
+        if not 1 <= self.min_score <= 10:
+            raise ValueError(f"a placement score is 1 to 10: min_score {self.min_score} is outside it")
+
     def gap_after(self, moves_in_sweep: int) -> float:
         """The least time before the next move, after `moves_in_sweep` moves with no instance run since."""
         return 0.0 if moves_in_sweep == 0 else self.backoff_seconds * float(2 ** (moves_in_sweep - 1))
