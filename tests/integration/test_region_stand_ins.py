@@ -14,8 +14,11 @@ from botocore.exceptions import ClientError
 
 from localcloud.moto_server import MotoServer
 from localcloud.region_capacity import Board, Window
+from spot_trainer.capacity.regions.groups import RegionGroup, observe
+from spot_trainer.capacity.regions.groups import move as move
 from spot_trainer.capacity.regions.launch_failures import LaunchFailure
-from spot_trainer.capacity.regions.observations import failures_since_success, paged_activities
+from spot_trainer.capacity.regions.moves import Action, JobPlace, MoveRules, decide
+from spot_trainer.capacity.regions.observations import RegionObservation, failures_since_success, paged_activities
 from spot_trainer.capacity.regions.placement_scores import ScoreCache, ScoreRequest
 
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]
@@ -129,3 +132,29 @@ def test_a_group_that_wants_no_instance_reports_no_failure(server: MotoServer) -
     group = make_group(server, "us-east-1", desired=0)
     board(server, Window("us-east-1", now - 300, now + 300))
     assert paged_activities(client(server, "autoscaling"), group) == []
+
+
+def test_the_controller_reads_each_regions_group_decides_and_moves_the_job(server: MotoServer) -> None:
+    """Home has had no spot capacity for region_wait: its group reports failed launches, AWS scores
+    us-west-2 above eu-west-1, and the move sets home's group to 0 and us-west-2's to the job's 2 nodes."""
+    now = time.time()
+    wanted = {"us-east-1": 2, "us-west-2": 0, "eu-west-1": 0}
+    home, west, europe = (RegionGroup(name, make_group(server, name, nodes), client(server, "autoscaling", name))
+                          for name, nodes in wanted.items())
+    board(server, Window("us-east-1", now - 1000, now + 900), scores={"eu-west-1": 7})
+    scores = ScoreCache(ScoreRequest.for_job(TYPES, 2, REGIONS)).current(client(server, "ec2"), now)
+    assert scores == {"us-east-1": 1, "us-west-2": 9, "eu-west-1": 7}
+    seen = {group.region: observe(group, idle_since=now - 1000, score=scores[group.region], spot_price=1.0)
+            for group in (home, west, europe)}
+    assert seen["us-east-1"].failures.newest is LaunchFailure.CAPACITY
+    # moto's group lists the instances it made whatever the capacity (the player keeps them from booting);
+    # in AWS a group without capacity has none.
+    seen["us-east-1"] = RegionObservation("us-east-1", 0, now - 1000, seen["us-east-1"].failures, 1)
+    decision = decide(JobPlace(tuple(REGIONS), "us-east-1"), seen, MoveRules(region_wait=900), now)
+    assert (decision.action, decision.region) == (Action.MOVE, "us-west-2")
+    assert decision.reason == ("no instance has run in us-east-1 for 17 min (region_wait 15 min); "
+                               "moving to us-west-2 (placement score 9)")
+    move(home, west, 2)
+    desired = {g.region: g.client.describe_auto_scaling_groups(AutoScalingGroupNames=[g.name])
+               ["AutoScalingGroups"][0]["DesiredCapacity"] for g in (home, west, europe)}
+    assert desired == {"us-east-1": 0, "us-west-2": 2, "eu-west-1": 0}

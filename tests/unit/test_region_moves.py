@@ -9,7 +9,7 @@ from spot_trainer.capacity.regions.moves import Action, JobPlace, Move, MoveRule
 from spot_trainer.capacity.regions.observations import LaunchFailures, RegionObservation, failures_since_success
 
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
-RULES = MoveRules(region_wait=900, capacity_failures=3, min_score=6, max_moves=4, backoff_seconds=600)
+RULES = MoveRules(region_wait=900, capacity_failures=3, min_score=6, max_moves_per_day=4, backoff_seconds=600)
 NO_CAPACITY = "Could not launch Spot Instances. UnfulfillableCapacity - There is no capacity available."
 QUOTA = "Could not launch Spot Instances. MaxSpotInstanceCountExceeded - Max spot instance count exceeded."
 NOW = 10_000.0
@@ -114,36 +114,49 @@ def test_no_region_scoring_high_enough_hands_over_to_the_on_demand_rules() -> No
     assert "no other region scores 6 or more (us-east-1 2, us-west-2 3, eu-west-1 1)" in decision.reason
 
 
-def test_one_sweep_of_every_region_without_capacity_hands_over_to_the_on_demand_rules() -> None:
-    moves = (Move(4000, "us-east-1", "eu-west-1", "r"), Move(5000, "eu-west-1", "us-west-2", "r"))
-    place = JobPlace(regions=REGIONS, active="us-west-2", moves=moves, last_running_at=3000)
-    regions = {name: RegionObservation(name, idle_since=5000) for name in REGIONS}
-    decision = decide(place, regions, RULES, NOW)
-    assert (decision.action, decision.region) == (Action.ON_DEMAND, "us-west-2")
+def test_without_scores_one_sweep_of_every_region_hands_over_to_the_on_demand_rules() -> None:
+    moves = (Move(NOW - 800, "us-east-1", "eu-west-1", "r"), Move(NOW - 100, "eu-west-1", "us-west-2", "r"))
+    place = JobPlace(regions=REGIONS, active="us-west-2", moves=moves, last_running_at=NOW - 3000)
+    regions = {name: RegionObservation(name, idle_since=NOW - 1000) for name in REGIONS}
+    decision = decide(place, regions, RULES, NOW + 1200)  # past the backoff, within an hour of both moves
+    assert decision.action is Action.ON_DEMAND and decision.region == "us-west-2"
     assert "one sweep of all 3 regions found no spot capacity" in decision.reason
 
 
-def test_a_sweep_starts_again_once_an_instance_has_run() -> None:
-    moves = (Move(4000, "us-east-1", "eu-west-1", "r"), Move(5000, "eu-west-1", "us-west-2", "r"))
-    place = JobPlace(regions=REGIONS, active="us-west-2", moves=moves, last_running_at=6000)
-    regions = {name: RegionObservation(name, idle_since=7000, spot_price=1.0) for name in REGIONS}
-    assert decide(place, regions, RULES, NOW).action is Action.MOVE
+def test_without_scores_a_region_left_an_hour_ago_is_tried_again() -> None:
+    moves = (Move(NOW - 2500, "us-east-1", "eu-west-1", "r"), Move(NOW - 100, "eu-west-1", "us-west-2", "r"))
+    place = JobPlace(regions=REGIONS, active="us-west-2", moves=moves, last_running_at=NOW - 3000)
+    regions = {name: RegionObservation(name, idle_since=NOW - 1000) for name in REGIONS}
+    decision = decide(place, regions, RULES, NOW + 1200)
+    assert (decision.action, decision.region) == (Action.MOVE, "us-east-1")
 
 
-def test_moves_back_off_doubling_the_gap_after_each() -> None:
+def test_with_scores_a_region_left_earlier_goes_by_its_newest_score() -> None:
+    moves = (Move(NOW - 300, "us-west-2", "us-east-1", "r"),)
+    decision = decide(at_home(moves=moves, last_running_at=NOW - 3000), seen(scores=(2, 9, 3)), RULES, NOW + 900)
+    assert (decision.action, decision.region) == (Action.MOVE, "us-west-2")
+
+
+def test_moves_without_an_instance_between_back_off_doubling_the_gap() -> None:
     moves = (Move(NOW - 2000, "eu-west-1", "us-west-2", "r"), Move(NOW - 1000, "us-west-2", "us-east-1", "r"))
-    place = at_home(moves=moves, last_running_at=NOW - 1500)
+    place = at_home(moves=moves, last_running_at=NOW - 3000)
     decision = decide(place, seen(), RULES, NOW)
-    assert decision.action is Action.STAY  # the second gap is 1200 s, 1000 s have passed
+    assert decision.action is Action.STAY  # two moves in this sweep: 1200 s apart at least, 1000 s have passed
     assert "moves back off: the next one 3 min from now at the earliest" in decision.reason
     assert decide(place, seen(active_idle_for=1200), RULES, NOW + 200).action is Action.MOVE
 
 
-def test_moves_are_bounded_then_the_on_demand_rules_apply() -> None:
-    moves = tuple(Move(float(i), "us-west-2", "us-east-1", "r") for i in range(4))
+def test_an_instance_that_ran_ends_the_backoff() -> None:
+    moves = (Move(NOW - 2000, "eu-west-1", "us-west-2", "r"), Move(NOW - 1000, "us-west-2", "us-east-1", "r"))
+    assert decide(at_home(moves=moves, last_running_at=NOW - 950), seen(), RULES, NOW).action is Action.MOVE
+
+
+def test_moves_are_bounded_per_24_hours_then_the_on_demand_rules_apply() -> None:
+    moves = tuple(Move(NOW - 86000 + i * 1000, "us-west-2", "us-east-1", "r") for i in range(4))
     decision = decide(at_home(moves=moves, last_running_at=NOW - 100), seen(), RULES, NOW)
     assert decision.action is Action.ON_DEMAND
-    assert "4 moves made, the most allowed: on-demand rules apply" in decision.reason
+    assert "4 moves in 24 hours, the most allowed: on-demand rules apply" in decision.reason
+    assert decide(at_home(moves=moves, last_running_at=NOW - 100), seen(), RULES, NOW + 500).action is Action.MOVE
 
 
 def test_a_region_failing_on_its_quota_is_no_target() -> None:
@@ -174,3 +187,13 @@ def test_only_the_failures_since_the_last_successful_launch_count() -> None:
     failures = failures_since_success(activities)
     assert failures.kinds == (LaunchFailure.CAPACITY, LaunchFailure.QUOTA)
     assert failures.last_code == "UnfulfillableCapacity"
+
+
+@pytest.mark.parametrize("rules, problem", [
+    ({"region_wait": 0}, "region_wait must be longer than zero, not 0 s"),
+    ({"region_wait": 60, "capacity_failures": 0}, "must be at least 1, not 0 and 24"),
+    ({"region_wait": 60, "min_score": 11}, "min_score 11 is outside it"),
+])
+def test_rules_that_cannot_work_are_named(rules: dict[str, float], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        MoveRules(**rules)  # type: ignore[arg-type]

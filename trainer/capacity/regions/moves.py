@@ -6,9 +6,11 @@ shortage: it never hastens a move (waiting does not help; the reason says what w
 the best-scored region at or above `min_score`; ties go to the region holding the newest checkpoint
 (no cross-region restore), then to the lower spot price, then to the job file's order. Without scores
 (AWS's configuration limit), the regions not yet tried are taken in that same order. Moves are
-bounded and back off (each waits twice as long after the last as the one before). A sweep that finds
-no capacity in any region (every region tried, or none scored high enough) hands the job over to the
-on-demand rules of trainer/capacity/policy.py in the region it is in.
+bounded (at most `max_moves_per_day` in any 24 hours) and back off: moves with no instance run in between
+wait `backoff_seconds`, then twice that, and so on; an instance that runs ends the backoff. A sweep that
+finds no capacity in any region (no other region scored high enough or, without scores, every region
+tried) hands the job over to the on-demand rules of trainer/capacity/policy.py in the region it is in;
+without scores, a region left `retry_after_seconds` ago may be tried again, as capacity comes back.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from enum import StrEnum
 
 from .launch_failures import LaunchFailure
 from .observations import RegionObservation
+
+DAY_SECONDS = 86400.0
 
 
 class Action(StrEnum):
@@ -32,12 +36,22 @@ class MoveRules:
     region_wait: float  # seconds without a running instance before the active region is left
     capacity_failures: int = 3  # K launches failed for capacity in a row leave it sooner
     min_score: int = 6  # a target's placement score is at least this (1-10)
-    max_moves: int = 8  # moves in the job's life; then the on-demand rules
-    backoff_seconds: float = 600.0  # the least time between the first two moves; doubles after each
+    max_moves_per_day: int = 24  # then the on-demand rules, until a move falls out of the 24 hours
+    backoff_seconds: float = 300.0  # between two moves with no instance run between them; doubles after each
+    retry_after_seconds: float = 3600.0  # without scores, a region left this long ago may be tried again
 
-    def gap_after(self, moves_made: int) -> float:
-        """The least time between move number `moves_made` and the next."""
-        return self.backoff_seconds * float(2 ** max(0, moves_made - 1))
+    def __post_init__(self) -> None:
+        if self.region_wait <= 0:
+            raise ValueError(f"region_wait must be longer than zero, not {self.region_wait:g} s")
+        if self.capacity_failures < 1 or self.max_moves_per_day < 1:
+            raise ValueError("capacity_failures and max_moves_per_day must be at least 1, not "
+                             f"{self.capacity_failures} and {self.max_moves_per_day}")
+        if not 1 <= self.min_score <= 10:
+            raise ValueError(f"a placement score is 1 to 10: min_score {self.min_score} is outside it")
+
+    def gap_after(self, moves_in_sweep: int) -> float:
+        """The least time before the next move, after `moves_in_sweep` moves with no instance run since."""
+        return 0.0 if moves_in_sweep == 0 else self.backoff_seconds * float(2 ** (moves_in_sweep - 1))
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,14 @@ class JobPlace:
     last_running_at: float | None = None
     checkpoint_region: str | None = None
 
-    def tried_since_running(self) -> set[str]:
-        """The regions this sweep has left, and the active one."""
+    def moves_in_sweep(self) -> list[Move]:
+        """The moves made since an instance last ran."""
         since = self.last_running_at
-        return {self.active} | {move.source for move in self.moves if since is None or move.at >= since}
+        return [move for move in self.moves if since is None or move.at >= since]
+
+    def tried(self, now: float, retry_after: float) -> set[str]:
+        """The active region, and those this sweep left less than `retry_after` ago."""
+        return {self.active} | {move.source for move in self.moves_in_sweep() if now - move.at < retry_after}
 
 
 @dataclass(frozen=True)
@@ -80,14 +98,16 @@ def decide(place: JobPlace, seen: Mapping[str, RegionObservation], rules: MoveRu
     trigger = _reason_to_leave(active, rules, now)
     if trigger is None:
         return RegionDecision(Action.STAY, place.active, _waiting_reason(active, rules, now))
-    if len(place.moves) >= rules.max_moves:
-        return RegionDecision(Action.ON_DEMAND, place.active,
-                              f"{trigger}; {len(place.moves)} moves made, the most allowed: on-demand rules apply")
-    if place.moves and now - place.moves[-1].at < rules.gap_after(len(place.moves)):
-        wait = rules.gap_after(len(place.moves)) - (now - place.moves[-1].at)
+    today = sum(1 for move in place.moves if now - move.at < DAY_SECONDS)
+    if today >= rules.max_moves_per_day:
+        return RegionDecision(Action.ON_DEMAND, place.active, f"{trigger}; {today} moves in 24 hours, the most "
+                                                              "allowed: on-demand rules apply")
+    sweep = place.moves_in_sweep()
+    if sweep and now - sweep[-1].at < rules.gap_after(len(sweep)):
+        wait = rules.gap_after(len(sweep)) - (now - sweep[-1].at)
         return RegionDecision(Action.STAY, place.active,
                               f"{trigger}; moves back off: the next one {_minutes(wait)} from now at the earliest")
-    return _choose_target(place, seen, rules, trigger)
+    return _choose_target(place, seen, rules, trigger, now)
 
 
 def _reason_to_leave(active: RegionObservation, rules: MoveRules, now: float) -> str | None:
@@ -125,11 +145,13 @@ def _not_capacity(region: RegionObservation) -> str:
 
 
 def _choose_target(place: JobPlace, seen: Mapping[str, RegionObservation], rules: MoveRules,
-                   trigger: str) -> RegionDecision:
-    tried = place.tried_since_running()
-    untried = [name for name in place.regions if name not in tried and _may_launch(seen[name])]
+                   trigger: str, now: float) -> RegionDecision:
+    # With scores, AWS's newest word on each region decides (a region left earlier may score high again);
+    # without them, the regions this sweep has not tried, in turn.
     scored = any(seen[name].score is not None for name in place.regions)
-    eligible = [name for name in untried if not scored or (seen[name].score or 0) >= rules.min_score]
+    passed = {place.active} if scored else place.tried(now, rules.retry_after_seconds)
+    eligible = [name for name in place.regions if name not in passed and _may_launch(seen[name])
+                and (not scored or (seen[name].score or 0) >= rules.min_score)]
     if not eligible:
         return RegionDecision(Action.ON_DEMAND, place.active, f"{trigger}; {_no_capacity_anywhere(place, seen, rules)}")
     ranked = sorted(eligible, key=lambda name: _rank(name, place, seen))
@@ -165,7 +187,7 @@ def _no_capacity_anywhere(place: JobPlace, seen: Mapping[str, RegionObservation]
     if scores:
         return (f"no other region scores {rules.min_score} or more ({scores}): no spot capacity anywhere, "
                 "on-demand rules apply")
-    return (f"one sweep of all {len(place.regions)} regions found no spot capacity: on-demand rules apply")
+    return f"one sweep of all {len(place.regions)} regions found no spot capacity: on-demand rules apply"
 
 
 def _idle_seconds(region: RegionObservation, now: float) -> float:
