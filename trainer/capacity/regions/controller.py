@@ -23,8 +23,9 @@ import boto3
 
 from ...aws_names import regional_bucket_name
 from ..policy import parse_duration
+from .groups import RegionGroup, desired_capacity, move, observe, set_back
 from .moves import Action, JobPlace, Move, MoveRules, RegionDecision, decide
-from .observations import RegionObservation, failures_since_success, paged_activities
+from .observations import RegionObservation, failures_since_success
 from .place_record import RECORD_NAME, PlaceRecord, RegionSeen
 from .placement_scores import ScoreCache, ScoreRequest
 
@@ -75,26 +76,29 @@ def tick(setup: ControllerSetup, clients: Clients, now: float) -> str:
     """One minute's look and decision; the line it logs."""
     s3 = clients("s3", setup.home)
     record, note = _read_record(s3, setup)
-    groups = {region: _group(clients("autoscaling", region), setup.group) for region in setup.regions}
-    active = _active_region(record, groups, setup)
-    for stray in (r for r, g in groups.items() if r != active and g is not None and g["DesiredCapacity"] > 0):
-        _set_desired(clients("autoscaling", stray), setup.group, 0)  # at most one region launches
+    groups = {region: RegionGroup(region, setup.group, clients("autoscaling", region)) for region in setup.regions}
+    wanted = {region: desired_capacity(group) for region, group in groups.items()}
+    active = _active_region(record, wanted, setup)
+    for stray in (r for r, count in wanted.items() if r != active and count):
+        set_back(groups[stray])  # at most one region launches
     if record is None or record.active != active:
         record = PlaceRecord(active=active, active_since=now, moves=record.moves if record else ())
     cache = ScoreCache(ScoreRequest.for_job(setup.instance_types, setup.nodes, setup.regions),
                        asked_at=record.scores_asked_at, scores=record.scores, limited=record.scores_limited)
     scores = cache.current(clients("ec2", setup.home), now) or {}
-    seen = {region: _observe(clients("autoscaling", region), setup, region, groups[region], scores, record, now)
-            for region in setup.regions}
+    idle_since = max(record.active_since, record.last_running_at or 0.0)
+    seen = {region: _observe(group, wanted[region], scores.get(region), idle_since if region == active else None)
+            for region, group in groups.items()}
     running = seen[active].running > 0
     place = JobPlace(setup.regions, active, record.moves, now if running else record.last_running_at,
                      _checkpoint_region(clients, setup))
     decision = decide(place, seen, MoveRules(region_wait=setup.region_wait), now)
     record = replace(record, last_running_at=place.last_running_at, scores_asked_at=cache.asked_at,
                      scores=cache.scores, scores_limited=cache.limited, reason=decision.reason,
-                     regions={r: _seen_line(groups[r], seen[r]) for r in setup.regions})
+                     regions={r: _seen_line(wanted[r], seen[r]) for r in setup.regions})
     if decision.action is Action.MOVE:
-        record = _move(setup, clients, record, decision, now)
+        move(groups[active], groups[decision.region], setup.nodes)
+        record = _moved(setup, clients, record, decision, now)
     s3.put_object(Bucket=setup.bucket(setup.home), Key=setup.record_key, Body=record.to_json())
     return f"{note}{decision.action}: {decision.reason}"
 
@@ -110,33 +114,20 @@ def _read_record(s3: Any, setup: ControllerSetup) -> tuple[PlaceRecord | None, s
         return None, f"{error}; written anew. "
 
 
-def _group(autoscaling: Any, name: str) -> dict[str, Any] | None:
-    found = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
-    return found[0] if found else None
-
-
-def _active_region(record: PlaceRecord | None, groups: Mapping[str, dict[str, Any] | None],
-                   setup: ControllerSetup) -> str:
+def _active_region(record: PlaceRecord | None, wanted: Mapping[str, int | None], setup: ControllerSetup) -> str:
     """The region whose group wants instances (the record's own first, then home's order); with none, the
     record's, else home (a paused job: nothing to move)."""
-    wanting = [r for r in setup.regions if (g := groups[r]) is not None and g["DesiredCapacity"] > 0]
-    if record is not None and (record.active in wanting or not wanting):
-        return record.active if record.active in setup.regions else setup.home
+    wanting = [r for r in setup.regions if wanted[r]]
+    if record is not None and record.active in setup.regions and (record.active in wanting or not wanting):
+        return record.active
     return wanting[0] if wanting else setup.home
 
 
-def _observe(autoscaling: Any, setup: ControllerSetup, region: str, group: dict[str, Any] | None,
-             scores: Mapping[str, int], record: PlaceRecord, now: float) -> RegionObservation:
-    if group is None:  # its stack is not deployed: a failed launch of the configuration kind, so never a target
-        missing = failures_since_success([{"StatusCode": "Failed", "StatusMessage": f"no group {setup.group}"}])
-        return RegionObservation(region, failures=missing, score=scores.get(region))
-    running = sum(1 for i in group.get("Instances", []) if i.get("LifecycleState") == "InService")
-    idle_since = None
-    if running == 0 and region == record.active:
-        idle_since = max(record.active_since, record.last_running_at or 0.0)
-    return RegionObservation(region, running=running, idle_since=idle_since,
-                             failures=failures_since_success(paged_activities(autoscaling, setup.group)),
-                             score=scores.get(region))
+def _observe(group: RegionGroup, wanted: int | None, score: int | None, idle_since: float | None) -> RegionObservation:
+    if wanted is None:  # its stack is not deployed: a failure of the configuration kind, so never a target
+        missing = failures_since_success([{"StatusCode": "Failed", "StatusMessage": f"no group {group.name}"}])
+        return RegionObservation(group.region, failures=missing, score=score)
+    return observe(group, idle_since=idle_since, score=score, spot_price=None)
 
 
 def _checkpoint_region(clients: Clients, setup: ControllerSetup) -> str | None:
@@ -156,32 +147,24 @@ def _checkpoint_region(clients: Clients, setup: ControllerSetup) -> str | None:
     return best[1] if best else None
 
 
-def _seen_line(group: dict[str, Any] | None, seen: RegionObservation) -> RegionSeen:
+def _seen_line(wanted: int | None, seen: RegionObservation) -> RegionSeen:
     newest = seen.failures.newest
     failure = f"{seen.failures.last_code} ({newest})" if newest is not None else ""
-    return RegionSeen(desired=int(group["DesiredCapacity"]) if group else 0, running=seen.running,
-                      score=seen.score, failure=failure)
+    return RegionSeen(desired=wanted or 0, running=seen.running, score=seen.score, failure=failure)
 
 
-def _move(setup: ControllerSetup, clients: Clients, record: PlaceRecord, decision: RegionDecision,
-          now: float) -> PlaceRecord:
-    """The new region's group first up, then the old one's down: a group of neither never leaves the job with
-    no region; the agent's lease keeps the two from training at once in the minute between."""
+def _moved(setup: ControllerSetup, clients: Clients, record: PlaceRecord, decision: RegionDecision,
+           now: float) -> PlaceRecord:
+    """The move's event in the job's log, its notification, and the record's new active region."""
     source = record.active
-    _set_desired(clients("autoscaling", decision.region), setup.group, setup.nodes)
-    _set_desired(clients("autoscaling", source), setup.group, 0)
-    move = Move(now, source, decision.region, decision.reason)
-    _record_event(clients("s3", setup.home), setup, move)
+    move_made = Move(now, source, decision.region, decision.reason)
+    _record_event(clients("s3", setup.home), setup, move_made)
     if setup.topic_arn:
         clients("sns", setup.home).publish(TopicArn=setup.topic_arn, Subject=f"Spot Trainer {setup.job}: moved",
                                            Message=f"Job {setup.job} moved from {source} to {decision.region}: "
                                                    f"{decision.reason}.")
     return replace(record, active=decision.region, active_since=now, last_running_at=None,
-                   moves=(*record.moves, move))
-
-
-def _set_desired(autoscaling: Any, group: str, desired: int) -> None:
-    autoscaling.set_desired_capacity(AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False)
+                   moves=(*record.moves, move_made))
 
 
 def _record_event(s3: Any, setup: ControllerSetup, move: Move) -> None:

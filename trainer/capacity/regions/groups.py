@@ -28,6 +28,17 @@ class RegionGroup:
     client: GroupClient
 
 
+def desired_capacity(group: RegionGroup) -> int | None:
+    """How many instances the group wants; None where the region has no such group (its stack not deployed)."""
+    found = group.client.describe_auto_scaling_groups(AutoScalingGroupNames=[group.name])["AutoScalingGroups"]
+    return int(found[0]["DesiredCapacity"]) if found else None
+
+
+def set_back(group: RegionGroup) -> None:
+    """A group that is not the job's active one wants no instance."""
+    group.client.set_desired_capacity(AutoScalingGroupName=group.name, DesiredCapacity=0, HonorCooldown=False)
+
+
 def running_instances(group: RegionGroup) -> int:
     """Instances InService and Healthy: launched and not on their way out."""
     found = group.client.describe_auto_scaling_groups(AutoScalingGroupNames=[group.name])["AutoScalingGroups"]
@@ -48,5 +59,5 @@ def observe(group: RegionGroup, *, idle_since: float | None, score: int | None,
 
 def move(source: RegionGroup, target: RegionGroup, nodes: int) -> None:
     """The old group to 0, then the new one to `nodes`."""
-    source.client.set_desired_capacity(AutoScalingGroupName=source.name, DesiredCapacity=0, HonorCooldown=False)
+    set_back(source)
     target.client.set_desired_capacity(AutoScalingGroupName=target.name, DesiredCapacity=nodes, HonorCooldown=False)
