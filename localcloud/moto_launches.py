@@ -23,8 +23,11 @@ _describe = AutoScalingBackend.describe_auto_scaling_groups
 
 
 def _spot(group: FakeAutoScalingGroup) -> bool:
-    distribution = (group.mixed_instances_policy or {}).get("InstancesDistribution", {})
-    return int(distribution.get("OnDemandPercentageAboveBaseCapacity", 0 if group.mixed_instances_policy else 100)) < 100
+    """A mixed-instances group below 100% on-demand (the job's groups); any other group launches on-demand."""
+    if not group.mixed_instances_policy:
+        return False
+    distribution = group.mixed_instances_policy.get("InstancesDistribution", {})
+    return int(distribution.get("OnDemandPercentageAboveBaseCapacity", 100)) < 100  # AWS's default: 100
 
 
 def _played(board: Board, region: str) -> bool:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aws_cdk import Aws
+
+from spot_trainer.aws_names import regional_bucket_name
 from stacks.job.spec import JobSpec
 
 
@@ -20,6 +23,19 @@ class RegionStack:
     region: str | None  # None: the region `cdk deploy` is pointed at (a job of one region)
     home: bool
     several: bool  # the job lists more than one region
+
+    regions: tuple[str, ...] = ()  # every region the job lists, home first
+
+    def job_buckets(self, job: str) -> dict[str, str]:
+        """Region → the job's bucket there, home first; {} for a job of one region."""
+        return {region: regional_bucket_name(job, region, Aws.ACCOUNT_ID) for region in self.regions} \
+            if self.several else {}
+
+    def bucket_arns(self, job: str) -> tuple[tuple[str, ...], str | None]:
+        """The job's buckets in the other regions, and home's where this is not home (its lease is there)."""
+        arns = {region: f"arn:{Aws.PARTITION}:s3:::{name}" for region, name in self.job_buckets(job).items()}
+        others = tuple(arn for region, arn in arns.items() if region != self.region)
+        return others, None if self.home or not arns else arns[self.regions[0]]
 
     @property
     def standing_by(self) -> bool:
@@ -34,4 +50,4 @@ def region_stacks(job: JobSpec) -> list[RegionStack]:
         return [RegionStack(job.stack_name, None, home=True, several=False)]
     several = len(regions) > 1
     return [RegionStack(job.stack_name if i == 0 else f"{job.stack_name}-{region}", region, home=i == 0,
-                        several=several) for i, region in enumerate(regions)]
+                        several=several, regions=regions) for i, region in enumerate(regions)]

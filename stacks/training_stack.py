@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, CfnCondition, CfnOutput, Environment, Fn, IgnoreMode, LegacyStackSynthesizer, Stack, Token
+from aws_cdk import CfnCondition, CfnOutput, Environment, Fn, IgnoreMode, LegacyStackSynthesizer, Stack, Token
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from spot_trainer.aws_names import regional_bucket_name
 from spot_trainer.secret_refs import parse_refs
 from spot_trainer.settings import env_setting
 from stacks.console.parameters import JobParameters, add_job_parameters
@@ -25,7 +24,7 @@ from stacks.resources.checkpoint_bucket import CheckpointBucket
 from stacks.resources.dashboard import JobDashboard
 from stacks.resources.dataset_access import DatasetReadAccess
 from stacks.resources.log_group import JobLogGroup
-from stacks.resources.nag_suppressions import acknowledge_findings
+from stacks.resources.nag_suppressions import acknowledge_findings, acknowledge_other_regions
 from stacks.resources.network import JobNetwork
 from stacks.resources.notifications import JobTopic
 from stacks.resources.regions_controller import RegionsController
@@ -55,17 +54,20 @@ class SpotTrainingStack(Stack):
         bucket = CheckpointBucket(self, "Checkpoints",
                                   noncurrent_days=Token.as_number(params.value("CheckpointVersionRetentionDays")),
                                   existing_name=params.value("ExistingBucket"),
-                                  bucket_name=regional_bucket_name(job.name, place.region, Aws.ACCOUNT_ID)
-                                  if place.several and place.region else None)
+                                  bucket_name=place.job_buckets(job.name).get(str(place.region)))
         logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params["LogRetentionDays"])
         code_uri = self._code_asset_uri(job)
         trainer_package = self._trainer_package(job, params)
         topic = JobTopic(self, "Notifications", job=job.name, email=params.value("NotifyEmail"))
+        job_buckets = place.job_buckets(job.name)
+        other_buckets, lease_bucket = place.bucket_arns(job.name)
         role = TrainerRole(
             self, "TrainerRole", job=job.name, bucket_arn=bucket.arn, log_group_arn=logs.arn,
             group_name=group_name(job.name), metrics_namespace=METRICS_NAMESPACE, topic_arn=topic.arn,
             readable_objects=self._artifact_arns(job),
+            other_buckets=other_buckets, lease_bucket=lease_bucket,
         )
+        acknowledge_other_regions(self, job=job.name, bucket_arns=other_buckets)
         grant_secret_reads(role.role, parse_refs(job.run.secrets))
         DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.value("DataBucket"),
                           prefix=params.value("DataPrefix"))
@@ -73,7 +75,8 @@ class SpotTrainingStack(Stack):
         header = user_data_header(job, params, made_by_stack={
             "SPOT_STACK": job.stack_name, "SPOT_BUCKET": bucket.name, "SPOT_ASG_NAME": group_name(job.name),
             "SPOT_LIFECYCLE_HOOK": DRAIN_HOOK, "SPOT_LOG_GROUP": logs.name, "SPOT_NOTIFY_TOPIC": topic.arn,
-            "SPOT_CODE_URI": code_uri, "SPOT_TRAINER_PACKAGE": trainer_package})
+            "SPOT_CODE_URI": code_uri, "SPOT_TRAINER_PACKAGE": trainer_package,
+            **({"SPOT_JOB_BUCKETS": ",".join(f"{r}={b}" for r, b in job_buckets.items())} if job_buckets else {})})
         bound_user_data(job, params, header)
         fleet = SpotFleet(
             self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),

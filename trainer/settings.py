@@ -331,6 +331,9 @@ SETTINGS: tuple[Setting, ...] = (
             attr="bucket", agent_default=NO_DEFAULT),
     Setting("", "the stack's name", env="SPOT_STACK"),
     Setting("", "the stack's region", "us-east-1", env="SPOT_REGION", attr="region"),
+    Setting("", "several regions: each listed region's checkpoint bucket, home first (`region=bucket,…`): the "
+            "lease is kept in home's, and a start restores the newest step from whichever holds it",
+            env="SPOT_JOB_BUCKETS", attr="job_buckets"),
     Setting("", "the job's Auto Scaling group", env="SPOT_ASG_NAME", attr="asg_name"),
     Setting("", "the group's termination hook, completed once the emergency checkpoint is safe",
             env="SPOT_LIFECYCLE_HOOK", attr="lifecycle_hook"),

@@ -103,3 +103,12 @@ def _nag_text(stack: Stack, text: str) -> str:
     if isinstance(resolved, str):
         return resolved
     return "".join(part if isinstance(part, str) else f"<{part['Ref']}>" for part in resolved["Fn::Join"][1])
+
+
+def acknowledge_other_regions(stack: Stack, *, job: str, bucket_arns: tuple[str, ...]) -> None:
+    """The instance role's reads of the job's prefix in its other regions' buckets."""
+    for arn in bucket_arns:
+        Validations.of(stack).acknowledge(Acknowledgment(
+            id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{_nag_text(stack, arn)}/{job}/*]",
+            reason="Read-only: a start restores the job's newest step from the region it was saved in; checkpoint "
+                   "object names are made at run time, under this job's prefix only."))

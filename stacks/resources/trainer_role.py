@@ -32,7 +32,11 @@ class TrainerRole(Construct):
         metrics_namespace: str,
         topic_arn: str,
         readable_objects: list[str],
+        other_buckets: tuple[str, ...] = (),
+        lease_bucket: str | None = None,
     ) -> None:
+        """A job of several regions: `other_buckets`, its buckets in its other regions, where a start reads the
+        newest step from; `lease_bucket`, home's bucket where this region is not home, holding the job's lease."""
         super().__init__(scope, construct_id)
         self.role = iam.Role(
             self,
@@ -87,6 +91,16 @@ class TrainerRole(Construct):
                 resources=["*"],  # Describe* calls support no resource-level permissions
             ),
         ]
+        if other_buckets:
+            statements += [
+                iam.PolicyStatement(sid="OtherRegionsCheckpoints", actions=["s3:GetObject"],
+                                    resources=[f"{arn}/{job}/*" for arn in other_buckets]),
+                iam.PolicyStatement(sid="OtherRegionsList", actions=["s3:ListBucket"], resources=list(other_buckets),
+                                    conditions={"StringLike": {"s3:prefix": [f"{job}/*"]}}),
+            ]
+        if lease_bucket:  # conditional writes of the one object; its reads are among the other regions' above
+            statements.append(iam.PolicyStatement(sid="HomeLease", actions=["s3:PutObject"],
+                                                  resources=[f"{lease_bucket}/{job}/lease.json"]))
         if readable_objects:  # the trainer wheel and the job's code, object by object
             statements.append(
                 iam.PolicyStatement(sid="JobArtifacts", actions=["s3:GetObject"], resources=readable_objects)

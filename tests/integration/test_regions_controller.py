@@ -15,7 +15,7 @@ import pytest
 from localcloud.moto_server import MotoServer
 from localcloud.region_capacity import Board, Window
 from spot_trainer.aws_names import regional_bucket_name
-from spot_trainer.capacity.regions.controller import ControllerSetup, tick
+from spot_trainer.capacity.region_controller import ControllerSetup, tick
 from spot_trainer.capacity.regions.place_record import PlaceRecord
 
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")

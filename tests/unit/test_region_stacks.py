@@ -11,6 +11,7 @@ import pytest
 from app import build_app
 from stacks.job.spec import JOBS_DIR
 from tests.unit.stack_support import CDK_JSON_CONTEXT
+from tests.unit.test_role_permissions import REGIONS_MODULES, granted, needed
 from tests.unit.test_stack import cfn_lint
 
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
@@ -89,7 +90,7 @@ def test_a_job_of_one_listed_region_is_one_stack_there_named_as_ever(tmp_path: P
 def test_home_s_controller_may_move_the_job_between_the_job_s_own_groups_and_nothing_else(out: Path) -> None:
     home = _template(out, "SpotTrainer-moving")
     (function,) = [f for f in _of_kind(home, "AWS::Lambda::Function") if f["Handler"] != "index.handler"]
-    assert function["Handler"] == "spot_trainer.capacity.regions.controller.handler"  # the runtime wheel's module
+    assert function["Handler"] == "spot_trainer.capacity.region_controller.handler"  # the runtime wheel's module
     assert function["Environment"]["Variables"]["REGIONS"] == ",".join(REGIONS)
     (role,) = [r for r in _of_kind(home, "AWS::IAM::Role") if "RegionsController" in json.dumps(r)]
     statements = role["Policies"][0]["PolicyDocument"]["Statement"]
@@ -97,6 +98,29 @@ def test_home_s_controller_may_move_the_job_between_the_job_s_own_groups_and_not
     moving = by_action['"autoscaling:SetDesiredCapacity"']
     assert all(f"autoscaling:{region}:" in moving for region in REGIONS)
     assert moving.count("autoScalingGroupName/spot-trainer-moving") == len(REGIONS)
+    calls = needed(REGIONS_MODULES)
+    assert calls and set(calls) <= granted(statements), f"the role lacks {set(calls) - granted(statements)}"
+    # beyond its calls: Lambda's own log stream, and the listing that makes a missing latest.json a 404, not a 403
+    assert granted(statements) - set(calls) <= {"logs:CreateLogStream", "logs:PutLogEvents", "s3:ListBucket"}
     writes = [s for s in statements if "s3:PutObject" in json.dumps(s["Action"])]
     assert writes and all("-us-east-1/moving/" in json.dumps(s["Resource"]) for s in writes)  # home's bucket only
     assert not any("s3:DeleteObject" in json.dumps(s["Action"]) or s["Action"] == "*" for s in statements)
+
+
+def _instance_statements(template: dict) -> dict[str, dict]:
+    (policy,) = [p for p in _of_kind(template, "AWS::IAM::Policy") if "JobCheckpoints" in json.dumps(p)]
+    return {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+
+
+def test_every_region_s_instances_read_the_others_buckets_and_keep_the_lease_in_home_s(out: Path) -> None:
+    home, away = _instance_statements(_template(out, "SpotTrainer-moving")), \
+        _instance_statements(_template(out, "SpotTrainer-moving-us-west-2"))
+    assert "HomeLease" not in home  # home's own bucket is its checkpoint bucket
+    assert json.dumps(away["HomeLease"]["Resource"]).endswith('"-us-east-1/moving/lease.json"]]}')
+    assert away["HomeLease"]["Action"] == "s3:PutObject"
+    reads = json.dumps(away["OtherRegionsCheckpoints"]["Resource"])
+    assert "-us-east-1/moving/*" in reads and "-eu-west-1/moving/*" in reads and "-us-west-2/" not in reads
+    assert away["OtherRegionsCheckpoints"]["Action"] == "s3:GetObject"  # nothing of another region is written
+    launch = _of_kind(_template(out, "SpotTrainer-moving-us-west-2"), "AWS::EC2::LaunchTemplate")[0]
+    user_data = json.dumps(launch["LaunchTemplateData"]["UserData"])
+    assert "SPOT_JOB_BUCKETS" in user_data and "us-east-1=moving-" in user_data

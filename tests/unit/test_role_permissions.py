@@ -31,6 +31,9 @@ S3_ACTIONS = {"HeadObject": "s3:GetObject", "ListObjectsV2": "s3:ListBucket", "D
 TRANSFER_ACTIONS = {"upload": {"s3:PutObject", "s3:AbortMultipartUpload"}, "download": {"s3:GetObject"},
                     "upload_file": {"s3:PutObject", "s3:AbortMultipartUpload"}, "download_file": {"s3:GetObject"}}
 LAMBDA_MODULES = {"trainer/capacity/watch.py"}
+# The regions controller's Lambda (a job of several regions; tests/unit/test_region_stacks.py checks its role).
+REGIONS_MODULES = {"trainer/capacity/region_controller.py",
+                   *(str(p.relative_to(REPO)) for p in (REPO / "trainer" / "capacity" / "regions").glob("*.py"))}
 # The user's commands on a deployed job run on the user's machine with the user's own credentials (what
 # they need: docs/operations.md), never with an instance's role.
 USER_MODULES = {str(p.relative_to(REPO)) for p in (REPO / "trainer" / "ops").glob("*.py")}
@@ -103,7 +106,7 @@ def granted(statements: list[dict[str, Any]]) -> set[str]:
 
 
 # (who, its principal, the modules it runs (None: all but `exclude`), modules it does not run, what others call)
-ROLES = [("instance", "ec2.amazonaws.com", None, LAMBDA_MODULES | USER_MODULES, SSM_AGENT),
+ROLES = [("instance", "ec2.amazonaws.com", None, LAMBDA_MODULES | USER_MODULES | REGIONS_MODULES, SSM_AGENT),
          ("capacity watch", "lambda.amazonaws.com", LAMBDA_MODULES, set(), LAMBDA_RUNTIME)]
 ROLE_FIELDS = ("who", "principal", "modules", "exclude", "others")
 

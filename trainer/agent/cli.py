@@ -35,8 +35,9 @@ from ..storage.s3.s3client import client_config, s3_client
 from ..storage.steps.remote import RemoteStore, RemoteStoreError
 from .endings import EXIT_FAILED
 from .fatal import disk_error, disk_fix, end_job_as_failed
-from .instance.config import ENV_NAMES, REGION, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
+from .instance.config import ENV_NAMES, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
 from .instance.imds import ImdsClient
+from .instance.job_regions import REGION, parse_job_buckets
 from .instance.setting_names import unread_setting_warnings
 from .program.secret_values import SecretError, secret_environment
 from .records.boot_times import describe_boots
@@ -155,14 +156,21 @@ def build_agent(config: AgentConfig, env: Mapping[str, str]) -> Agent:
         namespace=config.metrics_namespace,
         job=config.job,
     ).start()
+    regions = parse_job_buckets(config.job_buckets)
+    # A job of several regions keeps one lease, in home's bucket: an agent of any region waits for it, so two
+    # regions never train at once, and each start sees the newest step wherever it was saved.
+    lease_s3, lease_bucket = (s3_client(region=regions.home), regions.buckets[regions.home]) if regions else \
+        (s3, config.bucket)
     clients = Clients(
         store=RemoteStore(s3, config.bucket, config.job, keep=config.keep_checkpoints, instance=instance_id),
-        lease=Lease(s3, config.bucket, config.job, owner=instance_id, ttl_seconds=config.lease_ttl_seconds),
+        lease=Lease(lease_s3, lease_bucket, config.job, owner=instance_id, ttl_seconds=config.lease_ttl_seconds),
         imds=imds,
         autoscaling=session.client("autoscaling", **aws),
         cloud=cloud,
         sns=session.client("sns", **quick) if config.notify_topic else None,
         prices=budget_prices(session.client("ec2", **aws), env) if config.budget_usd else None,
+        other_regions={region: RemoteStore(s3_client(region=region), bucket, config.job, instance=instance_id)
+                       for region, bucket in regions.others(config.region).items()} if regions else {},
     )
     return Agent(config=config, clients=clients, instance_id=instance_id)
 

@@ -18,6 +18,7 @@ from ..storage.saves import layouts
 from ..storage.saves.layouts import Checkpoint
 from ..storage.saves.shards import NodeRanks
 from ..storage.steps.remote import RemoteStore, RemoteStoreError
+from .other_regions import OtherRegions
 from .records.telemetry import RunTelemetry
 
 
@@ -33,6 +34,7 @@ class Restore:
     store: RemoteStore
     telemetry: RunTelemetry
     builtin: bool  # the built-in trainer always writes a COMMITTED marker: for it nothing else counts
+    elsewhere: OtherRegions | None = None  # a job of several regions: its buckets in the others
 
     @property
     def before_a_round(self) -> NodeRanks | None:
@@ -47,8 +49,13 @@ class Restore:
             self.telemetry.log(f"removed {', '.join(leftovers)}, left by an upload cut short")
         remote_step = self.store.latest_step()
         local = self.newest_at_start()
-        if local is not None and (remote_step is None or local.step >= remote_step):
-            restored: Checkpoint | None = local  # this disk survived (agent restart): it is at least as new
+        here = max((step for step in (remote_step, local.step if local else None) if step is not None), default=None)
+        crossed = self._restore_from_another_region(here)
+        if crossed is not None:
+            restored: Checkpoint | None = crossed
+            remote_step = crossed.step  # S3 holds it, in the region it came from: newer saves only go up
+        elif local is not None and (remote_step is None or local.step >= remote_step):
+            restored = local  # this disk survived (agent restart): it is at least as new
         else:
             started = time.monotonic()
             # At the step S3's record gives, not the name's: a series member alone on this disk is no series yet.
@@ -65,6 +72,24 @@ class Restore:
         self.telemetry.event(EventKind.RESUME, step=restored.step)
         self.telemetry.update(checkpoint_step=max(restored.step, remote_step or 0))
         return StartPoint(restored, remote_step)
+
+    def _restore_from_another_region(self, floor: int | None) -> Checkpoint | None:
+        """The job's newest step, when another region's bucket holds a higher one than this region's bucket
+        and disk (the job trained there before it moved here): restored from there, across regions, once."""
+        away = self.elsewhere.newest_above(floor) if self.elsewhere is not None else None
+        if away is None:
+            return None
+        started, moved = time.monotonic(), [0]
+        away.store.on_download = lambda chunk, whole: moved.append(moved.pop() + chunk)  # what crossed regions
+        restored = away.store.restore_checkpoint(self.directory, away.step, self.before_a_round)
+        if restored is None:
+            self.telemetry.log(f"step {away.step} of {away.region} (s3://{away.store.bucket}) could not be restored: "
+                               "resuming from this region's newest")
+            return None
+        self.telemetry.log(f"restored {restored.path.name} from {away.region} (s3://{away.store.bucket}), across "
+                           f"regions: {moved[0]} bytes in {time.monotonic() - started:.2f}s")
+        self.telemetry.event(EventKind.REGION_RESTORE, step=restored.step, region=away.region, bytes=moved[0])
+        return restored
 
     def newest_at_start(self) -> Checkpoint | None:
         """This disk's newest checkpoint, strictly read: it may win over S3 only when its content proves it

@@ -35,6 +35,7 @@ from .instance.imds import ImdsClient
 from .instance.own_group import OwnGroup
 from .node_mode import NodeMode
 from .one_node import OneNode
+from .other_regions import OtherRegions
 from .outcome import Outcome, RunEnd
 from .program.command import CommandProcess
 from .program.stopping import Stopping
@@ -72,6 +73,7 @@ class Clients:
     cloud: CloudWatchSink | None
     sns: SnsClient | None = None
     prices: SpotPriceSource | None = None  # spot prices for the spending cap
+    other_regions: dict[str, RemoteStore] = field(default_factory=dict)  # a job of several regions: theirs
 
 
 @dataclass
@@ -107,7 +109,9 @@ class Agent:
 
     def _one_node(self) -> OneNode:
         config, clients = self.config, self.clients
-        restore = Restore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin)
+        elsewhere = OtherRegions(clients.other_regions, self.log) if clients.other_regions else None
+        restore = Restore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin,
+                          elsewhere=elsewhere)
         endings = Endings(config, clients.store, self.telemetry, self._own_group(), self.stop_requested)
         return OneNode(config, clients.lease, self.telemetry, self._notices, self.stop_requested, restore, endings)
 

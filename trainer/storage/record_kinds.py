@@ -38,6 +38,7 @@ class EventKind(StrEnum):
     START = "start"
     LEASE_WAIT = "lease_wait"
     RESUME = "resume"
+    REGION_RESTORE = "region_restore"  # a start restored the job's newest step from another region's bucket
     FIRST_STEP = "first_step"
     SET_ASIDE = "set_aside"  # saves above the newest step in S3, moved out of the command's way
     CHECKPOINT = "checkpoint"
@@ -46,7 +47,7 @@ class EventKind(StrEnum):
     NOT_BIT_IDENTICAL = "not_bit_identical"  # a resume that cannot end bit-identical
     FAILURE = "failure"  # the command failed; the agent restarts it while the budget lasts
     MARKET = "market"  # the deadline policy moved the job between spot and on-demand
-    REGION = "region"  # the regions controller moved the job to another region (capacity/regions/controller.py)
+    REGION = "region"  # the regions controller moved the job to another region (capacity/region_controller.py)
     INTERRUPTION = "interruption"
     # A round of several nodes
     ROUND = "round"

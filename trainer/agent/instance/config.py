@@ -21,6 +21,7 @@ from ...command_text import has_control_character, shadows_builtin
 from ...settings import NO_DEFAULT, SETTINGS, agent_default, agent_env_names
 from ...signals import STOP_SIGNALS, UNCATCHABLE, builtin_stop_problem, parse_signal
 from .env_file import read_env_text
+from .job_regions import REGION, parse_job_buckets
 
 
 class ConfigError(ValueError):
@@ -72,6 +73,7 @@ class AgentConfig:
     budget_usd: float = agent_default("budget_usd")
     budget_check_seconds: float = agent_default("budget_check_seconds")
     checkpoint_files: str = agent_default("checkpoint_files")  # comma-separated entries of checkpoint_dir
+    job_buckets: str = agent_default("job_buckets")  # region=bucket,… (job_regions.py)
     secrets: str = agent_default("secrets")  # references only (secret_refs.py); values go to extra_env
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -138,7 +140,6 @@ def parse_env_file(path: Path, *, strict: bool = True) -> dict[str, str]:
     return env_file.entries
 
 
-REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
 SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$")
 
 
@@ -157,6 +158,10 @@ def check_config(config: AgentConfig) -> None:
         raise ConfigError(f"SPOT_REGION={config.region!r} is not an AWS region name (like us-east-1)")
     if problem := bucket_name_problem(config.bucket):
         raise ConfigError(f"SPOT_BUCKET: {problem}")
+    try:
+        parse_job_buckets(config.job_buckets)
+    except ValueError as error:
+        raise ConfigError(f"SPOT_JOB_BUCKETS: {error}") from None
     if not JOB_NAME.match(config.job):
         raise ConfigError(f"SPOT_JOB={config.job!r} is not a job name ({JOB_NAME_RULE}: the job file's name)")
     if config.notify_topic and not SNS_TOPIC_ARN.match(config.notify_topic):

@@ -1,6 +1,6 @@
 """The regions controller: a Lambda in the home region, run each minute, that keeps a job of several regions
 where spot capacity is. It reads every region's group (instances running, failed launches), the job's one
-cached placement score and where the newest checkpoint lies, decides with `moves.decide`, and applies a move:
+cached placement score and where the newest checkpoint lies, decides with `regions.moves.decide`, and applies a move:
 the old region's group to 0, the new one's to the job's nodes, an event in the job's log and a notification.
 
 At most one region launches: the region whose group wants instances is the active one, and any other group
@@ -21,13 +21,13 @@ from typing import Any
 
 import boto3
 
-from ...aws_names import regional_bucket_name
-from ..policy import parse_duration
-from .groups import RegionGroup, desired_capacity, move, observe, set_back
-from .moves import Action, JobPlace, Move, MoveRules, RegionDecision, decide
-from .observations import RegionObservation, failures_since_success
-from .place_record import RECORD_NAME, PlaceRecord, RegionSeen
-from .placement_scores import ScoreCache, ScoreRequest
+from ..aws_names import regional_bucket_name
+from .policy import parse_duration
+from .regions.groups import RegionGroup, desired_capacity, move, observe, set_back
+from .regions.moves import Action, JobPlace, Move, MoveRules, RegionDecision, decide
+from .regions.observations import RegionObservation, failures_since_success
+from .regions.place_record import RECORD_NAME, PlaceRecord, RegionSeen
+from .regions.placement_scores import ScoreCache, ScoreRequest
 
 
 @dataclass(frozen=True)
