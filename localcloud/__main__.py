@@ -30,6 +30,7 @@ from localcloud.outages import SpotOutage, parse_outage
 from localcloud.pace import PaceCheck
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
+from localcloud.region_capacity import RegionOutage, RegionPlan, parse_region_outage, parse_region_score
 from localcloud.report import DEFAULT_DISCOUNT, build_report, flat_prices
 from localcloud.session import STATE_ROOT, SessionError, find_session, sessions
 from localcloud.up import UpInputs, down, stop_instances, stop_leftovers, up
@@ -56,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="no spot capacity from START to START+LEN seconds into the run (or for LEN seconds "
                            "from when S3 holds step N, with stepN:LEN): running spot instances are reclaimed "
                            "and none launches (repeatable)")
+    demo.add_argument("--outage", action="append", default=[], metavar="REGION:START:LEN",
+                      help="a job of several regions: no spot capacity in REGION from START to START+LEN seconds "
+                           "into the run (or stepN:LEN), its placement score 1 meanwhile (repeatable)")
+    demo.add_argument("--score", action="append", default=[], metavar="REGION:SCORE",
+                      help="a job of several regions: REGION's placement score while it has capacity (default 9)")
     demo.add_argument("--price-trace", type=Path, default=None, metavar="FILE",
                       help="spot prices over time for the cost report (JSON list of type, az, time, price)")
     demo.add_argument("--timeout", type=float, default=900.0, metavar="S", help="give up after S seconds")
@@ -218,6 +224,8 @@ class DemoInputs:
 
     plan: InterruptionPlan
     outages: list[SpotOutage]
+    region_outages: list[RegionOutage]
+    scores: dict[str, int]
     prices: TracePrices | None
     command_env: dict[str, str]
     job: JobFile
@@ -261,6 +269,8 @@ def checked_inputs(options: argparse.Namespace) -> DemoInputs:
     if not options.timeout > 0:
         raise PlanError(f"--timeout {options.timeout} must be a positive number of seconds")
     outages = [parse_outage(text) for text in options.spot_outage]
+    region_outages = [parse_region_outage(text) for text in options.outage]
+    scores = dict(parse_region_score(text) for text in options.score)
     if options.price_trace is not None and not options.price_trace.is_file():
         raise PlanError(f"--price-trace {options.price_trace}: no such file")
     try:
@@ -272,7 +282,7 @@ def checked_inputs(options: argparse.Namespace) -> DemoInputs:
     if options.json is not None and not options.json.resolve().parent.is_dir():
         raise PlanError(f"--json {options.json}: no folder {options.json.parent} to write the report into")
     job, train_args = checked_job(options)
-    return DemoInputs(plan, outages, prices, command_env(options.env), job, train_args)
+    return DemoInputs(plan, outages, region_outages, scores, prices, command_env(options.env), job, train_args)
 
 
 def demo(options: argparse.Namespace) -> int:
@@ -290,16 +300,19 @@ def demo(options: argparse.Namespace) -> int:
         progress.message(f"local AWS (moto) on {cloud.aws_env['AWS_ENDPOINT_URL']}; files in {workdir}")
         parameters = {} if options.train_args is None else {"TrainArguments": train_args}
         deployment = cloud.deploy(app_dir, parameters)
-        progress.message(f"deployed {deployment.stack}: bucket {deployment.bucket}, group {deployment.group}")
+        for place in deployment.every_region():
+            progress.message(f"deployed {place.stack}: bucket {place.bucket}, group {place.group}"
+                             + (f" in {place.region}" if deployment.others else ""))
         # The built-in trainer's --steps spreads the schedule over the steps; any other command's
         # interruptions come every --interrupt-every seconds of training.
         steps = total_steps(train_args) if job.command == "builtin" else None
         pace = PaceCheck(steps, options.timeout, progress.message)
         run = RunOptions(plan=inputs.plan, total_steps=steps, timeout_seconds=options.timeout,
                          on_tick=lambda player: (progress(player), pace(player)), command_env=inputs.command_env,
-                         outages=inputs.outages, price_trace=options.price_trace)
+                         outages=inputs.outages, price_trace=options.price_trace,
+                         region_plan=region_plan(cloud, deployment, inputs))
         player = Player(cloud, deployment, run).run()
-        status = _status(cloud, deployment.bucket, deployment.job)
+        status = _status(cloud, deployment)
         report = build_report(player, status, options.spot_discount, prices=inputs.prices)
         prices = inputs.prices or flat_prices(options.spot_discount)
         picture = draw_life(cloud, deployment, workdir / f"{job.name}.svg", prices)
@@ -325,11 +338,28 @@ def draw_life(cloud: LocalCloud, deployment: Deployment, path: Path, prices: Spo
         return f"no picture of the job's life: {problem}"
 
 
-def _status(cloud: LocalCloud, bucket: str, job: str) -> dict | None:
-    try:
-        return json.loads(cloud.client("s3").get_object(Bucket=bucket, Key=job_key(job, STATUS))["Body"].read())
-    except Exception:
+def region_plan(cloud: LocalCloud, deployment: Deployment, inputs: DemoInputs) -> RegionPlan | None:
+    """The regions' capacity plan on the board moto answers from; a region the job does not list is one line."""
+    if not inputs.region_outages and not inputs.scores:
         return None
+    listed = [place.region for place in deployment.every_region()]
+    for region in [o.region for o in inputs.region_outages] + list(inputs.scores):
+        if region not in listed or not deployment.others:
+            raise PlanError(f"--outage/--score {region}: job {deployment.job} trains in {', '.join(listed)} "
+                            "(capacity.regions lists the regions a job may move between)")
+    return RegionPlan(inputs.region_outages, inputs.scores, cloud.capacity_board)
+
+
+def _status(cloud: LocalCloud, deployment: Deployment) -> dict | None:
+    """The job's status.json, from the region it last ran in (the newest of its regions' records)."""
+    found = []
+    for place in deployment.every_region():
+        try:
+            body = cloud.client("s3", place.region).get_object(Bucket=place.bucket, Key=job_key(place.job, STATUS))
+            found.append(json.loads(body["Body"].read()))
+        except Exception:
+            continue
+    return max(found, key=lambda status: str(status.get("updated_at", ""))) if found else None
 
 
 def destroy() -> int:

@@ -50,7 +50,8 @@ class CapacityWatch:
 
     def _deployed_env(self) -> dict[str, str]:
         functions = self.cloud.client("lambda").list_functions()["Functions"]
-        found = [f for f in functions if f.get("Environment", {}).get("Variables", {}).get("GROUP_NAME") == self.group]
+        found = [f for f in functions if f.get("Handler") == "index.handler"  # not the regions controller
+                 and f.get("Environment", {}).get("Variables", {}).get("GROUP_NAME") == self.group]
         if not found:
             return {}
         credentials = lambda_environment(assume(self.cloud.client("sts"), found[0]["Role"], found[0]["FunctionName"]))

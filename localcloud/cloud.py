@@ -5,6 +5,7 @@ player (localcloud/player.py) then does EC2's part.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -37,14 +38,24 @@ class JobRefused(CloudError):
     """`cdk synth` refused the job file; the message is the app's own line naming the field."""
 
 
-def synthesized_template(app_dir: Path) -> dict[str, Any]:
-    """The one stack of a synthesized app: its name and template body."""
+def synthesized_stacks(app_dir: Path) -> list[dict[str, Any]]:
+    """Every stack of a synthesized app, home first: its name, region (None: the deploy's) and template body."""
     manifest = json.loads((app_dir / "manifest.json").read_text())
+    found = []
     for name, artifact in manifest.get("artifacts", {}).items():
         if artifact.get("type") == "aws:cloudformation:stack":
             body = json.loads((app_dir / artifact["properties"]["templateFile"]).read_text())
-            return {"stack": artifact.get("displayName", name), "body": body}
-    raise CloudError(f"no stack in {app_dir}")
+            region = str(artifact.get("environment", "")).rsplit("/", 1)[-1]
+            found.append({"stack": artifact.get("displayName", name), "body": body,
+                          "region": None if region in ("", "unknown-region") else region})
+    if not found:
+        raise CloudError(f"no stack in {app_dir}")
+    return sorted(found, key=lambda stack: len(str(stack["stack"])))  # SpotTrainer-<job> before -<job>-<region>
+
+
+def synthesized_template(app_dir: Path) -> dict[str, Any]:
+    """The job's home stack of a synthesized app: its name and template body."""
+    return synthesized_stacks(app_dir)[0]
 
 
 @dataclass
@@ -54,6 +65,12 @@ class Deployment:
     bucket: str
     group: str
     app_dir: Path
+    region: str = "us-east-1"
+    others: tuple[Deployment, ...] = ()  # a job of several regions: the other regions' stacks, home's first
+
+    def every_region(self) -> tuple[Deployment, ...]:
+        """Home's deployment, then the other regions'."""
+        return (self, *self.others)
 
 
 @dataclass
@@ -66,8 +83,15 @@ class LocalCloud:
 
     def start(self) -> LocalCloud:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.moto = MotoServer(log_path=self.workdir / "moto.log", iam_decisions=self.iam_decisions).start()
+        self.moto = MotoServer(log_path=self.workdir / "moto.log", iam_decisions=self.iam_decisions,
+                               capacity_board=self.capacity_board).start()
         return self
+
+    @property
+    def capacity_board(self) -> Path:
+        """Each region's spot capacity and placement score as moto answers them (localcloud/region_capacity.py);
+        until a run writes it, capacity everywhere."""
+        return self.workdir / "capacity-board.json"
 
     @property
     def iam_decisions(self) -> Path:
@@ -90,9 +114,10 @@ class LocalCloud:
         assert self.moto is not None, "start() first"
         return self.moto.env()
 
-    def client(self, service: str) -> Any:
+    def client(self, service: str, region: str | None = None) -> Any:
         env = self.aws_env
-        return boto3.client(service, endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env["AWS_DEFAULT_REGION"],
+        return boto3.client(service, endpoint_url=env["AWS_ENDPOINT_URL"],
+                            region_name=region or env["AWS_DEFAULT_REGION"],
                             aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
                             aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
                             aws_session_token=env["AWS_SESSION_TOKEN"])
@@ -106,52 +131,62 @@ class LocalCloud:
         self._cdk(["synth", "-c", f"job={job}", "-o", str(app_dir), "--quiet"], "synth")
         return app_dir
 
-    def default_network(self) -> tuple[str, list[str]]:
-        ec2 = self.client("ec2")
+    def default_network(self, region: str | None = None) -> tuple[str, list[str]]:
+        ec2 = self.client("ec2", region)
         vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
         subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
         return vpc, sorted(s["SubnetId"] for s in subnets)[:2]
 
     def deploy(self, app_dir: Path, parameters: dict[str, str] | None = None) -> Deployment:
         """`cdk deploy` of the synthesized app, on moto's default VPC when the job picks its network at
-        deploy time. The runtime is the one the stack ships (this checkout's wheel, an asset), as on AWS."""
-        template = synthesized_template(app_dir)
-        stack = str(template["stack"])
-        declared: dict[str, Any] = template["body"].get("Parameters", {})
-        vpc, subnets = self.default_network()
-        values = {"VpcId": vpc, "Subnets": ",".join(subnets), **self.image_overrides(declared), **(parameters or {})}
+        deploy time. The runtime is the one the stack ships (this checkout's wheel, an asset), as on AWS. A job
+        of several regions: every region's stack, each in its region (home's deploy brings the others first)."""
+        stacks = synthesized_stacks(app_dir)
+        home = stacks[0]
         if any(path.name.startswith("asset.") for path in app_dir.iterdir()):
-            self.bootstrap()  # the runtime (or the job's code) ships as an asset: `cdk deploy` publishes it
-        args = ["deploy", "--app", str(app_dir), stack, "--require-approval", "never",
+            for region in {stack["region"] for stack in stacks}:
+                self.bootstrap(region)  # the runtime (or the job's code) ships as an asset: `cdk deploy` publishes it
+        args = ["deploy", "--app", str(app_dir), str(home["stack"]), "--require-approval", "never",
                 "--method=direct", "--no-previous-parameters"]
-        for name, value in values.items():
-            if name in declared:
-                args += ["--parameters", f"{name}={value}"]
+        for stack in stacks:  # each region's own network and image; a job of one region names no stack
+            declared: dict[str, Any] = stack["body"].get("Parameters", {})
+            vpc, subnets = self.default_network(stack["region"])
+            values = {"VpcId": vpc, "Subnets": ",".join(subnets), **self.image_overrides(declared, stack["region"]),
+                      **(parameters or {})}
+            prefix = f"{stack['stack']}:" if len(stacks) > 1 else ""
+            args += [arg for name, value in values.items() if name in declared
+                     for arg in ("--parameters", f"{prefix}{name}={value}")]
         self._cdk(args, "deploy")
-        outputs = self.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
-        by_key = {o["OutputKey"]: o["OutputValue"] for o in outputs}
-        job = stack.removeprefix(STACK_PREFIX)  # the job's name: its S3 prefix, log group and settings
-        return Deployment(job=job, stack=stack, bucket=by_key["CheckpointBucket"],
-                          group=by_key["AutoScalingGroup"], app_dir=app_dir)
+        job = str(home["stack"]).removeprefix(STACK_PREFIX)  # the job's name: its S3 prefix, log group and settings
+        found = [self._deployed(job, str(stack["stack"]), stack["region"], app_dir) for stack in stacks]
+        return dataclasses.replace(found[0], others=tuple(found[1:]))
 
-    def bootstrap(self) -> None:
-        """The CDK toolkit stack (its asset bucket), as `cdk bootstrap` would create it. The template is
-        the CLI's own (`--show-template`); it is created directly because moto leaves a stack created
-        through a change set, as `cdk bootstrap` does, without its outputs, which `cdk deploy` reads."""
-        cloudformation = self.client("cloudformation")
+    def _deployed(self, job: str, stack: str, region: str | None, app_dir: Path) -> Deployment:
+        region = region or self.aws_env["AWS_DEFAULT_REGION"]
+        outputs = self.client("cloudformation", region).describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+        by_key = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+        return Deployment(job=job, stack=stack, bucket=by_key["CheckpointBucket"], group=by_key["AutoScalingGroup"],
+                          app_dir=app_dir, region=region)
+
+    def bootstrap(self, region: str | None = None) -> None:
+        """The CDK toolkit stack (its asset bucket) of a region, as `cdk bootstrap` would create it. The
+        template is the CLI's own (`--show-template`); it is created directly because moto leaves a stack
+        created through a change set, as `cdk bootstrap` does, without its outputs, which `cdk deploy` reads."""
+        cloudformation = self.client("cloudformation", region)
         if any(s["StackName"] == TOOLKIT_STACK for s in cloudformation.describe_stacks()["Stacks"]):
             return
         template = self.workdir / "bootstrap-template.yaml"
-        self._cdk(["bootstrap", "--show-template"], "bootstrap", output=template)
+        if not template.is_file():
+            self._cdk(["bootstrap", "--show-template"], "bootstrap", output=template)
         cloudformation.create_stack(StackName=TOOLKIT_STACK, TemplateBody=template.read_text(),
                                     Capabilities=["CAPABILITY_NAMED_IAM"])
-        self.log("bootstrapped the local account for assets (CDKToolkit)")
+        self.log(f"bootstrapped the local account for assets (CDKToolkit{f' in {region}' if region else ''})")
 
-    def image_overrides(self, declared: dict[str, Any]) -> dict[str, str]:
+    def image_overrides(self, declared: dict[str, Any], region: str | None = None) -> dict[str, str]:
         """AWS publishes AMI ids as public SSM parameters (the Deep Learning AMI's among them); moto knows
         only a few and reserves the /aws/ names. An image parameter whose public parameter moto lacks
         is pointed at moto's Amazon Linux one: every local instance runs the same, whatever its image."""
-        ssm, overrides = self.client("ssm"), {}
+        ssm, overrides = self.client("ssm", region), {}
         for name, spec in declared.items():
             path = spec.get("Default")
             if not str(spec.get("Type", "")).startswith("AWS::SSM::Parameter::Value") or not path:
@@ -164,7 +199,9 @@ class LocalCloud:
         return overrides
 
     def destroy(self, deployment: Deployment) -> None:
-        self._cdk(["destroy", "--app", str(deployment.app_dir), deployment.stack, "--force"], "destroy")
+        """The job's stacks, every region's (`--all` of its app)."""
+        which = ["--all"] if deployment.others else [deployment.stack]
+        self._cdk(["destroy", "--app", str(deployment.app_dir), *which, "--force"], "destroy")
 
     def _cdk(self, args: list[str], what: str, output: Path | None = None) -> None:
         """Run the CDK CLI; its log goes to cdk-<what>.log, its stdout to `output` when given."""

@@ -38,22 +38,24 @@ class Launcher:
     _templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # launch template data by version
 
     def launch(self, member: dict[str, Any], group: dict[str, Any], market: str, *, settings: dict[str, str],
-               local_ipv4: str) -> Instance:
-        """The group's `member` booted: its template's user data running in its own sandbox."""
+               local_ipv4: str, region: str | None = None) -> Instance:
+        """The group's `member` booted: its template's user data running in its own sandbox, in `region`
+        (default: the local cloud's)."""
         iid = member["InstanceId"]
-        template = self._template_data(member, group)
+        template = self._template_data(member, group, region)
+        aws_env = {**self.cloud.aws_env, **({"AWS_DEFAULT_REGION": region} if region else {})}
         instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge", self.cloud.workdir / "instances" / iid,
-                            self.cloud.aws_env, settings, local_ipv4=local_ipv4, market=market,
+                            aws_env, settings, local_ipv4=local_ipv4, market=market,
                             role=self._role(template, iid), image=self.image)
         return instance.launch(base64.b64decode(template["UserData"]).decode())
 
-    def _template_data(self, member: dict[str, Any], group: dict[str, Any]) -> dict[str, Any]:
+    def _template_data(self, member: dict[str, Any], group: dict[str, Any], region: str | None) -> dict[str, Any]:
         spec = member.get("LaunchTemplate") or group["MixedInstancesPolicy"]["LaunchTemplate"][
             "LaunchTemplateSpecification"]
-        key = f"{spec['LaunchTemplateId']}:{spec.get('Version', '$Latest')}"
+        key = f"{region}:{spec['LaunchTemplateId']}:{spec.get('Version', '$Latest')}"
         if key not in self._templates:
             version = spec.get("Version") or "$Latest"
-            found = self.cloud.client("ec2").describe_launch_template_versions(
+            found = self.cloud.client("ec2", region).describe_launch_template_versions(
                 LaunchTemplateId=spec["LaunchTemplateId"], Versions=[version])["LaunchTemplateVersions"]
             self._templates[key] = found[0]["LaunchTemplateData"]
         return self._templates[key]

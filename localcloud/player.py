@@ -1,17 +1,16 @@
 """EC2's part of the local spot cloud: boot every InService instance of the job's group (its own IMDS,
 the launch template's own user data), interrupt instances as planned, power them off and terminate
-them in moto, whose group then launches replacements, until the agent scales the group to 0.
+them in moto, whose group then launches replacements, until the agent scales the group to 0. A job of
+several regions: every region's group, and the regions controller that moves the job between them.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localcloud.agent_events import EventFeed
 from localcloud.capacity_watch import CapacityWatch
 from localcloud.cloud import CloudError, Deployment, LocalCloud
 from localcloud.iam_policy import ALLOWED
@@ -21,9 +20,10 @@ from localcloud.interruptions import ANNOUNCED, HARD, Injector, Interruption
 from localcloud.journal import TrainingLog
 from localcloud.launch import Launcher, instance_settings
 from localcloud.outages import OutageClock
+from localcloud.region_groups import RegionGroups, group_market
+from localcloud.regions_controller import RegionsController
 from localcloud.run_options import RunOptions
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
-from spot_trainer.storage.s3.job_keys import LATEST, job_key
 
 TICK_SECONDS = 0.25
 
@@ -47,37 +47,40 @@ class Player:
     market_of: dict[str, str] = field(default_factory=dict)  # instance → the market it was launched in
     _waiting_for_spot: dict[str, float] = field(default_factory=dict)  # no spot capacity: not booted yet
     _replacing: dict[str, float] = field(default_factory=dict)  # wrong market: replacement launched
-    _agent_events: EventFeed | None = None
     _outages: OutageClock = field(init=False)
     _launcher: Launcher = field(init=False)
     _capacity_watch: CapacityWatch = field(init=False)
+    _regions: RegionGroups = field(init=False)
+    _controller: RegionsController | None = field(init=False)
 
     def __post_init__(self) -> None:
         self._outages = OutageClock(self.options.outages)
         self._launcher = Launcher(self.cloud, self.options.image)
         self._capacity_watch = CapacityWatch(self.cloud, self.deployment.group, self.options.watch_seconds)
+        self._regions = RegionGroups(self.cloud, self.deployment)
+        self._controller = RegionsController(self.cloud, self.deployment, self.options) \
+            if self.deployment.others else None
 
     def run(self) -> Player:
-        self.asg, self.ec2, self.s3 = (self.cloud.client(n) for n in ("autoscaling", "ec2", "s3"))
-        self._agent_events = EventFeed(self.s3, self.deployment.bucket, self.deployment.job)
         injector = self.options.injector or Injector(self.options.plan, self.options.total_steps)
         self.started_at = time.time()
         deadline = time.monotonic() + self.options.timeout_seconds
         try:
             while True:
-                group = self.asg.describe_auto_scaling_groups(
-                    AutoScalingGroupNames=[self.deployment.group])["AutoScalingGroups"][0]
-                market = group_market(group)
+                groups = self._regions.groups()
                 self._reclaim_at_outages()
-                self._boot_new(group, market)
+                for place, group in groups:
+                    self._boot_new(place.region, group, group_market(group))
                 self._watch()
-                if group["DesiredCapacity"] == 0:
+                if all(group["DesiredCapacity"] == 0 for _, group in groups):
                     break
                 self._inject(injector)
                 self._notify_overlapping()
-                self._replace_wrong_market(market)
+                self._replace_wrong_market({place.region: group_market(group) for place, group in groups})
                 self._power_off_due()
                 self._capacity_watch.tick()
+                if self._controller is not None:
+                    self._controller.tick()
                 if self.options.on_tick:
                     self.options.on_tick(self)
                 if time.monotonic() > deadline:
@@ -95,14 +98,15 @@ class Player:
     def _refuse_denied_calls(self) -> None:
         """A call IAM denied fails the run, even one the agent survived: on AWS it is lost work or a
         lost log line, every time."""
-        ours = [d for d in of_stack(self.cloud.iam_decisions, self.cloud.client("iam"), self.deployment.stack)
+        ours = [d for place in self.deployment.every_region()
+                for d in of_stack(self.cloud.iam_decisions, self.cloud.client("iam"), place.stack)
                 if d.decision != ALLOWED]
         if ours:
             raise CloudError(f"IAM denied {len(ours)} call(s) of the job's roles, first: {ours[0].line()} "
                              f"(all decisions: {self.cloud.iam_decisions})")
 
     # ---- EC2's part ----------------------------------------------------------------------------
-    def _boot_new(self, group: dict[str, Any], market: str) -> None:
+    def _boot_new(self, region: str, group: dict[str, Any], market: str) -> None:
         for member in group["Instances"]:
             iid = member["InstanceId"]
             if iid in self.instances or member["LifecycleState"] != "InService":
@@ -119,12 +123,14 @@ class Player:
                 continue
             self._waiting_for_spot.pop(iid, None)
             settings = instance_settings(self.options)
-            instance = self._launcher.launch(member, group, market, settings=settings,
+            instance = self._launcher.launch(member, group, market, settings=settings, region=region,
                                              local_ipv4=f"127.0.0.{len(self.instances) % 250 + 2}")
             self.instances[iid] = instance
+            self._regions.region_of[iid] = region
             self.logs[iid] = TrainingLog(instance.journal)
             self.market_of[iid] = market
-            self.cloud.log(f"instance {iid} ({instance.instance_type}, {market}) launched")
+            where = f", {region}" if self.deployment.others else ""
+            self.cloud.log(f"instance {iid} ({instance.instance_type}, {market}{where}) launched")
         self.most_alive = max(self.most_alive, len(self.alive()))
 
     def alive(self) -> list[Instance]:
@@ -150,7 +156,7 @@ class Player:
         that order), into each instance's log."""
         lines = {iid: log.new_lines() for iid, log in self.logs.items()}
         now = time.time()  # one stamp for the tick: lines of different nodes read together are simultaneous
-        events = self._agent_events.new_events() if self._agent_events is not None else {}
+        events = self._regions.new_events()
         for iid, log in self.logs.items():
             log.take(lines[iid], events.get(iid, []), now)
 
@@ -162,12 +168,8 @@ class Player:
         return None
 
     def latest_step(self) -> int | None:
-        try:
-            key = job_key(self.deployment.job, LATEST)
-            body = self.s3.get_object(Bucket=self.deployment.bucket, Key=key)["Body"]
-            return int(json.loads(body.read())["step"])
-        except Exception:  # not there yet
-            return None
+        """The newest step S3 holds, in whichever of the job's regions it was saved."""
+        return self._regions.latest_step()
 
     def training_instance(self) -> Instance | None:
         """The live instance running the command (the lease holder), by its latest step or start."""
@@ -252,23 +254,29 @@ class Player:
 
     # ---- markets and capacity ------------------------------------------------------------------
     def _reclaim_at_outages(self) -> None:
-        """When spot capacity dries up, the running spot instances get their notice."""
+        """When spot capacity dries up (everywhere, or in one region of the plan), the running spot instances
+        there get their notice."""
         latest = self.latest_history[-1] if self.latest_history else None
-        if not self._outages.advance(time.time() - self.started_at, latest):
+        everywhere = self._outages.advance(time.time() - self.started_at, latest)
+        plan = self.options.region_plan
+        regions = set(plan.advance(time.time(), latest)) if plan is not None else set()
+        if not everywhere and not regions:
             return
         for instance in self.alive():
             iid = instance.instance_id
-            if self.market_of.get(iid) == SPOT and iid not in self._pending_kills:
+            there = everywhere or self._regions.region_of.get(iid) in regions
+            if there and self.market_of.get(iid) == SPOT and iid not in self._pending_kills:
                 self.interruptions.append(Interruption(ANNOUNCED, iid, time.time(),
                                                        step_at_notice=self.logs[iid].max_step))
                 self.cloud.log(f"spot capacity outage: instance {iid} reclaimed")
                 self._notify(instance)
 
-    def _replace_wrong_market(self, market: str) -> None:
-        """As AWS after a change of the group's on-demand share: launch the replacement first, then
+    def _replace_wrong_market(self, markets: dict[str, str]) -> None:
+        """As AWS after a change of a group's on-demand share: launch the replacement first, then
         scale the old instance in through its termination hook once the new agent is up."""
         for instance in self.alive():
             iid = instance.instance_id
+            market = markets[self._regions.region_of.get(iid, self.deployment.region)]
             if iid in self._pending_kills or iid in self._overlapping:
                 continue
             if iid in self._replacing:
@@ -306,10 +314,7 @@ class Player:
         self._terminate_in_group(iid)
 
     def _terminate_in_group(self, iid: str) -> None:
-        try:
-            self.asg.terminate_instance_in_auto_scaling_group(InstanceId=iid, ShouldDecrementDesiredCapacity=False)
-        except Exception:  # already gone from the group (replaced early, or scaled in)
-            self.ec2.terminate_instances(InstanceIds=[iid])
+        self._regions.terminate(iid)
 
     def _let_agents_finish(self, timeout: float = 15.0) -> None:
         """Desired capacity 0: moto drops the instances at once, where AWS holds them in the termination
@@ -322,11 +327,6 @@ class Player:
         while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() and
                                                   b" Z " not in _stat(pid) for pid in agents):
             time.sleep(0.05)
-
-
-def group_market(group: dict[str, Any]) -> str:
-    share = group["MixedInstancesPolicy"]["InstancesDistribution"].get("OnDemandPercentageAboveBaseCapacity", 0)
-    return ON_DEMAND if int(share) == 100 else SPOT
 
 
 def _stat(pid: int) -> bytes:

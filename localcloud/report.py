@@ -16,6 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from localcloud import region_lines
 from localcloud.boots import boot_line, replacement_phrase
 from localcloud.instance import Instance
 from localcloud.interruptions import Interruption, InterruptionPlan
@@ -80,6 +81,8 @@ class Report:
     final_outputs: str = ""  # what the finished command left beside its checkpoints, and where it is kept
     boots: list[dict[str, Any]] = field(default_factory=list)  # each instance's launch → first step (boots.py)
     completed_steps_lost_text: str = ""  # the figure and how it is known: measured, a lower bound, or unknown
+    region_moves: list[dict[str, Any]] = field(default_factory=list)  # a job of several regions: its moves
+    cross_region_restores: list[dict[str, Any]] = field(default_factory=list)  # and the steps that crossed
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -128,6 +131,7 @@ class Report:
         for switch in self.market_switches:
             lines.append(f"  market switch          {switch['from']} → {switch['to']} after "
                          f"{switch['after_seconds']:.0f}s by {switch['by']}: {switch['reason']}")
+        lines += region_lines.lines(self.region_moves, self.cross_region_restores)
         lines += [boot_line(row) for row in self.boots]
         if phrase := replacement_phrase(self.boots):
             lines.append(phrase)
@@ -275,6 +279,8 @@ def build_report(player: Player, status: dict[str, Any] | None, discount: float 
         nodes_together=nodes,
         final_outputs=final_outputs(events),
         boots=boot_rows(events),
+        region_moves=region_lines.region_moves(events, player.started_at),
+        cross_region_restores=region_lines.crossings(events),
     )
 
 
@@ -284,7 +290,15 @@ def planned_interruptions(plan: InterruptionPlan) -> int:
 
 
 def job_events(player: Player) -> list[dict[str, Any]]:
-    return RemoteStore(player.cloud.client("s3"), player.deployment.bucket, player.deployment.job).events()
+    """The job's events, from every region's bucket, in time order."""
+    events = [event for store in job_stores(player) for event in store.events()]
+    return sorted(events, key=lambda event: float(event.get("epoch") or 0.0))
+
+
+def job_stores(player: Player) -> list[RemoteStore]:
+    """The job's store in each of its regions, home first."""
+    return [RemoteStore(player.cloud.client("s3", place.region), place.bucket, place.job)
+            for place in player.deployment.every_region()]
 
 
 def market_switches(player: Player, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -311,12 +325,12 @@ def flat_prices(discount: float) -> SpotPriceSource:
 def run_cost(player: Player, prices: SpotPriceSource) -> tuple[JobCost, list[str]]:
     """The run's cost from the records the agents wrote, and the instances that had none (killed before
     their agent started, or whose agent ended first: billed all the same, from the player's own view)."""
-    store = RemoteStore(player.cloud.client("s3"), player.deployment.bucket, player.deployment.job)
-    lives, _ = read_records(store)
+    stores = job_stores(player)
+    lives = [life for store in stores for life in read_records(store)[0]]
     recorded = {life.instance for life in lives}
     region = player.cloud.aws_env.get("AWS_DEFAULT_REGION", "us-east-1")
     missing = [as_life(i, region) for i in player.instances.values() if i.instance_id not in recorded and i.launched_at]
-    cost = job_cost([*lives, *missing], store.events(), prices, now=player.ended_at, job_running=False,
+    cost = job_cost([*lives, *missing], job_events(player), prices, now=player.ended_at, job_running=False,
                     minimum_seconds=0.0)
     return cost, [life.instance for life in missing]
 

@@ -12,6 +12,7 @@ from localcloud.images import ImageFacts
 from localcloud.instance import Instance
 from localcloud.interruptions import Injector, InterruptionPlan
 from localcloud.outages import SpotOutage
+from localcloud.region_capacity import RegionPlan
 
 if TYPE_CHECKING:
     from localcloud.player import Player
@@ -26,7 +27,9 @@ class RunOptions:
     command_env: dict[str, str] = field(default_factory=dict)  # extra environment of the training command
     on_tick: Callable[[Player], None] | None = None
     outages: list[SpotOutage] = field(default_factory=list)  # windows with no spot capacity
-    watch_seconds: float = 2.0  # how often the capacity watch runs (AWS: every minute)
+    watch_seconds: float = 2.0  # how often the capacity watch and the regions controller run (AWS: every minute)
+    region_plan: RegionPlan | None = None  # a job of several regions: each region's capacity and score
+    region_wait: str = "20s"  # the job's capacity.region_wait at the local cloud's pace
     price_trace: Path | None = None  # spot prices for the cost report (default: a flat 30% of on-demand)
     image: ImageFacts | None = None  # instances play this image as it is (default: an env with torch)
     # An instance is interrupted only once this says so (default: as the plan places it), e.g. once the

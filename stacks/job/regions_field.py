@@ -51,9 +51,9 @@ def check_regions_fit(job: JobSpec) -> None:
         raise field_error("capacity.regions", "several regions train one node, or standbys, at a time: a "
                           "distributed job's sharded steps do not follow it to another region yet; list one region")
     many = f"lives in one region, and this job lists {len(job.capacity.regions)}"
-    if job.network.subnets or not job.network.create:
-        raise field_error("network.subnets", f'a subnet {many}: leave network.subnets out (or "create") so each '
-                          "region's stack makes its own VPC")
+    if job.network.subnets:
+        raise field_error("network.subnets", f'a subnet {many}: give "create" (each region\'s stack makes its own '
+                          'VPC) or "parameter" (each stack\'s VPC and subnets chosen at deploy time)')
     if AMI_ID.match(job.capacity.ami):
         raise field_error("capacity.ami", f"an AMI id {many}: give an SSM parameter path, which names the image "
                           "in every region")

@@ -81,12 +81,12 @@ def test_home_without_capacity_is_left_for_the_best_scored_region(server: MotoSe
     now = time.time()
     deploy(server, Board((Window("us-east-1", now - 30, now + 3600),), {"us-west-2": 3, "eu-west-1": 9}))
     outcome = tick(SETUP, clients(server), now)
-    assert outcome == "stay: waiting for spot capacity in us-east-1: 0 min of region_wait 15 min, 1 of 3 capacity " \
+    assert outcome == "stay: waiting for spot capacity in us-east-1: 0s of region_wait 15m, 1 of 3 capacity " \
         "failures", outcome
     assert desired(server) == {"us-east-1": 2, "us-west-2": 0, "eu-west-1": 0}
     now += SETUP.region_wait  # the controller's clock: a quarter of an hour of minutes in which nothing ran
     outcome = tick(SETUP, clients(server), now)
-    assert outcome.startswith("move: no instance has run in us-east-1 for 15 min (region_wait 15 min)"), outcome
+    assert outcome.startswith("move: no instance has run in us-east-1 for 15m (region_wait 15m)"), outcome
     assert "moving to eu-west-1 (placement score 9" in outcome  # us-west-2 scores 3, below the threshold
     assert desired(server) == {"us-east-1": 0, "us-west-2": 0, "eu-west-1": 2}
     moved = record(server)

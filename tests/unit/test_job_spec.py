@@ -280,7 +280,8 @@ BAD_CASES = [
      "capacity.region_wait: 2m is shorter than a boot and a restore"),
     (with_changes("capacity", regions=["us-east-1"], region_wait="soon"),
      "capacity.region_wait: duration 'soon' is not whole numbers with units"),
-    (with_changes("capacity", regions=["us-east-1", "us-west-2"]),  # the example picks its subnets at deploy
+    ({**with_changes("capacity", regions=["us-east-1", "us-west-2"]), "network": {"subnets": ["subnet-0a1b2c3d"],
+                                                                             "vpc_id": "vpc-0a1b2c3d"}},
      "network.subnets: a subnet lives in one region, and this job lists 2"),
     ({**with_changes("capacity", regions=["us-east-1", "us-west-2"], ami="ami-0123456789abcdef0"),
       "network": {"subnets": "create"}}, "capacity.ami: an AMI id lives in one region"),

@@ -44,14 +44,14 @@ def test_a_region_with_an_instance_running_is_kept() -> None:
 def test_the_job_waits_in_its_region_until_region_wait_passes() -> None:
     decision = decide(at_home(), seen(active_idle_for=600), RULES, NOW)
     assert decision.action is Action.STAY
-    assert decision.reason == ("waiting for spot capacity in us-east-1: 10 min of region_wait 15 min, "
+    assert decision.reason == ("waiting for spot capacity in us-east-1: 10m of region_wait 15m, "
                                "0 of 3 capacity failures")
 
 
 def test_region_wait_without_an_instance_moves_the_job_to_the_best_scored_region() -> None:
     decision = decide(at_home(), seen(active_idle_for=900), RULES, NOW)
     assert (decision.action, decision.region) == (Action.MOVE, "us-west-2")
-    assert decision.reason.startswith("no instance has run in us-east-1 for 15 min (region_wait 15 min)")
+    assert decision.reason.startswith("no instance has run in us-east-1 for 15m (region_wait 15m)")
     assert "placement score 9" in decision.reason
 
 
@@ -142,7 +142,7 @@ def test_moves_without_an_instance_between_back_off_doubling_the_gap() -> None:
     place = at_home(moves=moves, last_running_at=NOW - 3000)
     decision = decide(place, seen(), RULES, NOW)
     assert decision.action is Action.STAY  # two moves in this sweep: 1200 s apart at least, 1000 s have passed
-    assert "moves back off: the next one 3 min from now at the earliest" in decision.reason
+    assert "moves back off: the next one 3m20s from now at the earliest" in decision.reason
     assert decide(place, seen(active_idle_for=1200), RULES, NOW + 200).action is Action.MOVE
 
 

@@ -85,11 +85,13 @@ def needed(modules: set[str] | None, exclude: set[str] | None = None) -> dict[st
     return where
 
 
-def role_statements(synth: Synthesized, principal: str) -> list[dict[str, Any]]:
-    """Every statement of the policies attached to the one role that `principal` assumes."""
-    ((role, properties),) = [(logical, resource["Properties"])
-                              for logical, resource in synth.resources("AWS::IAM::Role").items()
-                              if principal in str(resource["Properties"]["AssumeRolePolicyDocument"])]
+def role_statements(synth: Synthesized, principal: str, who: str = "") -> list[dict[str, Any]]:
+    """Every statement of the policies attached to the one role that `principal` assumes (of several, the one
+    whose description names `who`: a job of several regions has two Lambda roles)."""
+    found = [(logical, resource["Properties"]) for logical, resource in synth.resources("AWS::IAM::Role").items()
+             if principal in str(resource["Properties"]["AssumeRolePolicyDocument"])]
+    ((role, properties),) = found if len(found) == 1 else [
+        (logical, properties) for logical, properties in found if who in properties.get("Description", "")]
     statements = [s for inline in properties.get("Policies", []) for s in inline["PolicyDocument"]["Statement"]]
     for policy in synth.resources("AWS::IAM::Policy").values():
         if {"Ref": role} in policy["Properties"]["Roles"]:
@@ -118,7 +120,7 @@ def test_every_call_is_granted(synthesized: dict[str, Synthesized], who: str, pr
     assert calls, "the scan found no AWS call at all"
     for job, synth in synthesized.items():
         missing = {action: where for action, where in calls.items()
-                   if action not in granted(role_statements(synth, principal))}
+                   if action not in granted(role_statements(synth, principal, who))}
         assert not missing, f"{job}: the {who} role lacks {sorted(missing)}, called at {missing}"
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ..policy import format_duration
 from .launch_failures import LaunchFailure
 from .observations import RegionObservation
 
@@ -195,4 +196,5 @@ def _idle_seconds(region: RegionObservation, now: float) -> float:
 
 
 def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min"
+    """"15m", "4m10s", "20s": the job file's own way to write a duration."""
+    return format_duration(seconds)
