@@ -133,6 +133,10 @@ class Player:
             self.cloud.log(f"instance {iid} ({instance.instance_type}, {market}{where}) launched")
         self.most_alive = max(self.most_alive, len(self.alive()))
 
+    def region_of(self, iid: str) -> str:
+        """The region an instance was launched in."""
+        return self._regions.region_of.get(iid, self.deployment.region)
+
     def alive(self) -> list[Instance]:
         return [i for i in self.instances.values() if i.ended_at is None]
 
