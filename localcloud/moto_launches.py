@@ -46,8 +46,9 @@ def describe_and_retry(self: AutoScalingBackend, *args: Any, **kwargs: Any) -> A
     board = read_board(os.environ.get(BOARD_ENV))
     for group in groups:
         short = (group.desired_capacity or 0) - len(group.active_instances())
-        if short > 0 and _played(board, group.region) and board.has_capacity(group.region, time.time()):
-            group.set_desired_capacity(group.desired_capacity)  # AWS's next try, now that capacity is back
+        launches = not _spot(group) or board.has_capacity(group.region, time.time())
+        if short > 0 and _played(board, group.region) and launches:
+            group.set_desired_capacity(group.desired_capacity)  # AWS's next try: capacity is back, or on-demand
     return groups
 
 

@@ -19,6 +19,9 @@ from localcloud.run_options import RunOptions
 from spot_trainer.capacity import region_controller
 
 HANDLER = "spot_trainer.capacity.region_controller.handler"
+# The controller runs every few seconds here, where AWS runs it every minute: its backoffs and its placement-score
+# poll (minutes on AWS) run this many times faster, so one local run plays a sweep of several regions.
+LOCAL_PACE = 30.0
 
 
 @dataclass
@@ -40,12 +43,14 @@ class RegionsController:
         deployer = {k: v for k, v in self.cloud.aws_env.items() if k not in STATIC_CREDENTIALS}
         with contextlib.ExitStack() as stack:
             stack.enter_context(_environ({**deployer, **self._env, "REGION_WAIT": self.options.region_wait,
+                                          "LOCAL_PACE": str(LOCAL_PACE), "QUIET_SECONDS": "6",
                                           "AWS_DEFAULT_REGION": self.deployment.region}))
             stack.enter_context(contextlib.redirect_stdout(io.StringIO()))  # its log line is the one below
             outcome = region_controller.handler({}, None)
-        if outcome.startswith("move") or (outcome != self._last and not outcome.startswith("stay: ")):
-            self.cloud.log(f"regions controller: {outcome}")
-        self._last = outcome
+        action = outcome.partition(":")[0]
+        if action == "move" or "switched to" in outcome or (action != self._last and action != "stay"):
+            self.cloud.log(f"regions controller: {outcome}")  # a decision, not each minute's restatement of it
+        self._last = action
 
     def _deployed_env(self) -> dict[str, str]:
         functions = self.cloud.client("lambda", self.deployment.region).list_functions()["Functions"]

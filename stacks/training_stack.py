@@ -93,19 +93,8 @@ class SpotTrainingStack(Stack):
         fleet.group.add_resource_dependency(role.policy)
         StallAlarm(self, "Stall", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name,
                    minutes=params.value("StallAlarmMinutes"), topic_arn=topic.arn)
-        if place.home and place.several:
-            RegionsController(
-                self, "Regions", job=job.name, regions=job.capacity.regions, group_name=fleet.group_name,
-                nodes=params.value("Nodes"), instance_types=params.value("InstanceTypes"),
-                region_wait=job.capacity.region_wait, runtime=self._runtime_wheel(), topic_arn=topic.arn,
-                log_group=logs.name, log_group_arn=logs.arn)
-        if place.home:  # a dashboard's name is the account's, in every region; the job has one controller
-            JobDashboard(self, "Dashboard", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name)
-            CapacityWatch(
-                self, "CapacityWatch", job=job.name, group_name=fleet.group_name, bucket_arn=bucket.arn,
-                bucket_name=bucket.name, topic_arn=topic.arn, log_group=logs.name, log_group_arn=logs.arn,
-                max_spot_wait=params["MaxSpotWait"], deadline=params["Deadline"], margin=params["DeadlineMargin"],
-            )
+        if place.home:
+            self._home_watch(job, place, params, fleet, bucket, topic, logs)
         acknowledge_findings(
             self, job=job.name, bucket_name=bucket.name,
             group_name=fleet.group_name, created_vpc=job.network.create,
@@ -117,6 +106,24 @@ class SpotTrainingStack(Stack):
         CfnOutput(self, "AutoScalingGroup", value=fleet.group_name)
         CfnOutput(self, "LogGroup", value=logs.name)
         CfnOutput(self, "NotificationTopic", value=topic.arn)
+
+    def _home_watch(self, job: JobSpec, place: RegionStack, params: JobParameters, fleet: SpotFleet,
+                    bucket: CheckpointBucket, topic: JobTopic, logs: JobLogGroup) -> None:
+        """Home's: the dashboard (its name is the account's, in every region) and what watches the job's capacity,
+        the capacity watch, or for a job of several regions the regions controller, which applies its rules too."""
+        JobDashboard(self, "Dashboard", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name)
+        if place.several:
+            RegionsController(
+                self, "Regions", job=job.name, regions=job.capacity.regions, group_name=fleet.group_name,
+                nodes=params.value("Nodes"), instance_types=params.value("InstanceTypes"),
+                region_wait=job.capacity.region_wait, max_spot_wait=params.value("MaxSpotWait"),
+                runtime=self._runtime_wheel(), topic_arn=topic.arn, log_group=logs.name, log_group_arn=logs.arn)
+            return
+        CapacityWatch(
+            self, "CapacityWatch", job=job.name, group_name=fleet.group_name, bucket_arn=bucket.arn,
+            bucket_name=bucket.name, topic_arn=topic.arn, log_group=logs.name, log_group_arn=logs.arn,
+            max_spot_wait=params["MaxSpotWait"], deadline=params["Deadline"], margin=params["DeadlineMargin"],
+        )
 
     def _code_asset_uri(self, job: JobSpec) -> str:
         self._code_asset: s3_assets.Asset | None = None

@@ -39,8 +39,9 @@ def regional_group_arn(region: str, name: str) -> str:
 
 class RegionsController(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, job: str, regions: tuple[str, ...], group_name: str,
-                 nodes: str, instance_types: str, region_wait: str, runtime: s3_assets.Asset, topic_arn: str,
-                 log_group: str, log_group_arn: str) -> None:
+                 nodes: str, instance_types: str, region_wait: str, max_spot_wait: str, runtime: s3_assets.Asset,
+                 topic_arn: str, log_group: str, log_group_arn: str) -> None:
+        """`max_spot_wait`: with no spot capacity in any region, today's rule for going on-demand where the job is."""
         super().__init__(scope, construct_id)
         buckets = [f"arn:{Aws.PARTITION}:s3:::{regional_bucket_name(job, r, Aws.ACCOUNT_ID)}" for r in regions]
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
@@ -55,6 +56,7 @@ class RegionsController(Construct):
             environment=lambda_.CfnFunction.EnvironmentProperty(variables={
                 "JOB": job, "REGIONS": ",".join(regions), "ACCOUNT": Aws.ACCOUNT_ID, "GROUP_NAME": group_name,
                 "NODES": nodes, "INSTANCE_TYPES": instance_types, "REGION_WAIT": region_wait,
+                "MAX_SPOT_WAIT": max_spot_wait,
                 "TOPIC_ARN": topic_arn}),
         )
         skip_checkov(self.function, {"CKV_AWS_116": WATCH_WITHOUT_DLQ, "CKV_AWS_117": WATCH_OUTSIDE_VPC,
@@ -78,9 +80,11 @@ class RegionsController(Construct):
             iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingGroups",
                                          "autoscaling:DescribeScalingActivities", "ec2:GetSpotPlacementScores"],
                                 resources=["*"]),
-            iam.PolicyStatement(actions=["autoscaling:SetDesiredCapacity"],
+            # SetDesiredCapacity moves the job; UpdateAutoScalingGroup sets its market where no region has spot
+            iam.PolicyStatement(actions=["autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup"],
                                 resources=[regional_group_arn(region, group_name) for region in regions]),
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{arn}/{job}/latest.json" for arn in buckets]),
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{arn}/{job}/{name}" for arn in buckets
+                                                                     for name in ("latest.json", "status.json")]),
             # GetObject of a key that is not there answers 404 (not 403) only with ListBucket
             iam.PolicyStatement(actions=["s3:ListBucket"], resources=buckets,
                                 conditions={"StringLike": {"s3:prefix": [f"{job}/*"]}}),

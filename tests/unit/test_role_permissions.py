@@ -32,7 +32,7 @@ TRANSFER_ACTIONS = {"upload": {"s3:PutObject", "s3:AbortMultipartUpload"}, "down
                     "upload_file": {"s3:PutObject", "s3:AbortMultipartUpload"}, "download_file": {"s3:GetObject"}}
 LAMBDA_MODULES = {"trainer/capacity/watch.py"}
 # The regions controller's Lambda (a job of several regions; tests/unit/test_region_stacks.py checks its role).
-REGIONS_MODULES = {"trainer/capacity/region_controller.py",
+REGIONS_MODULES = {"trainer/capacity/region_controller.py", "trainer/capacity/on_demand_handover.py",
                    *(str(p.relative_to(REPO)) for p in (REPO / "trainer" / "capacity" / "regions").glob("*.py"))}
 # The user's commands on a deployed job run on the user's machine with the user's own credentials (what
 # they need: docs/operations.md), never with an instance's role.

@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 
 from ..aws_names import regional_bucket_name
+from .on_demand_handover import hand_over, reason_to_hand_over
 from .policy import parse_duration
 from .regions.groups import RegionGroup, desired_capacity, move, observe, set_back
 from .regions.moves import Action, JobPlace, Move, MoveRules, RegionDecision, decide
@@ -42,16 +43,23 @@ class ControllerSetup:
     region_wait: float
     instance_types: tuple[str, ...]
     topic_arn: str
+    pace: float = 1.0  # LOCAL_PACE: the local spot cloud's time runs this many times faster (backoffs, polls)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ControllerSetup:
         return cls(job=env["JOB"], regions=tuple(env["REGIONS"].split(",")), account=env["ACCOUNT"],
                    group=env["GROUP_NAME"], nodes=int(env["NODES"]), region_wait=parse_duration(env["REGION_WAIT"]),
                    instance_types=tuple(t.strip() for t in env["INSTANCE_TYPES"].split(",") if t.strip()),
-                   topic_arn=env.get("TOPIC_ARN", ""))
+                   topic_arn=env.get("TOPIC_ARN", ""), pace=float(env.get("LOCAL_PACE") or 1.0))
 
     def bucket(self, region: str) -> str:
         return regional_bucket_name(self.job, region, self.account)
+
+    @property
+    def rules(self) -> MoveRules:
+        defaults = MoveRules(region_wait=self.region_wait)
+        return replace(defaults, backoff_seconds=defaults.backoff_seconds / self.pace,
+                       retry_after_seconds=defaults.retry_after_seconds / self.pace)
 
     @property
     def home(self) -> str:
@@ -84,7 +92,8 @@ def tick(setup: ControllerSetup, clients: Clients, now: float) -> str:
     if record is None or record.active != active:
         record = PlaceRecord(active=active, active_since=now, moves=record.moves if record else ())
     cache = ScoreCache(ScoreRequest.for_job(setup.instance_types, setup.nodes, setup.regions),
-                       asked_at=record.scores_asked_at, scores=record.scores, limited=record.scores_limited)
+                       asked_at=record.scores_asked_at, scores=record.scores, limited=record.scores_limited,
+                       pace=setup.pace)
     scores = cache.current(clients("ec2", setup.home), now) or {}
     idle_since = max(record.active_since, record.last_running_at or 0.0)
     seen = {region: _observe(group, wanted[region], scores.get(region), idle_since if region == active else None)
@@ -92,15 +101,18 @@ def tick(setup: ControllerSetup, clients: Clients, now: float) -> str:
     running = seen[active].running > 0
     place = JobPlace(setup.regions, active, record.moves, now if running else record.last_running_at,
                      _checkpoint_region(clients, setup))
-    decision = decide(place, seen, MoveRules(region_wait=setup.region_wait), now)
+    decision = decide(place, seen, setup.rules, now)
     record = replace(record, last_running_at=place.last_running_at, scores_asked_at=cache.asked_at,
                      scores=cache.scores, scores_limited=cache.limited, reason=decision.reason,
                      regions={r: _seen_line(wanted[r], seen[r]) for r in setup.regions})
+    handed = ""
     if decision.action is Action.MOVE:
         move(groups[active], groups[decision.region], setup.nodes)
         record = _moved(setup, clients, record, decision, now)
+    elif decision.action is Action.ON_DEMAND:
+        handed = _on_demand(setup, clients, active, record.last_running_at or record.active_since, now)
     s3.put_object(Bucket=setup.bucket(setup.home), Key=setup.record_key, Body=record.to_json())
-    return f"{note}{decision.action}: {decision.reason}"
+    return f"{note}{decision.action}: {decision.reason}{handed}"
 
 
 def _read_record(s3: Any, setup: ControllerSetup) -> tuple[PlaceRecord | None, str]:
@@ -158,20 +170,36 @@ def _moved(setup: ControllerSetup, clients: Clients, record: PlaceRecord, decisi
     """The move's event in the job's log, its notification, and the record's new active region."""
     source = record.active
     move_made = Move(now, source, decision.region, decision.reason)
-    _record_event(clients("s3", setup.home), setup, move_made)
-    if setup.topic_arn:
-        clients("sns", setup.home).publish(TopicArn=setup.topic_arn, Subject=f"Spot Trainer {setup.job}: moved",
-                                           Message=f"Job {setup.job} moved from {source} to {decision.region}: "
-                                                   f"{decision.reason}.")
-    return replace(record, active=decision.region, active_since=now, last_running_at=None,
-                   moves=(*record.moves, move_made))
-
-
-def _record_event(s3: Any, setup: ControllerSetup, move: Move) -> None:
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(move.at)) + f".{int(move.at % 1 * 1e6):06d}Z"
     # "region" is EventKind.REGION: this room imports no storage module (as watch.py writes "market")
-    event = {"kind": "region", "time": stamp, "epoch": move.at, "instance": "regions-controller",
-             "from": move.source, "to": move.target, "reason": move.reason}
-    s3.put_object(Bucket=setup.bucket(setup.home), Key=f"{setup.job}/events/{stamp}-regions-controller-region.json",
-                  Body=json.dumps(event).encode())
+    _record_event(clients("s3", setup.home), setup, "region", now, {"from": source, "to": decision.region,
+                                                                     "reason": decision.reason})
+    _notify(setup, clients, "moved", f"moved from {source} to {decision.region}: {decision.reason}")
+    return replace(record, active=decision.region, active_since=now, moves=(*record.moves, move_made))
 
+
+def _on_demand(setup: ControllerSetup, clients: Clients, active: str, since: float, now: float) -> str:
+    """Today's on-demand rules in the active region; the line's tail when they switched its group."""
+    autoscaling = clients("autoscaling", active)
+    reason = reason_to_hand_over(autoscaling, clients("s3", active), bucket=setup.bucket(active), job=setup.job,
+                                 group=setup.group, since=since, now=now)
+    if reason is None:
+        return ""
+    hand_over(autoscaling, setup.group)
+    # "market" is EventKind.MARKET: this room imports no storage module (as watch.py writes it)
+    _record_event(clients("s3", setup.home), setup, "market", now, {"from": "spot", "to": "on-demand",
+                                                                     "region": active, "reason": reason})
+    _notify(setup, clients, "on-demand", f"switched to on-demand in {active}: {reason}")
+    return f"; {active} switched to on-demand: {reason}"
+
+
+def _notify(setup: ControllerSetup, clients: Clients, what: str, line: str) -> None:
+    if setup.topic_arn:
+        clients("sns", setup.home).publish(TopicArn=setup.topic_arn, Subject=f"Spot Trainer {setup.job}: {what}",
+                                           Message=f"Job {setup.job} {line}.")
+
+
+def _record_event(s3: Any, setup: ControllerSetup, kind: str, at: float, fields: dict[str, Any]) -> None:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(at)) + f".{int(at % 1 * 1e6):06d}Z"
+    event = {"kind": kind, "time": stamp, "epoch": at, "instance": "regions-controller", **fields}
+    s3.put_object(Bucket=setup.bucket(setup.home), Key=f"{setup.job}/events/{stamp}-regions-controller-{kind}.json",
+                  Body=json.dumps(event).encode())
