@@ -92,7 +92,7 @@ def test_each_node_restores_its_ranks_share_at_the_same_world_size(
             (f"__{rank}_0.distcp", [[0, WHOLE_ITEM]]) for rank in range(WORLD) if rank != group_rank]
 
 
-def test_another_world_size_restores_all_of_it_in_one_line(
+def test_another_world_size_restores_all_of_a_save_whose_chunks_are_not_sized_in_one_line(
         published: tuple[RemoteStore, list[Path]], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store, folders = published
     with caplog.at_level(logging.INFO):
@@ -104,7 +104,8 @@ def test_another_world_size_restores_all_of_it_in_one_line(
     assert not (tmp_path / "fresh" / PART_RECORD).exists()
     lines = [r.getMessage() for r in caplog.records if "restoring all of step" in r.getMessage()]
     assert lines == [f"restoring all of step {STEP} for this node's ranks (0 to 0 of 3): .metadata: it was "
-                     "saved by 4 rank(s), this round has 3"], lines
+                     "saved by 4 rank(s), this round has 3, and its .metadata does not size every chunk it "
+                     "places"], lines
 
 
 def test_a_round_again_from_a_step_restored_in_part_fetches_all_of_it(

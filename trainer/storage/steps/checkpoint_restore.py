@@ -22,6 +22,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ...integrations.checkpoint_names import RESTORED_PART
 from ..checkpoint_versions import is_version
 from ..files.checksums import digest_files
 from ..files.held_files import copies_of, link_held
@@ -29,7 +30,7 @@ from ..s3.job_keys import MANIFEST
 from ..s3.job_objects import DamagedRecord, JobObjects, RemoteStoreError
 from ..s3.key_names import local_name
 from ..s3.s3client import DEFAULT_CONCURRENCY
-from ..saves import shards
+from ..saves import resharded, shards
 from .checkpoint_files import BadManifest, entry_name, safe_relative
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 # Writing the restore failed for the instance's disk: a full disk, a quota, read-only, no permission.
 LOCAL_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
 FILE_SET = "files"  # a manifest's kind for entries restored side by side in CHECKPOINT_DIR (fixed_names.py)
-PART_RECORD = ".restored-part.json"  # in CHECKPOINT_DIR: the step restored in part, and for which ranks
+PART_RECORD = RESTORED_PART  # in CHECKPOINT_DIR: the step restored in part, and for which ranks
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Fetch:
 
     pieces: dict[str, list[shards.Range]] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)
+    files: dict[str, tuple[str, int]] = field(default_factory=dict)  # key of a piece or absent → (name, size)
 
     @property
     def in_part(self) -> bool:
@@ -91,7 +93,7 @@ def restore_step(objects: JobObjects, prefix: str, step: int, dest_dir: Path, da
     placed = _put_in_place(staging, final, file_set)
     if is_version(step):
         _written_at(final.parent, placed, step)
-    _record_part(dest_dir, step, final.name, ranks, fetch)
+    _record_part(dest_dir, step, final.name, ranks, fetch, (objects.bucket, prefix))
     log.info("restored step %d into %s%s", step, final, " (what this node's ranks read)" if fetch.in_part else "")
     return final
 
@@ -124,7 +126,11 @@ def _written_at(folder: Path, names: list[str], version: int) -> None:
             os.utime(file, (version, version))
 
 
-def _record_part(dest_dir: Path, step: int, name: str, ranks: shards.NodeRanks | None, fetch: Fetch) -> None:
+def _record_part(dest_dir: Path, step: int, name: str, ranks: shards.NodeRanks | None, fetch: Fetch,
+                 source: tuple[str, str]) -> None:
+    """The record of a restore in part: the step, the ranks, what was left out, and where in S3 each such file
+    is (bucket, step prefix, key → name in the checkpoint and size), so a rank that reads what was left out
+    fetches it (integrations/missing_reads.py)."""
     record = dest_dir / PART_RECORD
     if not fetch.in_part:
         record.unlink(missing_ok=True)
@@ -133,7 +139,8 @@ def _record_part(dest_dir: Path, step: int, name: str, ranks: shards.NodeRanks |
     held_for = before.get("ranks") if before.get("step") == step else None  # kept: the round before's share
     for_ranks = held_for if ranks in (None, shards.BEFORE_A_ROUND) else [ranks.group_rank, ranks.nodes, ranks.per_node]
     body = {"step": step, "name": name, "ranks": for_ranks,
-            "absent": sorted(fetch.absent), "pieces": fetch.pieces}
+            "absent": sorted(fetch.absent), "pieces": fetch.pieces,
+            "bucket": source[0], "prefix": source[1], "files": fetch.files}
     aside = dest_dir / f"{PART_RECORD}.{os.getpid()}"
     aside.write_text(json.dumps(body))
     os.replace(aside, record)
@@ -189,7 +196,7 @@ def _share(objects: JobObjects, prefix: str, manifest: dict[str, Any], targets: 
     for key, folder in metadata.items():
         inside = {name.removeprefix(f"{folder}/") if folder else name: key for key, name in names.items()
                   if name.rpartition("/")[0] == folder and shards.rank_of(name) is not None}
-        share = shards.node_share(targets[key].read_bytes(), set(inside), ranks)
+        share = resharded.node_reads(targets[key].read_bytes(), set(inside), ranks)
         whys += [f"{shards.metadata_name(folder)}: {share.why}"] if share.why else []
         for name, shard_key in inside.items():
             if shard_key not in fetched:  # this disk holds it whole, linked already
@@ -198,6 +205,9 @@ def _share(objects: JobObjects, prefix: str, manifest: dict[str, Any], targets: 
                 fetch.pieces[shard_key] = share.pieces[name]
             elif name not in share.whole:
                 fetch.absent.add(shard_key)
+            else:
+                continue
+            fetch.files[shard_key] = (names[shard_key], int(manifest["files"][shard_key]["size"]))
     if whys:
         log.info("restoring all of step %s for this node's ranks (%d to %d of %d): %s", manifest.get("step"),
                  ranks.ranks.start, ranks.ranks.stop - 1, ranks.world, "; ".join(whys))

@@ -1,0 +1,113 @@
+"""A rank never reads a hole: what its node did not fetch of a step, it fetches before DCP reads it.
+
+A node restores of a sharded step what its ranks are expected to read (storage/steps/checkpoint_restore.py):
+files of their full size holding only those pieces, others left out, all named in CHECKPOINT_DIR's
+RESTORED_PART record with where each is in S3. A sparse file reads zeros in its holes, never an error, so a
+load plan other than the one expected (another sharding, a file deleted since) would load zeros in silence.
+So before DCP's file reader reads (`FileSystemReader.read_data`, which every `dcp.load` goes through), each
+stored chunk the plan reads is looked up in the record: a chunk the node lacks, whole or in part, is fetched
+from S3 first (one ranged GET per run of touching chunks), said in one line, and the load goes on. A fetch
+that fails ends the load with a line naming the file: never zeros.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .checkpoint_names import RESTORED_PART
+
+MODULE = "torch.distributed.checkpoint.filesystem"
+Range = tuple[int, int]
+
+
+def fetch_before_reading(module: ModuleType) -> None:
+    reader = module.FileSystemReader
+    read_data = reader.read_data
+
+    def reading(self: Any, plan: Any, planner: Any) -> Any:
+        record = _record()
+        if record is not None:
+            fetch_missing(Path(str(self.path)), [self.storage_data[item.storage_index] for item in plan.items], record)
+        return read_data(self, plan, planner)
+
+    reading.__wrapped__ = read_data  # type: ignore[attr-defined]
+    reader.read_data = reading
+
+
+def _record() -> dict[str, Any] | None:
+    directory = os.environ.get("CHECKPOINT_DIR")
+    try:
+        record = json.loads((Path(directory) / RESTORED_PART).read_text()) if directory else None
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
+
+
+def fetch_missing(folder: Path, infos: list[Any], record: dict[str, Any]) -> list[tuple[str, Range]]:
+    """Each stored chunk of `infos` (DCP's _StorageInfo) in `folder` that the restore in `record` left out,
+    fetched into its file; the (key, range) fetched."""
+    root = Path(os.environ["CHECKPOINT_DIR"]) / str(record.get("name"))
+    try:
+        inside = folder.resolve().relative_to(root.resolve())
+    except ValueError:  # another checkpoint than the one restored in part
+        return []
+    keys = {str(name): (key, int(size)) for key, (name, size) in record["files"].items()}
+    wanted: dict[str, list[Range]] = {}
+    for info in infos:
+        name = (inside / info.relative_path).as_posix()
+        if name not in keys:  # a file restored whole
+            continue
+        key, _ = keys[name]
+        held = [] if key in record.get("absent", []) else record.get("pieces", {}).get(key, [])
+        if not any(start <= info.offset and info.offset + info.length <= start + length for start, length in held):
+            wanted.setdefault(name, []).append((info.offset, info.length))
+    fetched = []
+    for name, ranges in wanted.items():
+        key, size = keys[name]
+        for offset, length in _runs(ranges):
+            _fetch(record, key, root / name, size, offset, length)
+            fetched.append((key, (offset, length)))
+    return fetched
+
+
+def _runs(ranges: list[Range]) -> list[Range]:
+    out: list[Range] = []
+    for offset, length in sorted(ranges):
+        if out and offset <= out[-1][0] + out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], offset + length - out[-1][0]))
+        else:
+            out.append((offset, length))
+    return out
+
+
+def _fetch(record: dict[str, Any], key: str, path: Path, size: int, offset: int, length: int) -> None:
+    import boto3  # only a rank that finds something missing pays for it
+    from botocore.config import Config
+
+    source = f"s3://{record.get('bucket')}/{record.get('prefix')}{key}"
+    try:
+        s3 = boto3.client("s3", config=Config(retries={"mode": "adaptive", "max_attempts": 8},
+                                              connect_timeout=5, read_timeout=60))
+        body = s3.get_object(Bucket=record["bucket"], Key=f"{record['prefix']}{key}",
+                             Range=f"bytes={offset}-{offset + length - 1}")["Body"].read()
+    except Exception as error:  # whatever S3 or the network raised: the load must not read a hole
+        raise RuntimeError(f"spot-trainer: {path} bytes {offset}..{offset + length} were not restored on this "
+                           f"node and could not be fetched from {source}: {error}") from error
+    if len(body) != length:
+        raise RuntimeError(f"spot-trainer: {path} bytes {offset}..{offset + length}: {len(body)} bytes came "
+                           f"back from {source}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(descriptor).st_size < size:
+            os.ftruncate(descriptor, size)  # the file's full size: DCP's offsets hold
+        os.pwrite(descriptor, body, offset)
+    finally:
+        os.close(descriptor)
+    print(f"spot-trainer: rank {os.environ.get('RANK', '0')} reads {path.name} bytes {offset}..{offset + length}, "
+          f"which this node had not restored: fetched from S3, the load goes on", file=sys.stderr, flush=True)
