@@ -2,12 +2,12 @@
 
 A node restores of a sharded step what its ranks are expected to read (storage/steps/checkpoint_restore.py):
 files of their full size holding only those pieces, others left out, all named in CHECKPOINT_DIR's
-RESTORED_PART record with where each is in S3. A sparse file reads zeros in its holes, never an error, so a
-load plan other than the one expected (another sharding, a file deleted since) would load zeros in silence.
-So before DCP's file reader reads (`FileSystemReader.read_data`, which every `dcp.load` goes through), each
-stored chunk the plan reads is looked up in the record: a chunk the node lacks, whole or in part, is fetched
-from S3 first (one ranged GET per run of touching chunks), said in one line, and the load goes on. A fetch
-that fails ends the load with a line naming the file: never zeros.
+RESTORED_PART record with where each is in S3. A sparse file reads zeros in its holes, never an error, so a load
+plan other than the one expected (another sharding) would load zeros in silence. A file deleted since is
+read as left out. So before DCP's file reader reads (`FileSystemReader.read_data`, which every `dcp.load`
+goes through), each stored chunk the plan reads is looked up in the record: a chunk the node lacks, whole or
+in part, is fetched from S3 first (one ranged GET per run of touching chunks), said in one line, and the
+load goes on. A fetch that fails ends the load with a line naming the file: never zeros.
 """
 
 from __future__ import annotations
@@ -60,10 +60,10 @@ def fetch_missing(folder: Path, infos: list[Any], record: dict[str, Any]) -> lis
     wanted: dict[str, list[Range]] = {}
     for info in infos:
         name = (inside / info.relative_path).as_posix()
-        if name not in keys:  # a file restored whole
+        if name not in keys:  # not a shard of the step restored in part
             continue
-        key, _ = keys[name]
-        held = [] if key in record.get("absent", []) else record.get("pieces", {}).get(key, [])
+        key, size = keys[name]
+        held = _held(root / name, key, size, record)
         if not any(start <= info.offset and info.offset + info.length <= start + length for start, length in held):
             wanted.setdefault(name, []).append((info.offset, info.length))
     fetched = []
@@ -73,6 +73,13 @@ def fetch_missing(folder: Path, infos: list[Any], record: dict[str, Any]) -> lis
             _fetch(record, key, root / name, size, offset, length)
             fetched.append((key, (offset, length)))
     return fetched
+
+
+def _held(path: Path, key: str, size: int, record: dict[str, Any]) -> list[Range]:
+    """The ranges of the file this node holds: none when it was left out or is gone since, its pieces, or all."""
+    if key in record.get("absent", []) or not path.is_file():
+        return []
+    return [(int(offset), int(length)) for offset, length in record.get("pieces", {}).get(key, [(0, size)])]
 
 
 def _runs(ranges: list[Range]) -> list[Range]:

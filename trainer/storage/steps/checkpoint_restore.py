@@ -47,7 +47,7 @@ class Fetch:
 
     pieces: dict[str, list[shards.Range]] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)
-    files: dict[str, tuple[str, int]] = field(default_factory=dict)  # key of a piece or absent → (name, size)
+    files: dict[str, tuple[str, int]] = field(default_factory=dict)  # key of each shard → (name in it, size)
 
     @property
     def in_part(self) -> bool:
@@ -199,15 +199,13 @@ def _share(objects: JobObjects, prefix: str, manifest: dict[str, Any], targets: 
         share = resharded.node_reads(targets[key].read_bytes(), set(inside), ranks)
         whys += [f"{shards.metadata_name(folder)}: {share.why}"] if share.why else []
         for name, shard_key in inside.items():
+            fetch.files[shard_key] = (names[shard_key], int(manifest["files"][shard_key]["size"]))
             if shard_key not in fetched:  # this disk holds it whole, linked already
                 continue
             if name in share.pieces:
                 fetch.pieces[shard_key] = share.pieces[name]
             elif name not in share.whole:
                 fetch.absent.add(shard_key)
-            else:
-                continue
-            fetch.files[shard_key] = (names[shard_key], int(manifest["files"][shard_key]["size"]))
     if whys:
         log.info("restoring all of step %s for this node's ranks (%d to %d of %d): %s", manifest.get("step"),
                  ranks.ranks.start, ranks.ranks.stop - 1, ranks.world, "; ".join(whys))

@@ -1,0 +1,103 @@
+"""What a node's ranks read of a DCP save made by another world size, from its `.metadata` alone, held against
+torch's own load planner: each rank's FSDP2 part at the new world size (torch.chunk's rows of dim 0) asks, through
+`create_read_items_for_chunk_list`, for stored chunks; the node's share holds every byte of each, and few more."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
+from torch.distributed.checkpoint.planner_helpers import create_read_items_for_chunk_list
+
+from spot_trainer.storage.saves import resharded
+from spot_trainer.storage.saves.shards import NodeRanks, Share
+from tests.support.dcp_metadata import fsdp_items, fsdp_metadata, llama_shapes
+
+ITEMS = fsdp_items(llama_shapes(layers=2, dim=96, hidden=259, vocab=101))  # rows that split unevenly
+
+
+def plan_reads(body: bytes, ranks: NodeRanks) -> dict[str, set[tuple[int, int]]]:
+    """file → (offset, length) of every stored chunk torch's planner has the node's ranks read under FSDP2."""
+    metadata = pickle.loads(body)
+    reads: dict[str, set[tuple[int, int]]] = {}
+    for rank in ranks.ranks:
+        for name, item in metadata.state_dict_metadata.items():
+            size = tuple(item.size)
+            if size:
+                rows = torch.chunk(torch.arange(size[0]), ranks.world)
+                mine = rows[rank] if rank < len(rows) else torch.arange(0)
+                first = int(mine[0]) if len(mine) else 0
+                local = ChunkStorageMetadata(torch.Size([first, *[0] * (len(size) - 1)]),
+                                             torch.Size([len(mine), *size[1:]]))
+            else:
+                local = ChunkStorageMetadata(torch.Size([]), torch.Size([]))
+            for read in create_read_items_for_chunk_list(name, item, [local]):
+                info = metadata.storage_data[read.storage_index]
+                reads.setdefault(info.relative_path, set()).add((info.offset, info.length))
+    return reads
+
+
+def held(share: Share, sizes: dict[str, int]) -> dict[str, list[tuple[int, int]]]:
+    return {**share.pieces, **{name: [(0, sizes[name])] for name in share.whole}}
+
+
+@pytest.mark.parametrize(("saved", "world", "per_node"), [(4, 3, 1), (8, 6, 1), (8, 6, 2), (6, 8, 1), (16, 12, 4)])
+def test_a_node_holds_every_chunk_its_ranks_read_and_at_most_5_percent_more(
+        saved: int, world: int, per_node: int) -> None:
+    body, sizes = fsdp_metadata(ITEMS, saved)
+    total = sum(sizes.values())
+    for group_rank in range(world // per_node):
+        ranks = NodeRanks(group_rank=group_rank, nodes=world // per_node, per_node=per_node)
+        share = resharded.node_reads(body, set(sizes), ranks)
+        assert share.why == "", share.why
+        have = held(share, sizes)
+        reads = plan_reads(body, ranks)
+        for name, ranges in reads.items():
+            for offset, length in ranges:
+                assert any(start <= offset and offset + length <= start + size for start, size in have.get(name, [])), \
+                    (name, offset, length)
+        needed = sum(length for ranges in reads.values() for _, length in ranges)
+        fetched = sum(length for ranges in have.values() for _, length in ranges)
+        assert needed <= fetched <= needed * (1 + resharded.GAP_SHARE) < total
+        assert set(have) == set(reads)  # a file no rank of the node reads is left out
+
+
+def test_near_chunks_come_in_few_requests() -> None:
+    body, sizes = fsdp_metadata(ITEMS, 8)
+    share = resharded.node_reads(body, set(sizes), NodeRanks(group_rank=2, nodes=6, per_node=1))
+    chunks = sum(len(ranges) for ranges in plan_reads(body, NodeRanks(group_rank=2, nodes=6, per_node=1)).values())
+    requests = sum(len(ranges) for ranges in share.pieces.values()) + len(share.whole)
+    assert requests * 4 <= chunks, (requests, chunks)
+
+
+def test_the_same_world_size_keeps_its_own_share() -> None:
+    body, sizes = fsdp_metadata(ITEMS, 4)
+    share = resharded.node_reads(body, set(sizes), NodeRanks(group_rank=1, nodes=4, per_node=1))
+    assert share.whole == {"__1_0.distcp"} and share.why == ""
+
+
+def test_a_save_split_along_another_dimension_is_fetched_whole_and_says_why() -> None:
+    body, sizes = fsdp_metadata(ITEMS, 4, split=1)
+    share = resharded.node_reads(body, set(sizes), NodeRanks(group_rank=0, nodes=3, per_node=1))
+    assert share.whole == set(sizes) and not share.pieces
+    assert "is split along another dimension than dim 0" in share.why, share.why
+
+
+def test_a_save_split_unevenly_is_fetched_whole_and_says_why() -> None:
+    # Saved by 4 ranks as 5 ranks would split it (ceil(n/5) rows a rank): not FSDP2's split over 4.
+    body, sizes = fsdp_metadata(ITEMS, 5)
+    sizes.pop("__4_0.distcp")
+    share = resharded.node_reads(body, set(sizes), NodeRanks(group_rank=0, nodes=3, per_node=1))
+    assert share.whole == set(sizes)
+    assert "is not split over the 4 ranks that saved it as FSDP2 splits dim 0" in share.why, share.why
+
+
+def test_a_metadata_that_does_not_size_its_chunks_is_fetched_whole_and_says_why() -> None:
+    body, sizes = fsdp_metadata(ITEMS, 4)
+    damaged = body.replace(b"state_dict_metadata", b"state_dict_metadatX")
+    share = resharded.node_reads(damaged, set(sizes), NodeRanks(group_rank=0, nodes=3, per_node=1))
+    assert share.whole == set(sizes)
+    assert share.why == "it was saved by 4 rank(s), this round has 3, and its .metadata does not size every chunk " \
+                        "it places"
