@@ -16,6 +16,7 @@ from torch.distributed.checkpoint.metadata import (
     TensorProperties,
     TensorStorageMetadata,
 )
+from torch.distributed.checkpoint.planner_helpers import create_read_items_for_chunk_list
 
 
 def metadata_bytes(sizes: dict[str, int], tag: str = "") -> bytes:
@@ -88,3 +89,25 @@ def fsdp_metadata(items: dict[str, tuple[int, ...]], world: int, element_bytes: 
         state[name] = TensorStorageMetadata(TensorProperties(dtype=torch.float32), torch.Size(shape), chunks)
     body = pickle.dumps(Metadata(state_dict_metadata=state, storage_data=storage))  # type: ignore[arg-type]
     return body, {f"__{rank}_0.distcp": end for rank, end in enumerate(ends)}
+
+
+def plan_reads(body: bytes, ranks: range, world: int) -> dict[str, set[tuple[int, int]]]:
+    """file → (offset, length) of every stored chunk torch's own planner has `ranks` of `world` read when each holds
+    its FSDP2 part (torch.chunk's rows of dim 0)."""
+    metadata = pickle.loads(body)
+    reads: dict[str, set[tuple[int, int]]] = {}
+    for rank in ranks:
+        for name, item in metadata.state_dict_metadata.items():
+            size = tuple(item.size)
+            if size:
+                rows = torch.chunk(torch.arange(size[0]), world)
+                mine = rows[rank] if rank < len(rows) else torch.arange(0)
+                first = int(mine[0]) if len(mine) else 0
+                local = ChunkStorageMetadata(torch.Size([first, *[0] * (len(size) - 1)]),
+                                             torch.Size([len(mine), *size[1:]]))
+            else:
+                local = ChunkStorageMetadata(torch.Size([]), torch.Size([]))
+            for read in create_read_items_for_chunk_list(name, item, [local]):
+                info = metadata.storage_data[read.storage_index]
+                reads.setdefault(info.relative_path, set()).add((info.offset, info.length))
+    return reads

@@ -44,6 +44,7 @@ class FaultProxy:
         self.random = random.Random(seed)
         self.lock = threading.Lock()
         self.requests = 0
+        self.bytes_served = 0  # the bodies of GETs: what clients downloaded
         self.faults = {"503": 0, "reset": 0}
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self.server.daemon_threads = True
@@ -115,6 +116,9 @@ class FaultProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
+                if self.command == "GET":
+                    with proxy.lock:
+                        proxy.bytes_served += len(data)
 
             def finish(self) -> None:
                 try:

@@ -1,0 +1,126 @@
+"""P12: bytes and S3 requests per node restoring a sharded step at another world size (W → W′), before and after.
+
+One DCP save of a Llama-shaped model (parameters and AdamW's two moments, fp32, and each parameter's 0-d step;
+FSDP2's dim-0 split over W ranks, DCP's ~1.2 KB around each chunk: tests/support/dcp_metadata.py) is written as
+W nodes' parts, one rank each, and published through the agent's own code (StepParts) to a local moto server.
+Then nodes of the W′-rank world restore it as a round does (`restore_at_or_below` for its ranks): before, as
+this runtime did until now, all of the step (shards.node_share at another world size); after, what the node's
+ranks read (resharded.node_reads). Bytes and requests are counted at a proxy in front of moto (GET bodies).
+Beside them: what torch's own load planner has the node's rank read (`plan_bytes`: whole stored chunks, as
+DCP's file reader reads them) and its rows' part of the state (`state / W′`).
+
+    python benchmarks/p12_resharded_restore.py [--worlds 4:3 8:6 64:48] [--dim 256] [--layers 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+sys.path.append(str(Path(__file__).resolve().parent.parent))
+
+from localcloud.moto_server import MotoServer  # noqa: E402
+from spot_trainer.storage.saves import resharded, shards  # noqa: E402
+from spot_trainer.storage.saves.shards import NodeRanks  # noqa: E402
+from spot_trainer.storage.steps.remote import RemoteStore  # noqa: E402
+from spot_trainer.storage.steps.step_parts import StepParts  # noqa: E402
+from tests.support.dcp_metadata import fsdp_items, fsdp_metadata, llama_shapes, plan_reads  # noqa: E402
+from tests.support.s3_proxy import FaultProxy  # noqa: E402
+
+BUCKET = "p12-resharded"
+STEP = 100
+
+
+def write_save(root: Path, body: bytes, sizes: dict[str, int]) -> list[Path]:
+    folders = []
+    for rank in range(len(sizes)):
+        folder = root / f"node{rank}" / f"step-{STEP}"
+        folder.mkdir(parents=True)
+        name = f"__{rank}_0.distcp"
+        (folder / name).write_bytes(bytes([rank % 251 + 1]) * sizes[name])
+        folders.append(folder)
+    (folders[0] / shards.METADATA).write_bytes(body)
+    return folders
+
+
+def restore(proxy: FaultProxy, store: RemoteStore, into: Path, ranks: NodeRanks) -> tuple[int, int, float]:
+    """(bytes, requests, seconds) of one node's restore, counted at the proxy."""
+    requests, served, started = proxy.requests, proxy.bytes_served, time.monotonic()
+    assert store.restore_at_or_below(into, STEP, ranks) is not None and store.restored_step == STEP
+    return proxy.bytes_served - served, proxy.requests - requests, time.monotonic() - started
+
+
+def one_world(proxy: FaultProxy, root: Path, saved: int, world: int, items: dict[str, tuple[int, ...]],
+              sample: int) -> dict[str, Any]:
+    job = f"p12-{saved}-{world}"
+    body, sizes = fsdp_metadata(items, saved)
+    folders = write_save(root / job, body, sizes)
+    stores = [RemoteStore(boto3.client("s3", endpoint_url=proxy.endpoint), BUCKET, job, instance=f"i-{rank}")
+              for rank in range(saved)]
+    for rank, folder in enumerate(folders):
+        StepParts(stores[rank]).upload(folder, STEP)
+    for rank in range(saved):
+        StepParts(stores[rank]).publish_if_whole(STEP)
+    assert stores[0].latest_step() == STEP, "the save was not published"
+    nodes = sorted({round(i * (world - 1) / max(sample - 1, 1)) for i in range(sample)})
+    before, after = [], []
+    real = resharded.node_reads
+    for node in nodes:
+        ranks = NodeRanks(group_rank=node, nodes=world, per_node=1)
+        resharded.node_reads = shards.node_share  # type: ignore[assignment]  # the runtime until now
+        try:
+            before.append(restore(proxy, stores[0], root / job / f"before{node}", ranks))
+        finally:
+            resharded.node_reads = real  # type: ignore[assignment]
+        after.append(restore(proxy, stores[0], root / job / f"after{node}", ranks))
+    plan = [sum(length for ranges in plan_reads(body, range(node, node + 1), world).values() for _, length in ranges)
+            for node in nodes]
+    state = sum(sizes.values())
+    return {
+        "saved_world": saved, "world": world, "nodes_measured": nodes, "state_bytes": state,
+        "metadata_bytes": len(body), "chunks": sum(1 for _ in items) * saved,
+        "bytes_per_node_before": round(statistics.mean(b for b, _, _ in before)),
+        "bytes_per_node_after": round(statistics.mean(b for b, _, _ in after)),
+        "bytes_per_node_after_max": max(b for b, _, _ in after),
+        "requests_per_node_before": round(statistics.mean(r for _, r, _ in before), 1),
+        "requests_per_node_after": round(statistics.mean(r for _, r, _ in after), 1),
+        "seconds_per_node_before": round(statistics.mean(s for _, _, s in before), 2),
+        "seconds_per_node_after": round(statistics.mean(s for _, _, s in after), 2),
+        "plan_bytes_per_node": round(statistics.mean(plan)),
+        "after_over_plan_and_metadata": round(max(b / (p + len(body)) for (b, _, _), p in zip(after, plan,
+                                                                                            strict=True)), 3),
+        "after_over_rows_share_and_metadata": round(max(b for b, _, _ in after) / (state / world + len(body)), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worlds", nargs="+", default=["4:3", "8:6", "64:48"], help="W:W′ pairs")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--sample", type=int, default=3, help="nodes of the W′ world measured (first to last)")
+    args = parser.parse_args()
+    items = fsdp_items(llama_shapes(args.layers, args.dim, hidden=int(args.dim * 2.6875), vocab=args.dim * 16))
+    runs = []
+    with MotoServer() as server, FaultProxy(server.port) as proxy, tempfile.TemporaryDirectory(prefix="p12-") as tmp:
+        os.environ.update(server.env())
+        boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket=BUCKET)
+        for pair in args.worlds:
+            saved, world = (int(part) for part in pair.split(":"))
+            runs.append(one_world(proxy, Path(tmp), saved, world, items, args.sample))
+            print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+    print(json.dumps({"benchmark": "p12_resharded_restore", "layers": args.layers, "dim": args.dim,
+                      "items": len(items), "cpus": os.cpu_count(), "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
