@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import pickle
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.distributed.checkpoint.filesystem import _StorageInfo
@@ -32,7 +33,7 @@ def write_metadata(folder: Path, shards: dict[str, int], tag: str = "") -> None:
 
 
 # ---- a save of FSDP2's shape: every tensor split along dim 0 as torch.chunk splits it over the ranks ------
-CHUNK_OVERHEAD = 1200  # bytes DCP's writer adds around each chunk's data (torch.save's archive of one tensor)
+CHUNK_OVERHEAD = 1577  # bytes DCP's writer adds around each chunk's data (torch.save's archive of one tensor)
 
 
 def llama_shapes(layers: int, dim: int, hidden: int, vocab: int) -> dict[str, tuple[int, ...]]:
@@ -91,11 +92,11 @@ def fsdp_metadata(items: dict[str, tuple[int, ...]], world: int, element_bytes: 
     return body, {f"__{rank}_0.distcp": end for rank, end in enumerate(ends)}
 
 
-def plan_reads(body: bytes, ranks: range, world: int) -> dict[str, set[tuple[int, int]]]:
-    """file → (offset, length) of every stored chunk torch's own planner has `ranks` of `world` read when each holds
-    its FSDP2 part (torch.chunk's rows of dim 0)."""
+def plan_items(body: bytes, ranks: range, world: int) -> list[tuple[Any, Any]]:
+    """(_StorageInfo, ReadItem) of every read torch's own planner has `ranks` of `world` make when each holds its
+    FSDP2 part (torch.chunk's rows of dim 0)."""
     metadata = pickle.loads(body)
-    reads: dict[str, set[tuple[int, int]]] = {}
+    reads = []
     for rank in ranks:
         for name, item in metadata.state_dict_metadata.items():
             size = tuple(item.size)
@@ -107,7 +108,14 @@ def plan_reads(body: bytes, ranks: range, world: int) -> dict[str, set[tuple[int
                                              torch.Size([len(mine), *size[1:]]))
             else:
                 local = ChunkStorageMetadata(torch.Size([]), torch.Size([]))
-            for read in create_read_items_for_chunk_list(name, item, [local]):
-                info = metadata.storage_data[read.storage_index]
-                reads.setdefault(info.relative_path, set()).add((info.offset, info.length))
+            reads += [(metadata.storage_data[read.storage_index], read)
+                      for read in create_read_items_for_chunk_list(name, item, [local])]
+    return reads
+
+
+def plan_reads(body: bytes, ranks: range, world: int) -> dict[str, set[tuple[int, int]]]:
+    """file → (offset, length) of every stored chunk those reads read whole (DCP's file reader)."""
+    reads: dict[str, set[tuple[int, int]]] = {}
+    for info, _ in plan_items(body, ranks, world):
+        reads.setdefault(info.relative_path, set()).add((info.offset, info.length))
     return reads

@@ -5,14 +5,16 @@ files of their full size holding only those pieces, others left out, all named i
 RESTORED_PART record with where each is in S3. A sparse file reads zeros in its holes, never an error, so a load
 plan other than the one expected (another sharding) would load zeros in silence. A file deleted since is
 read as left out. So before DCP's file reader reads (`FileSystemReader.read_data`, which every `dcp.load`
-goes through), each stored chunk the plan reads is looked up in the record: a chunk the node lacks, whole or
-in part, is fetched from S3 first (one ranged GET per run of touching chunks), said in one line, and the
+goes through), the bytes each read uses of its stored chunk (all of it, or of a chunk fetched without rows
+its node does not use, the archive's head, tail and the rows the read keeps) are looked up in the record:
+what the node lacks is fetched from S3 first (one ranged GET per run of touching chunks), said in one line, and the
 load goes on. A fetch that fails ends the load with a line naming the file: never zeros.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -32,7 +34,8 @@ def fetch_before_reading(module: ModuleType) -> None:
     def reading(self: Any, plan: Any, planner: Any) -> Any:
         record = _record()
         if record is not None:
-            fetch_missing(Path(str(self.path)), [self.storage_data[item.storage_index] for item in plan.items], record)
+            fetch_missing(Path(str(self.path)), [(self.storage_data[item.storage_index], item) for item in plan.items],
+                          record)
         return read_data(self, plan, planner)
 
     reading.__wrapped__ = read_data  # type: ignore[attr-defined]
@@ -48,9 +51,9 @@ def _record() -> dict[str, Any] | None:
     return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
 
 
-def fetch_missing(folder: Path, infos: list[Any], record: dict[str, Any]) -> list[tuple[str, Range]]:
-    """Each stored chunk of `infos` (DCP's _StorageInfo) in `folder` that the restore in `record` left out,
-    fetched into its file; the (key, range) fetched."""
+def fetch_missing(folder: Path, reads: list[tuple[Any, Any]], record: dict[str, Any]) -> list[tuple[str, Range]]:
+    """What each read of `reads` (DCP's _StorageInfo of a stored chunk, and the ReadItem that reads it) in `folder`
+    uses of its chunk and the restore in `record` left out, fetched into its file; the (key, range) fetched."""
     root = Path(os.environ["CHECKPOINT_DIR"]) / str(record.get("name"))
     try:
         inside = folder.resolve().relative_to(root.resolve())
@@ -58,14 +61,15 @@ def fetch_missing(folder: Path, infos: list[Any], record: dict[str, Any]) -> lis
         return []
     keys = {str(name): (key, int(size)) for key, (name, size) in record["files"].items()}
     wanted: dict[str, list[Range]] = {}
-    for info in infos:
+    for info, item in reads:
         name = (inside / info.relative_path).as_posix()
         if name not in keys:  # not a shard of the step restored in part
             continue
         key, size = keys[name]
         held = _held(root / name, key, size, record)
-        if not any(start <= info.offset and info.offset + info.length <= start + length for start, length in held):
-            wanted.setdefault(name, []).append((info.offset, info.length))
+        for offset, length in used(info, item, record.get("narrowed", {}).get(key, [])):
+            if not any(start <= offset and offset + length <= start + size for start, size in held):
+                wanted.setdefault(name, []).append((offset, length))
     fetched = []
     for name, ranges in wanted.items():
         key, size = keys[name]
@@ -73,6 +77,21 @@ def fetch_missing(folder: Path, infos: list[Any], record: dict[str, Any]) -> lis
             _fetch(record, key, root / name, size, offset, length)
             fetched.append((key, (offset, length)))
     return fetched
+
+
+def used(info: Any, item: Any, narrowed: list[list[int]]) -> list[Range]:
+    """The bytes of a stored chunk a read uses: all of it, or, of a chunk the restore fetched without rows its
+    ranks do not use (offset, length, storage start, rows, row bytes, row elements), its archive's head and
+    tail and the rows the read narrows it to (DCP's `narrow_tensor_by_index` on dim 0, every other dim whole)."""
+    for offset, length, start, rows, row_bytes, row_elements in narrowed:
+        if (offset, length) != (info.offset, info.length):
+            continue
+        offsets, lengths = list(item.storage_offsets), list(item.lengths)
+        if not lengths or any(offsets[1:]) or math.prod(lengths[1:]) != row_elements:
+            break
+        return [(offset, start - offset), (start + offsets[0] * row_bytes, lengths[0] * row_bytes),
+                (start + rows * row_bytes, offset + length - start - rows * row_bytes)]
+    return [(info.offset, info.length)]
 
 
 def _held(path: Path, key: str, size: int, record: dict[str, Any]) -> list[Range]:

@@ -12,10 +12,11 @@ and every bytes item. A save split any other way is read all of it, and why.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from . import shards
-from .shards import NodeRanks, Range, Shadow, Share
+from . import chunk_archive, shards
+from .shards import Narrowed, NodeRanks, Range, Shadow, Share
 
 # Near ranges of one file are fetched as one GET when the gap between them is at most this, and all gaps
 # so fetched add at most GAP_SHARE of the bytes the ranks read.
@@ -41,6 +42,7 @@ class Item:
 
     size: tuple[int, ...] | None
     chunks: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
+    element_bytes: int | None = None  # of its dtype, when the runtime knows it
 
 
 def node_reads(body: bytes, files: set[str], ranks: NodeRanks) -> Share:
@@ -58,13 +60,25 @@ def node_reads(body: bytes, files: set[str], ranks: NodeRanks) -> Share:
         if (why := uneven(name, item, len(saved))):
             return Share(frozenset(files), why=why)
     read: dict[str, list[Range]] = {}
+    narrowed: dict[str, list[Narrowed]] = {}
     for chunk in chunks:
-        if _read_by(chunk, items[chunk.item], ranks):
+        if (rows := _rows_read(chunk, items[chunk.item], ranks)) is None:
+            continue
+        if (narrow := _narrowed(chunk, items[chunk.item], rows)) is None:
             read.setdefault(chunk.path, []).append((chunk.offset, chunk.length))
+            continue
+        offset, length, start, stored_rows, row_bytes, _ = narrow
+        end = start + stored_rows * row_bytes  # the archive's head, the rows read, its tail
+        read.setdefault(chunk.path, []).extend(piece for piece in (
+            (offset, start - offset), (start + rows[0] * row_bytes, (rows[1] - rows[0]) * row_bytes),
+            (end, offset + length - end)) if piece[1] > 0)
+        narrowed.setdefault(chunk.path, []).append(narrow)
     ends = shards.extents(body) or {}
     pieces = coalesced(read)
     whole = {path for path, ranges in pieces.items() if ranges == [(0, ends.get(path, -1))]}
-    return Share(frozenset(whole), {path: ranges for path, ranges in pieces.items() if path not in whole})
+    return Share(frozenset(whole), {path: ranges for path, ranges in pieces.items() if path not in whole},
+                 narrowed={path: holding for path, chunks in narrowed.items() if path not in whole
+                           and (holding := [each for each in chunks if _has_hole(each, pieces[path])])})
 
 
 def uneven(name: str, item: Item, world: int) -> str:
@@ -91,25 +105,42 @@ def _covers(size: tuple[int, ...], chunks: tuple[tuple[tuple[int, ...], tuple[in
     return len(chunks) == 1 and tuple(chunks[0][1]) == size and not any(chunks[0][0])
 
 
-def _read_by(chunk: Chunk, item: Item, ranks: NodeRanks) -> bool:
-    """Whether any of the node's ranks reads the chunk: a bytes item, an item stored whole, or one whose rows
-    overlap the rows a rank holds at this world size."""
+def _rows_read(chunk: Chunk, item: Item, ranks: NodeRanks) -> tuple[int, int] | None:
+    """The rows of the chunk (from, to, counted from its first) any of the node's ranks reads: all of a bytes
+    item, of an item stored whole, or of a 0-d one; else those that overlap the rows the node's ranks hold at
+    this world size (consecutive ranks: one run). None when none does."""
     if item.size is None or _covers(item.size, item.chunks) or not item.size:
-        return True
-    rows = item.size[0]
-    each = -(-rows // ranks.world)
-    for rank in ranks.ranks:
-        start, end = rank * each, min((rank + 1) * each, rows)
-        if start < end and chunk.first_row < end and start < chunk.first_row + chunk.rows:
-            return True
-    return False
+        return 0, chunk.rows
+    each = -(-item.size[0] // ranks.world)
+    start, end = ranks.ranks.start * each, min(ranks.ranks.stop * each, item.size[0])
+    first, last = max(start, chunk.first_row), min(end, chunk.first_row + chunk.rows)
+    return (first - chunk.first_row, last - chunk.first_row) if first < last else None
+
+
+def _narrowed(chunk: Chunk, item: Item, rows: tuple[int, int]) -> Narrowed | None:
+    """The chunk as fetched without the rows the node does not read, where some are left and its archive's
+    layout can be guessed (chunk_archive.py): (offset, length, storage start, rows, row bytes, row elements)."""
+    if item.size is None or item.element_bytes is None or rows == (0, chunk.rows) or chunk.rows <= 0:
+        return None
+    row_elements = math.prod(item.size[1:])
+    row_bytes = row_elements * item.element_bytes
+    start = chunk.offset + chunk_archive.ARCHIVE_HEAD
+    if start + chunk.rows * row_bytes + 16 > chunk.offset + chunk.length:
+        return None
+    return chunk.offset, chunk.length, start, chunk.rows, row_bytes, row_elements
+
+
+def _has_hole(narrow: Narrowed, pieces: list[Range]) -> bool:
+    """Whether some row of the chunk's storage is still left out once near pieces are joined."""
+    offset, length = narrow[:2]
+    return not any(at <= offset and offset + length <= at + size for at, size in pieces)
 
 
 def coalesced(read: dict[str, list[Range]]) -> dict[str, list[Range]]:
     """Each file's ranges merged where they touch or overlap, and then across the smallest gaps (each at most
     COALESCE_BYTES) while the bytes those gaps add stay within GAP_SHARE of the bytes read: fewer GETs, and a
     bound on what they cost."""
-    runs = {path: _touching(ranges) for path, ranges in read.items()}
+    runs = {path: touching(ranges) for path, ranges in read.items()}
     budget = GAP_SHARE * sum(length for ranges in runs.values() for _, length in ranges)
     gaps = sorted((ranges[i + 1][0] - (ranges[i][0] + ranges[i][1]), path, i)
                   for path, ranges in runs.items() for i in range(len(ranges) - 1))
@@ -131,7 +162,8 @@ def coalesced(read: dict[str, list[Range]]) -> dict[str, list[Range]]:
     return merged
 
 
-def _touching(ranges: list[Range]) -> list[Range]:
+def touching(ranges: list[Range]) -> list[Range]:
+    """The ranges merged where they touch or overlap, in order."""
     out: list[Range] = []
     for offset, length in sorted(ranges):
         if out and offset <= out[-1][0] + out[-1][1]:
@@ -160,8 +192,19 @@ def _items(metadata: Shadow) -> dict[str, Item] | None:
             return None
         if any(offsets is None or sizes is None for offsets, sizes in pairs):
             return None
-        items[name] = Item(size, tuple((o, s) for o, s in pairs if o is not None and s is not None))
+        items[name] = Item(size, tuple((o, s) for o, s in pairs if o is not None and s is not None),
+                           _element_bytes(entry.field("properties")))
     return items
+
+
+def _element_bytes(properties: object) -> int | None:
+    """Bytes an element of the item's dtype, from its TensorProperties (pickled as the tuple its __getstate__
+    returns, dtype first: torch 2.13); None when not known."""
+    if not isinstance(properties, Shadow):
+        return None
+    state = properties.state
+    dtype = state[0] if isinstance(state, tuple) and state else properties.field("dtype")
+    return chunk_archive.ELEMENT_BYTES.get(getattr(dtype, "kind", "")) if isinstance(dtype, type) else None
 
 
 def _size(value: object) -> tuple[int, ...] | None:

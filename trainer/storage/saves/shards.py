@@ -199,6 +199,7 @@ def metadata_identity(bodies: dict[str, bytes]) -> str:
 
 # ---- what a node's ranks read ------------------------------------------------------------------------
 Range = tuple[int, int]  # (offset, length) in a file
+Narrowed = tuple[int, int, int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,9 @@ class Share:
     whole: frozenset[str]
     pieces: dict[str, list[Range]] = field(default_factory=dict)
     why: str = ""
+    # file → stored chunks fetched but rows the ranks do not use (chunk_archive.py): (offset, length, where its
+    # storage starts, rows, bytes a row, elements a row), each to be checked once fetched
+    narrowed: dict[str, list[Narrowed]] = field(default_factory=dict)
 
 
 def metadata_object(body: bytes) -> Shadow | None:

@@ -30,7 +30,7 @@ from ..s3.job_keys import MANIFEST
 from ..s3.job_objects import DamagedRecord, JobObjects, RemoteStoreError
 from ..s3.key_names import local_name
 from ..s3.s3client import DEFAULT_CONCURRENCY
-from ..saves import resharded, shards
+from ..saves import chunk_archive, resharded, shards
 from .checkpoint_files import BadManifest, entry_name, safe_relative
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ class Fetch:
     pieces: dict[str, list[shards.Range]] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)
     files: dict[str, tuple[str, int]] = field(default_factory=dict)  # key of each shard → (name in it, size)
+    narrowed: dict[str, list[shards.Narrowed]] = field(default_factory=dict)  # chunks fetched but unused rows
 
     @property
     def in_part(self) -> bool:
@@ -140,7 +141,7 @@ def _record_part(dest_dir: Path, step: int, name: str, ranks: shards.NodeRanks |
     for_ranks = held_for if ranks in (None, shards.BEFORE_A_ROUND) else [ranks.group_rank, ranks.nodes, ranks.per_node]
     body = {"step": step, "name": name, "ranks": for_ranks,
             "absent": sorted(fetch.absent), "pieces": fetch.pieces,
-            "bucket": source[0], "prefix": source[1], "files": fetch.files}
+            "bucket": source[0], "prefix": source[1], "files": fetch.files, "narrowed": fetch.narrowed}
     aside = dest_dir / f"{PART_RECORD}.{os.getpid()}"
     aside.write_text(json.dumps(body))
     os.replace(aside, record)
@@ -176,6 +177,7 @@ def _download_all(objects: JobObjects, prefix: str, manifest: dict[str, Any], st
     total = sum(int(manifest["files"][name]["size"]) for name in fetched)
     objects.transfer_all(((prefix + name, str(path)) for name, path in fetched.items()), total, download=True)
     _fetch_pieces(objects, prefix, manifest, targets, fetch)
+    _check_narrowed(objects, prefix, targets, fetch)
     if held:
         log.info("restore of step %s: %d of %d files already on this disk, not downloaded", manifest.get("step"),
                  len(held), len(targets))
@@ -204,6 +206,8 @@ def _share(objects: JobObjects, prefix: str, manifest: dict[str, Any], targets: 
                 continue
             if name in share.pieces:
                 fetch.pieces[shard_key] = share.pieces[name]
+                if name in share.narrowed:
+                    fetch.narrowed[shard_key] = share.narrowed[name]
             elif name not in share.whole:
                 fetch.absent.add(shard_key)
     if whys:
@@ -219,23 +223,46 @@ def _fetch_pieces(objects: JobObjects, prefix: str, manifest: dict[str, Any], ta
     for key in fetch.pieces:
         with open(targets[key], "wb") as stream:
             stream.truncate(int(manifest["files"][key]["size"]))
-
-    def one(key: str, offset: int, length: int) -> None:
-        try:
-            body = objects.s3.get_object(Bucket=objects.bucket, Key=prefix + key,
-                                         Range=f"bytes={offset}-{offset + length - 1}")["Body"].read()
-        except (ClientError, BotoCoreError) as error:
-            raise RemoteStoreError(f"s3://{objects.bucket}/{prefix}{key}: {error}") from error
-        if len(body) != length:
-            raise ValueError(f"{key}: bytes {offset}..{offset + length}: {len(body)} bytes came back")
-        with open(targets[key], "r+b") as stream:
-            stream.seek(offset)
-            stream.write(body)
-
     with ThreadPoolExecutor(max_workers=DEFAULT_CONCURRENCY) as pool:
-        for done in [pool.submit(one, key, offset, length) for key, pieces in fetch.pieces.items()
-                     for offset, length in pieces]:
+        for done in [pool.submit(_fetch_range, objects, prefix + key, targets[key], offset, length)
+                     for key, pieces in fetch.pieces.items() for offset, length in pieces]:
             done.result()
+
+
+def _fetch_range(objects: JobObjects, key: str, target: Path, offset: int, length: int) -> None:
+    try:
+        body = objects.s3.get_object(Bucket=objects.bucket, Key=key,
+                                     Range=f"bytes={offset}-{offset + length - 1}")["Body"].read()
+    except (ClientError, BotoCoreError) as error:
+        raise RemoteStoreError(f"s3://{objects.bucket}/{key}: {error}") from error
+    if len(body) != length:
+        raise ValueError(f"{key}: bytes {offset}..{offset + length}: {len(body)} bytes came back")
+    with open(target, "r+b") as stream:
+        stream.seek(offset)
+        stream.write(body)
+
+
+def _check_narrowed(objects: JobObjects, prefix: str, targets: dict[str, Path], fetch: Fetch) -> None:
+    """Each chunk fetched without rows its ranks do not use holds its storage where it was guessed to start
+    (chunk_archive.py); one that does not is fetched whole, in one line."""
+    for key, chunks in fetch.narrowed.items():
+        kept = []
+        with open(targets[key], "rb") as stream:
+            for chunk in chunks:
+                offset, length, start, rows, row_bytes, _ = chunk
+                stream.seek(offset)
+                head = stream.read(start - offset)
+                stream.seek(start + rows * row_bytes)
+                if chunk_archive.storage_starts(head, start - offset) and \
+                        chunk_archive.storage_ends(stream.read(24), rows * row_bytes):
+                    kept.append(chunk)
+                    continue
+                log.info("%s: the stored chunk at bytes %d..%d is not laid out as guessed: fetched whole", key,
+                         offset, offset + length)
+                _fetch_range(objects, prefix + key, targets[key], offset, length)
+                fetch.pieces[key] = resharded.touching([*fetch.pieces[key], (offset, length)])  # what it holds
+        fetch.narrowed[key] = kept
+    fetch.narrowed = {key: chunks for key, chunks in fetch.narrowed.items() if chunks}
 
 
 def _verify(manifest: dict[str, Any], targets: dict[str, Path], fetch: Fetch) -> str:
