@@ -1,13 +1,15 @@
 """P12: bytes and S3 requests per node restoring a sharded step at another world size (W → W′), before and after.
 
 One DCP save of a Llama-shaped model (parameters and AdamW's two moments, fp32, and each parameter's 0-d step;
-FSDP2's dim-0 split over W ranks, DCP's ~1.2 KB around each chunk: tests/support/dcp_metadata.py) is written as
-W nodes' parts, one rank each, and published through the agent's own code (StepParts) to a local moto server.
+FSDP2's dim-0 split over W ranks, each chunk a torch.save archive as DCP's writer stores it:
+tests/support/dcp_metadata.py) is written as W nodes' parts, one rank each, and published through the agent's
+own code (StepParts) to a local moto server.
 Then nodes of the W′-rank world restore it as a round does (`restore_at_or_below` for its ranks): before, as
 this runtime did until now, all of the step (shards.node_share at another world size); after, what the node's
 ranks read (resharded.node_reads). Bytes and requests are counted at a proxy in front of moto (GET bodies).
 Beside them: what torch's own load planner has the node's rank read (`plan_bytes`: whole stored chunks, as
-DCP's file reader reads them) and its rows' part of the state (`state / W′`).
+DCP's file reader reads them) and its rows' part of the state (`state / W′`); after, a chunk the rank uses only
+in part is fetched without the rows it does not use.
 
     python benchmarks/p12_resharded_restore.py [--worlds 4:3 8:6 64:48] [--dim 256] [--layers 4]
 """
@@ -40,16 +42,20 @@ BUCKET = "p12-resharded"
 STEP = 100
 
 
-def write_save(root: Path, body: bytes, sizes: dict[str, int]) -> list[Path]:
+def write_save(root: Path, items: dict[str, tuple[int, ...]], world: int) -> tuple[bytes, dict[str, int], list[Path]]:
+    """The save written as DCP writes it (each chunk a torch.save archive), each rank's file in its node's folder,
+    `.metadata` in node 0's."""
+    whole = root / "whole"
+    whole.mkdir(parents=True)
+    body, sizes = fsdp_metadata(items, world, folder=whole)
     folders = []
-    for rank in range(len(sizes)):
+    for rank in range(world):
         folder = root / f"node{rank}" / f"step-{STEP}"
         folder.mkdir(parents=True)
-        name = f"__{rank}_0.distcp"
-        (folder / name).write_bytes(bytes([rank % 251 + 1]) * sizes[name])
+        (whole / f"__{rank}_0.distcp").rename(folder / f"__{rank}_0.distcp")
         folders.append(folder)
     (folders[0] / shards.METADATA).write_bytes(body)
-    return folders
+    return body, sizes, folders
 
 
 def restore(proxy: FaultProxy, store: RemoteStore, into: Path, ranks: NodeRanks) -> tuple[int, int, float]:
@@ -62,8 +68,7 @@ def restore(proxy: FaultProxy, store: RemoteStore, into: Path, ranks: NodeRanks)
 def one_world(proxy: FaultProxy, root: Path, saved: int, world: int, items: dict[str, tuple[int, ...]],
               sample: int) -> dict[str, Any]:
     job = f"p12-{saved}-{world}"
-    body, sizes = fsdp_metadata(items, saved)
-    folders = write_save(root / job, body, sizes)
+    body, sizes, folders = write_save(root / job, items, saved)
     stores = [RemoteStore(boto3.client("s3", endpoint_url=proxy.endpoint), BUCKET, job, instance=f"i-{rank}")
               for rank in range(saved)]
     for rank, folder in enumerate(folders):

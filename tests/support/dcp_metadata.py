@@ -60,36 +60,48 @@ def fsdp_items(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]
     return items
 
 
-def fsdp_metadata(items: dict[str, tuple[int, ...]], world: int, element_bytes: int = 4,
-                  split: int = 0) -> tuple[bytes, dict[str, int]]:
+def fsdp_metadata(items: dict[str, tuple[int, ...]], world: int, element_bytes: int = 4, split: int = 0,
+                  folder: Path | None = None) -> tuple[bytes, dict[str, int]]:
     """`.metadata` of a DCP save of `items` by `world` ranks sharded as FSDP2 shards (dim `split`, torch.chunk's
     ceil(n/world) a rank, trailing ranks empty), each rank's chunks one after another in `__<rank>_0.distcp`;
-    a 0-d item stored once, by the rank whose file is shortest (DCP's dedup). The pickle and each file's size."""
+    a 0-d item stored once, by the rank whose file is shortest (DCP's dedup). The pickle and each file's size.
+    With `folder`, the shard files are written there too, each chunk a torch.save of a fp32 tensor of its shape,
+    as DCP's writer stores it (and the sizes are theirs)."""
+    streams = {rank: open(folder / f"__{rank}_0.distcp", "wb") for rank in range(world)} if folder else {}
     ends = [0] * world
     storage: dict[MetadataIndex, _StorageInfo] = {}
     state: dict[str, TensorStorageMetadata] = {}
     for name, shape in items.items():
         chunks = []
-        if not shape:
-            rank = ends.index(min(ends))
-            placed = [(rank, (), ())]
-        else:
-            dim = min(split, len(shape) - 1)  # a 1-d item is split along its one dimension
-            each = -(-shape[dim] // world)
-            placed = []
-            for rank in range(world):
-                start = min(rank * each, shape[dim])
-                size = min(each, shape[dim] - start)
-                offsets = tuple(start if d == dim else 0 for d in range(len(shape)))
-                placed.append((rank, offsets, tuple(size if d == dim else n for d, n in enumerate(shape))))
-        for rank, offsets, sizes in placed:
+        for rank, offsets, sizes in _placed(shape, world, split, ends):
             chunks.append(ChunkStorageMetadata(offsets=torch.Size(offsets), sizes=torch.Size(sizes)))
             length = CHUNK_OVERHEAD + element_bytes * math.prod(sizes)
+            if streams:
+                torch.save(torch.full(sizes, float(rank + 1)), streams[rank])
+                length = streams[rank].tell() - ends[rank]
             storage[MetadataIndex(name, torch.Size(offsets))] = _StorageInfo(f"__{rank}_0.distcp", ends[rank], length)
             ends[rank] += length
         state[name] = TensorStorageMetadata(TensorProperties(dtype=torch.float32), torch.Size(shape), chunks)
+    for stream in streams.values():
+        stream.close()
     body = pickle.dumps(Metadata(state_dict_metadata=state, storage_data=storage))  # type: ignore[arg-type]
     return body, {f"__{rank}_0.distcp": end for rank, end in enumerate(ends)}
+
+
+def _placed(shape: tuple[int, ...], world: int, split: int,
+            ends: list[int]) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """(rank, offsets, sizes) of each chunk of an item of `shape`."""
+    if not shape:
+        return [(ends.index(min(ends)), (), ())]
+    dim = min(split, len(shape) - 1)  # a 1-d item is split along its one dimension
+    each = -(-shape[dim] // world)
+    placed = []
+    for rank in range(world):
+        start = min(rank * each, shape[dim])
+        size = min(each, shape[dim] - start)
+        offsets = tuple(start if d == dim else 0 for d in range(len(shape)))
+        placed.append((rank, offsets, tuple(size if d == dim else n for d, n in enumerate(shape))))
+    return placed
 
 
 def plan_items(body: bytes, ranks: range, world: int) -> list[tuple[Any, Any]]:
