@@ -11,7 +11,7 @@ Beside them: what torch's own load planner has the node's rank read (`plan_bytes
 DCP's file reader reads them) and its rows' part of the state (`state / W′`); after, a chunk the rank uses only
 in part is fetched without the rows it does not use.
 
-    python benchmarks/p12_resharded_restore.py [--worlds 4:3 8:6 64:48] [--dim 256] [--layers 4]
+    python benchmarks/p12_resharded_restore.py [--worlds 4:3 8:6 64:48] [--dim 512] [--layers 2]
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def one_world(proxy: FaultProxy, root: Path, saved: int, world: int, items: dict
         "metadata_bytes": len(body), "chunks": sum(1 for _ in items) * saved,
         "bytes_per_node_before": round(statistics.mean(b for b, _, _ in before)),
         "bytes_per_node_after": round(statistics.mean(b for b, _, _ in after)),
-        "bytes_per_node_after_max": max(b for b, _, _ in after),
+        "bytes_per_node_after_max": max(b for b, _, _ in after), "bytes_after_by_node": [b for b, _, _ in after],
         "requests_per_node_before": round(statistics.mean(r for _, r, _ in before), 1),
         "requests_per_node_after": round(statistics.mean(r for _, r, _ in after), 1),
         "seconds_per_node_before": round(statistics.mean(s for _, _, s in before), 2),
@@ -110,8 +110,8 @@ def one_world(proxy: FaultProxy, root: Path, saved: int, world: int, items: dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worlds", nargs="+", default=["4:3", "8:6", "64:48"], help="W:W′ pairs")
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--sample", type=int, default=3, help="nodes of the W′ world measured (first to last)")
     args = parser.parse_args()
     items = fsdp_items(llama_shapes(args.layers, args.dim, hidden=int(args.dim * 2.6875), vocab=args.dim * 16))
