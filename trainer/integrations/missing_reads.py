@@ -13,6 +13,7 @@ load goes on. A fetch that fails ends the load with a line naming the file: neve
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -60,15 +61,20 @@ def fetch_missing(folder: Path, reads: list[tuple[Any, Any]], record: dict[str, 
     except ValueError:  # another checkpoint than the one restored in part
         return []
     keys = {str(name): (key, int(size)) for key, (name, size) in record["files"].items()}
+    narrowed = {key: {(chunk[0], chunk[1]): chunk for chunk in chunks}
+                for key, chunks in record.get("narrowed", {}).items()}
+    holding: dict[str, list[Range]] = {}
     wanted: dict[str, list[Range]] = {}
     for info, item in reads:
         name = (inside / info.relative_path).as_posix()
         if name not in keys:  # not a shard of the step restored in part
             continue
         key, size = keys[name]
-        held = _held(root / name, key, size, record)
-        for offset, length in used(info, item, record.get("narrowed", {}).get(key, [])):
-            if not any(start <= offset and offset + length <= start + size for start, size in held):
+        if name not in holding:
+            holding[name] = _held(root / name, key, size, record)
+        chunk = narrowed.get(key, {}).get((info.offset, info.length))
+        for offset, length in used(info, item, [chunk] if chunk else []):
+            if not _within(holding[name], offset, length):
                 wanted.setdefault(name, []).append((offset, length))
     fetched = []
     for name, ranges in wanted.items():
@@ -94,11 +100,17 @@ def used(info: Any, item: Any, narrowed: list[list[int]]) -> list[Range]:
     return [(info.offset, info.length)]
 
 
+def _within(pieces: list[Range], offset: int, length: int) -> bool:
+    """Whether one of `pieces` (sorted, apart) holds all of [offset, offset + length)."""
+    at = bisect.bisect_right(pieces, (offset, float("inf"))) - 1
+    return at >= 0 and offset + length <= pieces[at][0] + pieces[at][1]
+
+
 def _held(path: Path, key: str, size: int, record: dict[str, Any]) -> list[Range]:
     """The ranges of the file this node holds: none when it was left out or is gone since, its pieces, or all."""
     if key in record.get("absent", []) or not path.is_file():
         return []
-    return [(int(offset), int(length)) for offset, length in record.get("pieces", {}).get(key, [(0, size)])]
+    return sorted((int(offset), int(length)) for offset, length in record.get("pieces", {}).get(key, [(0, size)]))
 
 
 def _runs(ranges: list[Range]) -> list[Range]:

@@ -3,10 +3,13 @@ disk already holds, held_files.py) into a staging folder, every block checked ag
 then renamed into place. Damage found is the checkpoint's own, unless S3 failed to answer.
 
 On several nodes a restore for a round's ranks (shards.NodeRanks) fetches of a sharded step only what
-those ranks read (shards.node_share): `.metadata`, the files rank 0 alone writes, the ranks' own shards
-whole, and of the other shards the pieces that hold items stored whole; the rest of those files is left
-a hole (each file keeps its size, so DCP's offsets hold). Such a restore is named in a record beside it
-(PART_RECORD), which the next round reads: a copy in part is never taken for the whole step."""
+those ranks read (resharded.node_reads): `.metadata`, the files rank 0 alone writes, and at the world size
+that saved it the ranks' own shards whole and of the others the pieces that hold items stored whole; at
+another, the stored chunks its ranks' rows overlap, less the rows of each they do not use (checked against
+the chunk's archive once fetched, chunk_archive.py). The rest of those files is left a hole (each file keeps
+its size, so DCP's offsets hold). Such a restore is named in a record beside it (PART_RECORD), with where in
+S3 each file is: the next round reads it (a copy in part is never taken for the whole step), and so does a
+rank's read of what its node left out (integrations/missing_reads.py)."""
 
 from __future__ import annotations
 
