@@ -12,6 +12,10 @@ DCP's file reader reads them) and its rows' part of the state (`state / W′`); 
 in part is fetched without the rows it does not use.
 
     python benchmarks/p12_resharded_restore.py [--worlds 4:3 8:6 64:48] [--dim 512] [--layers 2]
+
+With --plan-only nothing is written or sent: the share each node would fetch is computed from the `.metadata`
+alone, for models too large to write here (`--layers 32 --dim 4096 --vocab 32000 --per-node 8`: Llama-2 7B's
+shapes on nodes of 8 GPUs).
 """
 
 from __future__ import annotations
@@ -107,15 +111,51 @@ def one_world(proxy: FaultProxy, root: Path, saved: int, world: int, items: dict
     }
 
 
+def planned(saved: int, world: int, per_node: int, items: dict[str, tuple[int, ...]], sample: int) -> dict[str, Any]:
+    """What nodes of W′ ranks (`per_node` each) would fetch, from `.metadata` alone (nothing written or sent):
+    bytes, ranged GETs (one a piece; files fetched whole as one), and the seconds the share takes to compute."""
+    body, sizes = fsdp_metadata(items, saved)
+    nodes = world // per_node
+    measured = sorted({round(i * (nodes - 1) / max(sample - 1, 1)) for i in range(sample)})
+    fetched, requests, seconds = [], [], []
+    for node in measured:
+        started = time.monotonic()
+        share = resharded.node_reads(body, set(sizes), NodeRanks(group_rank=node, nodes=nodes, per_node=per_node))
+        seconds.append(time.monotonic() - started)
+        fetched.append(sum(length for ranges in share.pieces.values() for _, length in ranges)
+                       + sum(sizes[name] for name in share.whole) + len(body))
+        requests.append(sum(len(ranges) for ranges in share.pieces.values()) + len(share.whole) + 1)
+    state = sum(sizes.values())
+    return {"saved_world": saved, "world": world, "per_node": per_node, "nodes_measured": measured,
+            "state_bytes": state, "metadata_bytes": len(body), "bytes_per_node_before": state + len(body),
+            "bytes_per_node_after": round(statistics.mean(fetched)), "bytes_per_node_after_max": max(fetched),
+            "ranged_gets_per_node_after": round(statistics.mean(requests), 1),
+            "after_over_rows_share_and_metadata": round(max(fetched) / (state * per_node / world + len(body)), 3),
+            "seconds_to_compute_share": round(max(seconds), 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worlds", nargs="+", default=["4:3", "8:6", "64:48"], help="W:W′ pairs")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--sample", type=int, default=3, help="nodes of the W′ world measured (first to last)")
+    parser.add_argument("--vocab", type=int, default=0, help="default: 16 × dim")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="no S3: what each node would fetch, from .metadata alone (for models too big to write)")
+    parser.add_argument("--per-node", type=int, default=1, help="ranks a node, with --plan-only")
     args = parser.parse_args()
-    items = fsdp_items(llama_shapes(args.layers, args.dim, hidden=int(args.dim * 2.6875), vocab=args.dim * 16))
+    items = fsdp_items(llama_shapes(args.layers, args.dim, hidden=int(args.dim * 2.6875),
+                                    vocab=args.vocab or args.dim * 16))
     runs = []
+    if args.plan_only:
+        for pair in args.worlds:
+            saved, world = (int(part) for part in pair.split(":"))
+            runs.append(planned(saved, world, args.per_node, items, args.sample))
+            print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+        print(json.dumps({"benchmark": "p12_resharded_restore", "plan_only": True, "layers": args.layers,
+                          "dim": args.dim, "items": len(items), "cpus": os.cpu_count(), "runs": runs}, indent=1))
+        return
     with MotoServer() as server, FaultProxy(server.port) as proxy, tempfile.TemporaryDirectory(prefix="p12-") as tmp:
         os.environ.update(server.env())
         boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket=BUCKET)
