@@ -2,7 +2,8 @@
 (tests/fixtures/plain_scripts/fsdp_dcp.py) on three nodes with `min_nodes = 2`: every rank writes its
 own shard of `step-<N>/` to its own disk and only rank 0's disk gets `.metadata`. Every node uploads
 its shards, a step is published only once every shard its `.metadata` lists is in S3, every node of a
-round resumes that whole step — at whatever node count the round has, through DCP's resharding."""
+round resumes that whole step — at whatever node count the round has, through DCP's resharding; a round of
+two resuming a step three ranks saved fetches, counted at the S3 stand-in, only what its ranks read."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tests.integration.lost_nodes import (
     no_lost_node_was_a_failure,
 )
 from tests.integration.test_multinode import Cluster, cluster, job_store
+from tests.support.s3_proxy import FaultProxy
 
 pytestmark = TIMEOUT
 
@@ -67,10 +69,18 @@ def test_an_fsdp_script_publishes_whole_steps_and_survives_every_kind_of_lost_no
     # A budget of 2: on CPU, gloo's worker threads can abort a finalizing interpreter after a round that
     # finished ("terminate called without an active exception"); the agent's restart then resumes the
     # published last step, as it would on AWS, instead of a one-off abort failing the job.
-    with cluster(aws_env, bucket, job, tmp_path, command=command, restart_budget="2") as group:
+    # The agents reach S3 through a proxy that counts what each GET returned (the test's own reads do not).
+    moto_port = int(aws_env["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
+    with FaultProxy(moto_port) as proxy, cluster({**aws_env, "AWS_ENDPOINT_URL": proxy.endpoint}, bucket, job,
+                                                 tmp_path, command=command, restart_budget="2") as group:
+        shard_sizes: dict[str, int] = {}  # of each step S3 held at a loss (retention removes them later)
+
         def whole_after_each_loss() -> None:
             if (step := store.latest_step()) is not None:
                 whole_in_s3(store, step, tmp_path / "checked" / str(step))
+                listed = store.s3.list_objects_v2(Bucket=store.bucket, Prefix=store.step_prefix(step))
+                shard_sizes.update({entry["Key"]: entry["Size"] for entry in listed.get("Contents", [])
+                                    if entry["Key"].endswith(".distcp")})
 
         lose_each_kind_of_node(group, store, first=20, gap=20, gates=tmp_path / "gates",
                                after_each=whole_after_each_loss)
@@ -82,6 +92,7 @@ def test_an_fsdp_script_publishes_whole_steps_and_survives_every_kind_of_lost_no
     loads_in_a_fresh_process(tmp_path / "fresh" / f"step-{STEPS}")
     no_lost_node_was_a_failure(group)
     never_from_nothing_once_published(group)
+    the_smaller_world_fetched_only_what_its_ranks_read(group, store, proxy, shard_sizes)
 
 
 def last_round_world(group: Cluster) -> int:
@@ -104,3 +115,22 @@ def never_from_nothing_once_published(group: Cluster) -> None:
               if line.startswith("fsdp: start at step")]
     assert not [line for at, line in starts if at > first and " step 0," in line], starts
     assert any(" world 2" in line for at, line in starts if at > first), starts  # resumed by fewer ranks
+
+
+def the_smaller_world_fetched_only_what_its_ranks_read(group: Cluster, store: RemoteStore, proxy: FaultProxy,
+                                                      shard_sizes: dict[str, int]) -> None:
+    """A round of two nodes resumed a step three ranks saved (the first loss's): until its ranks started, its
+    nodes fetched of that step's shards, counted at the S3 stand-in, less than all of them once (each fetched all
+    it did not hold until now: 4/3 of them), in ranged GETs (pieces)."""
+    starts = sorted((at, int(line.removeprefix("fsdp: start at step ").split(",")[0]))
+                    for agent in group.agents for at, line in zip(agent.times, agent.lines, strict=False)
+                    if line.startswith("fsdp: start at step") and line.endswith(" world 2")
+                    and not line.startswith("fsdp: start at step 0,"))
+    saved_by_3 = [(at, step, of_step) for at, step in starts
+                  if len(of_step := {key: size for key, size in shard_sizes.items()
+                                     if key.startswith(store.step_prefix(step))}) == 3]
+    assert saved_by_3, f"no round of two resumed a step three ranks saved: {starts}, {sorted(shard_sizes)}"
+    started, step, of_step = saved_by_3[0]
+    gets = [(ranged, size) for at, key, ranged, size in proxy.gets if at <= started and key in of_step]
+    fetched, whole = sum(size for _, size in gets), sum(of_step.values())
+    assert any(ranged for ranged, _ in gets) and fetched < whole, (fetched, whole, gets)

@@ -1,8 +1,10 @@
 """Each node of a round restores what its ranks read of a sharded step (moto, the agent's own code, one
 folder per simulated node): at the world size that saved it, `.metadata`, what rank 0 writes alone, its
 own ranks' shards whole and of the others only the pieces holding items stored whole; at another world
-size all of it, in one line saying why; and a round that starts again from a step restored in part
-fetches all of it."""
+size, of a save whose chunks are not sized, all of it in one line saying why, and of chunks that are not
+torch archives, each chunk read whole (test_resharded_reads.py: real FSDP2 saves); a round that starts again
+from a step restored in part fetches all of it; a rank's read of what its node left out that S3 cannot answer
+ends the load naming the file."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import logging
 import pickle
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -18,11 +21,14 @@ from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 
 from spot_trainer.agent.several_nodes import SeveralRestore
 from spot_trainer.distributed.round_start import bring_to_step
+from spot_trainer.integrations.missing_reads import fetch_missing
+from spot_trainer.storage.saves import resharded, shards
 from spot_trainer.storage.saves.shards import NodeRanks
 from spot_trainer.storage.steps.checkpoint_restore import PART_RECORD, restored_in_part
 from spot_trainer.storage.steps.remote import RemoteStore
 from spot_trainer.storage.steps.step_parts import StepParts
 from tests.integration.test_multinode import job_store
+from tests.support.dcp_metadata import fsdp_items, fsdp_metadata, llama_shapes
 
 JOB = "share"
 STEP = 40
@@ -92,7 +98,7 @@ def test_each_node_restores_its_ranks_share_at_the_same_world_size(
             (f"__{rank}_0.distcp", [[0, WHOLE_ITEM]]) for rank in range(WORLD) if rank != group_rank]
 
 
-def test_another_world_size_restores_all_of_it_in_one_line(
+def test_another_world_size_restores_all_of_a_save_whose_chunks_are_not_sized_in_one_line(
         published: tuple[RemoteStore, list[Path]], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store, folders = published
     with caplog.at_level(logging.INFO):
@@ -104,7 +110,8 @@ def test_another_world_size_restores_all_of_it_in_one_line(
     assert not (tmp_path / "fresh" / PART_RECORD).exists()
     lines = [r.getMessage() for r in caplog.records if "restoring all of step" in r.getMessage()]
     assert lines == [f"restoring all of step {STEP} for this node's ranks (0 to 0 of 3): .metadata: it was "
-                     "saved by 4 rank(s), this round has 3"], lines
+                     "saved by 4 rank(s), this round has 3, and its .metadata does not size every chunk it "
+                     "places"], lines
 
 
 def test_a_round_again_from_a_step_restored_in_part_fetches_all_of_it(
@@ -160,3 +167,52 @@ def test_a_share_lacking_shards_only_other_ranks_read_is_what_the_round_resumes_
     assert in_round == disk / f"step-{STEP}" and (in_round / ".metadata").is_file()
     assert sorted(path.name for path in in_round.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     assert (in_round / "__1_0.distcp").read_bytes() == (folders[1] / "__1_0.distcp").read_bytes()
+
+
+def test_a_chunk_not_laid_out_as_a_torch_archive_is_fetched_whole_at_another_world_size(
+        aws_env: dict[str, str], bucket: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Rows a node's rank does not use are left out only where the chunk's archive proves where they sit: here
+    no chunk is a torch.save archive, so each chunk the node reads comes whole, as S3 holds it."""
+    items = fsdp_items(llama_shapes(layers=1, dim=48, hidden=130, vocab=50))
+    body, sizes = fsdp_metadata(items, WORLD)
+    store = job_store(aws_env, bucket, JOB)
+    folders = []
+    for rank in range(WORLD):
+        folder = tmp_path / "saved" / f"node{rank}" / f"step-{STEP}"
+        folder.mkdir(parents=True)
+        name = f"__{rank}_0.distcp"
+        (folder / name).write_bytes(bytes(range(256)) * (sizes[name] // 256) + bytes(sizes[name] % 256))
+        if rank == 0:
+            (folder / ".metadata").write_bytes(body)
+        StepParts(RemoteStore(store.s3, store.bucket, JOB, instance=f"i-{rank}", keep=store.keep)).upload(folder, STEP)
+        folders.append(folder)
+    assert store.latest_step() == STEP
+    ranks = NodeRanks(group_rank=0, nodes=WORLD - 1, per_node=1)
+    guessed = resharded.node_reads(body, set(sizes), ranks).narrowed
+    assert guessed  # the rows it does not use would be left out, were the chunks archives
+    with caplog.at_level(logging.INFO):
+        restored = store.restore_at_or_below(tmp_path / "node0", STEP, ranks)
+    assert restored is not None
+    record = restored_in_part(tmp_path / "node0") or {}
+    assert record["narrowed"] == {}
+    for name, chunks in guessed.items():
+        original = (folders[shards.rank_of(name) or 0] / name).read_bytes()
+        with open(restored / name, "rb") as stream:
+            for offset, length, *_ in chunks:
+                stream.seek(offset)
+                assert stream.read(length) == original[offset:offset + length]
+    assert any("is not laid out as guessed: fetched whole" in r.getMessage() for r in caplog.records)
+
+
+def test_a_read_of_what_a_node_left_out_that_s3_cannot_answer_ends_the_load_naming_the_file(
+        aws_env: dict[str, str], bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHECKPOINT_DIR", str(tmp_path))
+    (tmp_path / f"step-{STEP}").mkdir()
+    record = {"name": f"step-{STEP}", "bucket": bucket, "prefix": "gone/", "absent": ["__1_0.distcp"],
+              "pieces": {}, "files": {"__1_0.distcp": ["__1_0.distcp", 5000]}, "narrowed": {}}
+    info = _StorageInfo("__1_0.distcp", 100, 200)
+    read = SimpleNamespace(storage_offsets=torch.Size([0]), lengths=torch.Size([3]))
+    with pytest.raises(RuntimeError, match=rf"__1_0.distcp bytes 100..300 were not restored on this node and could "
+                                           rf"not be fetched from s3://{bucket}/gone/__1_0.distcp"):
+        fetch_missing(tmp_path / f"step-{STEP}", [(info, read)], record)
+    assert not (tmp_path / f"step-{STEP}" / "__1_0.distcp").exists()  # nothing written: never zeros

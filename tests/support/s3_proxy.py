@@ -44,6 +44,8 @@ class FaultProxy:
         self.random = random.Random(seed)
         self.lock = threading.Lock()
         self.requests = 0
+        self.bytes_served = 0  # the bodies of GETs: what clients downloaded
+        self.gets: list[tuple[float, str, bool, int]] = []  # each GET answered: monotonic time, key, ranged, bytes
         self.faults = {"503": 0, "reset": 0}
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self.server.daemon_threads = True
@@ -100,6 +102,10 @@ class FaultProxy:
                     headers = {k: v for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP}
                     length = response.getheader("Content-Length") if self.command == "HEAD" else None
                     self.reply(response.status, headers, data, length)
+                    if self.command == "GET":
+                        with proxy.lock:
+                            proxy.gets.append((time.monotonic(), object_key(self.path, self.headers.get("Host", "")),
+                                               "Range" in self.headers, len(data)))
                 finally:
                     upstream.close()
 
@@ -115,6 +121,9 @@ class FaultProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
+                if self.command == "GET":
+                    with proxy.lock:
+                        proxy.bytes_served += len(data)
 
             def finish(self) -> None:
                 try:

@@ -19,9 +19,11 @@ from spot_trainer.agent.program.command import AUTO_RESUME_PATH, with_auto_resum
 from spot_trainer.integrations.auto_resume import HF_MODULE, hooks, resume_by_default
 from spot_trainer.integrations.lightning_dirpath import MODULES as LIGHTNING_CHECKPOINT_MODULES
 from spot_trainer.integrations.lightning_nodes import MODULES as LIGHTNING_MODULES
+from spot_trainer.integrations.missing_reads import MODULE as DCP_READER
 from spot_trainer.integrations.post_import import when_imported
 
-EVERY = {*LIGHTNING_CHECKPOINT_MODULES, HF_MODULE, *LIGHTNING_MODULES}
+EVERY = {*LIGHTNING_CHECKPOINT_MODULES, HF_MODULE, *LIGHTNING_MODULES, DCP_READER}
+ALWAYS = {*LIGHTNING_MODULES, DCP_READER}  # a round's nodes, and no hole read as zeros
 
 
 @pytest.mark.parametrize(("env", "patched"), [
@@ -29,8 +31,8 @@ EVERY = {*LIGHTNING_CHECKPOINT_MODULES, HF_MODULE, *LIGHTNING_MODULES}
     # a first run: save where the agent looks, add the callback, follow the round's nodes
     ({"CHECKPOINT_DIR": "/c"}, EVERY),
     ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5"}, EVERY),
-    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": "off"}, set(LIGHTNING_MODULES)),
-    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": " OFF "}, set(LIGHTNING_MODULES)),
+    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": "off"}, ALWAYS),
+    ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": " OFF "}, ALWAYS),
     ({"CHECKPOINT_DIR": "/c", "RESUME_FROM": "/c/checkpoint-5", "SPOT_AUTO_RESUME": "on"}, EVERY),
 ])
 def test_frameworks_are_patched_only_under_the_agent_and_resumed_only_with_a_checkpoint(

@@ -16,6 +16,9 @@ command's PYTHONPATH), it makes the first `train()`/`fit()` that names no checkp
 newest in CHECKPOINT_DIR, and a Lightning ModelCheckpoint without a dirpath save there. It patches a
 framework only once the script imports it (`post_import`).
 
+`missing_reads`, installed the same way in every process of such a command, has a rank fetch from S3 what
+its node left out of a step restored in part before DCP reads it, so no rank loads a hole as zeros.
+
 `checkpoint_names` holds the names of a framework's saves that the checkpoint layouts must know too
 (`last.ckpt`); it imports nothing, and it is the one module of this room the storage side reads
 (storage/saves/frameworks.py).

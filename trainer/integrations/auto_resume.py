@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from . import auto_callback
+from . import auto_callback, missing_reads
 from .auto_callback import HF_MODULE
 from .checkpoint_names import LIGHTNING_LAST
 from .lightning_dirpath import MODULES as LIGHTNING_CHECKPOINT_MODULES
@@ -47,8 +47,10 @@ def hooks(env: Mapping[str, str]) -> dict[str, Hook]:
     """Module → patch, for a command the agent runs with this environment."""
     if not env.get("CHECKPOINT_DIR"):
         return {}
-    # Not a matter of resuming: without it Lightning does not start on a round of several nodes.
+    # Not a matter of resuming: without it Lightning does not start on a round of several nodes, and without
+    # the other a rank would load zeros from a step its node restored in part.
     patches: dict[str, list[Hook]] = {name: [follow_the_round] for name in LIGHTNING_TRAINER_MODULES}
+    patches[missing_reads.MODULE] = [missing_reads.fetch_before_reading]
     if env.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
         return _chained(patches)
     for name in LIGHTNING_CHECKPOINT_MODULES:

@@ -129,7 +129,7 @@ def listed_in_bytes(body: bytes) -> set[str] | None:
     return listed_shards(io.BytesIO(body))
 
 
-class _Shadow:
+class Shadow:
     """Stands in for any class a `.metadata` pickle names: it records what it was built with and runs
     nothing, so reading a `.metadata` never imports or calls the classes it names."""
 
@@ -156,13 +156,13 @@ class _ShadowReader(pickle.Unpickler):
 
     def __init__(self, stream: IO[bytes]) -> None:
         super().__init__(stream)
-        self._kinds: dict[str, type[_Shadow]] = {}
+        self._kinds: dict[str, type[Shadow]] = {}
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in self._SAFE:
             return super().find_class(module, name)
         if name not in self._kinds:
-            self._kinds[name] = type(name, (_Shadow,), {"kind": name})
+            self._kinds[name] = type(name, (Shadow,), {"kind": name})
         return self._kinds[name]
 
 
@@ -199,6 +199,7 @@ def metadata_identity(bodies: dict[str, bytes]) -> str:
 
 # ---- what a node's ranks read ------------------------------------------------------------------------
 Range = tuple[int, int]  # (offset, length) in a file
+Narrowed = tuple[int, int, int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -232,22 +233,32 @@ class Share:
     whole: frozenset[str]
     pieces: dict[str, list[Range]] = field(default_factory=dict)
     why: str = ""
+    # file → stored chunks fetched but rows the ranks do not use (chunk_archive.py): (offset, length, where its
+    # storage starts, rows, bytes a row, elements a row), each to be checked once fetched
+    narrowed: dict[str, list[Narrowed]] = field(default_factory=dict)
 
 
-def _storage(body: bytes) -> list[tuple[str, str, int, int]] | None:
-    """(item, file, offset, length) of every chunk DCP's `.metadata` storage data places; None when unreadable."""
+def metadata_object(body: bytes) -> Shadow | None:
+    """DCP's `Metadata` as its pickle builds it, each class it names a Shadow (nothing it names runs);
+    None when the pickle is unreadable or not an object's."""
     try:
         metadata = _ShadowReader(io.BytesIO(body)).load()
     except Exception:  # whatever a damaged pickle raises, it proves nothing
         return None
-    storage = metadata.field("storage_data") if isinstance(metadata, _Shadow) else None
+    return metadata if isinstance(metadata, Shadow) else None
+
+
+def _storage(body: bytes) -> list[tuple[str, str, int, int]] | None:
+    """(item, file, offset, length) of every chunk DCP's `.metadata` storage data places; None when unreadable."""
+    metadata = metadata_object(body)
+    storage = metadata.field("storage_data") if metadata is not None else None
     if not isinstance(storage, dict):
         return None
     found = []
     for index, info in storage.items():
-        item = index.field("fqn") if isinstance(index, _Shadow) else None
+        item = index.field("fqn") if isinstance(index, Shadow) else None
         path, offset, length = (info.field(name) for name in ("relative_path", "offset", "length")) \
-            if isinstance(info, _Shadow) else (None, None, None)
+            if isinstance(info, Shadow) else (None, None, None)
         if not (isinstance(item, str) and isinstance(path, str) and type(offset) is int and type(length) is int):
             return None
         found.append((item, path, offset, length))

@@ -2,5 +2,6 @@
 manifest (`checkpoint_store`), the background uploader and its health, the publish of a step saved in
 shards on several nodes (`step_parts`), the restore, and the job's S3 as the runtime holds it (`remote`).
 
-It may import every other wing of storage.
+It may import every other wing of storage and, of `trainer.integrations`, only `checkpoint_names` (the name of
+the record a restore in part leaves for the ranks' reads).
 """

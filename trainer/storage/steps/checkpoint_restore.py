@@ -3,10 +3,13 @@ disk already holds, held_files.py) into a staging folder, every block checked ag
 then renamed into place. Damage found is the checkpoint's own, unless S3 failed to answer.
 
 On several nodes a restore for a round's ranks (shards.NodeRanks) fetches of a sharded step only what
-those ranks read (shards.node_share): `.metadata`, the files rank 0 alone writes, the ranks' own shards
-whole, and of the other shards the pieces that hold items stored whole; the rest of those files is left
-a hole (each file keeps its size, so DCP's offsets hold). Such a restore is named in a record beside it
-(PART_RECORD), which the next round reads: a copy in part is never taken for the whole step."""
+those ranks read (resharded.node_reads): `.metadata`, the files rank 0 alone writes, and at the world size
+that saved it the ranks' own shards whole and of the others the pieces that hold items stored whole; at
+another, the stored chunks its ranks' rows overlap, less the rows of each they do not use (checked against
+the chunk's archive once fetched, chunk_archive.py). The rest of those files is left a hole (each file keeps
+its size, so DCP's offsets hold). Such a restore is named in a record beside it (PART_RECORD), with where in
+S3 each file is: the next round reads it (a copy in part is never taken for the whole step), and so does a
+rank's read of what its node left out (integrations/missing_reads.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ...integrations.checkpoint_names import RESTORED_PART
 from ..checkpoint_versions import is_version
 from ..files.checksums import digest_files
 from ..files.held_files import copies_of, link_held
@@ -29,7 +33,7 @@ from ..s3.job_keys import MANIFEST
 from ..s3.job_objects import DamagedRecord, JobObjects, RemoteStoreError
 from ..s3.key_names import local_name
 from ..s3.s3client import DEFAULT_CONCURRENCY
-from ..saves import shards
+from ..saves import chunk_archive, resharded, shards
 from .checkpoint_files import BadManifest, entry_name, safe_relative
 
 log = logging.getLogger(__name__)
@@ -37,7 +41,7 @@ log = logging.getLogger(__name__)
 # Writing the restore failed for the instance's disk: a full disk, a quota, read-only, no permission.
 LOCAL_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
 FILE_SET = "files"  # a manifest's kind for entries restored side by side in CHECKPOINT_DIR (fixed_names.py)
-PART_RECORD = ".restored-part.json"  # in CHECKPOINT_DIR: the step restored in part, and for which ranks
+PART_RECORD = RESTORED_PART  # in CHECKPOINT_DIR: the step restored in part, and for which ranks
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Fetch:
 
     pieces: dict[str, list[shards.Range]] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)
+    files: dict[str, tuple[str, int]] = field(default_factory=dict)  # key of each shard → (name in it, size)
+    narrowed: dict[str, list[shards.Narrowed]] = field(default_factory=dict)  # chunks fetched but unused rows
 
     @property
     def in_part(self) -> bool:
@@ -91,7 +97,7 @@ def restore_step(objects: JobObjects, prefix: str, step: int, dest_dir: Path, da
     placed = _put_in_place(staging, final, file_set)
     if is_version(step):
         _written_at(final.parent, placed, step)
-    _record_part(dest_dir, step, final.name, ranks, fetch)
+    _record_part(dest_dir, step, final.name, ranks, fetch, (objects.bucket, prefix))
     log.info("restored step %d into %s%s", step, final, " (what this node's ranks read)" if fetch.in_part else "")
     return final
 
@@ -124,7 +130,11 @@ def _written_at(folder: Path, names: list[str], version: int) -> None:
             os.utime(file, (version, version))
 
 
-def _record_part(dest_dir: Path, step: int, name: str, ranks: shards.NodeRanks | None, fetch: Fetch) -> None:
+def _record_part(dest_dir: Path, step: int, name: str, ranks: shards.NodeRanks | None, fetch: Fetch,
+                 source: tuple[str, str]) -> None:
+    """The record of a restore in part: the step, the ranks, what was left out, and where in S3 each such file
+    is (bucket, step prefix, key → name in the checkpoint and size), so a rank that reads what was left out
+    fetches it (integrations/missing_reads.py)."""
     record = dest_dir / PART_RECORD
     if not fetch.in_part:
         record.unlink(missing_ok=True)
@@ -133,7 +143,8 @@ def _record_part(dest_dir: Path, step: int, name: str, ranks: shards.NodeRanks |
     held_for = before.get("ranks") if before.get("step") == step else None  # kept: the round before's share
     for_ranks = held_for if ranks in (None, shards.BEFORE_A_ROUND) else [ranks.group_rank, ranks.nodes, ranks.per_node]
     body = {"step": step, "name": name, "ranks": for_ranks,
-            "absent": sorted(fetch.absent), "pieces": fetch.pieces}
+            "absent": sorted(fetch.absent), "pieces": fetch.pieces,
+            "bucket": source[0], "prefix": source[1], "files": fetch.files, "narrowed": fetch.narrowed}
     aside = dest_dir / f"{PART_RECORD}.{os.getpid()}"
     aside.write_text(json.dumps(body))
     os.replace(aside, record)
@@ -169,6 +180,7 @@ def _download_all(objects: JobObjects, prefix: str, manifest: dict[str, Any], st
     total = sum(int(manifest["files"][name]["size"]) for name in fetched)
     objects.transfer_all(((prefix + name, str(path)) for name, path in fetched.items()), total, download=True)
     _fetch_pieces(objects, prefix, manifest, targets, fetch)
+    _check_narrowed(objects, prefix, targets, fetch)
     if held:
         log.info("restore of step %s: %d of %d files already on this disk, not downloaded", manifest.get("step"),
                  len(held), len(targets))
@@ -189,13 +201,16 @@ def _share(objects: JobObjects, prefix: str, manifest: dict[str, Any], targets: 
     for key, folder in metadata.items():
         inside = {name.removeprefix(f"{folder}/") if folder else name: key for key, name in names.items()
                   if name.rpartition("/")[0] == folder and shards.rank_of(name) is not None}
-        share = shards.node_share(targets[key].read_bytes(), set(inside), ranks)
+        share = resharded.node_reads(targets[key].read_bytes(), set(inside), ranks)
         whys += [f"{shards.metadata_name(folder)}: {share.why}"] if share.why else []
         for name, shard_key in inside.items():
+            fetch.files[shard_key] = (names[shard_key], int(manifest["files"][shard_key]["size"]))
             if shard_key not in fetched:  # this disk holds it whole, linked already
                 continue
             if name in share.pieces:
                 fetch.pieces[shard_key] = share.pieces[name]
+                if name in share.narrowed:
+                    fetch.narrowed[shard_key] = share.narrowed[name]
             elif name not in share.whole:
                 fetch.absent.add(shard_key)
     if whys:
@@ -211,23 +226,46 @@ def _fetch_pieces(objects: JobObjects, prefix: str, manifest: dict[str, Any], ta
     for key in fetch.pieces:
         with open(targets[key], "wb") as stream:
             stream.truncate(int(manifest["files"][key]["size"]))
-
-    def one(key: str, offset: int, length: int) -> None:
-        try:
-            body = objects.s3.get_object(Bucket=objects.bucket, Key=prefix + key,
-                                         Range=f"bytes={offset}-{offset + length - 1}")["Body"].read()
-        except (ClientError, BotoCoreError) as error:
-            raise RemoteStoreError(f"s3://{objects.bucket}/{prefix}{key}: {error}") from error
-        if len(body) != length:
-            raise ValueError(f"{key}: bytes {offset}..{offset + length}: {len(body)} bytes came back")
-        with open(targets[key], "r+b") as stream:
-            stream.seek(offset)
-            stream.write(body)
-
     with ThreadPoolExecutor(max_workers=DEFAULT_CONCURRENCY) as pool:
-        for done in [pool.submit(one, key, offset, length) for key, pieces in fetch.pieces.items()
-                     for offset, length in pieces]:
+        for done in [pool.submit(_fetch_range, objects, prefix + key, targets[key], offset, length)
+                     for key, pieces in fetch.pieces.items() for offset, length in pieces]:
             done.result()
+
+
+def _fetch_range(objects: JobObjects, key: str, target: Path, offset: int, length: int) -> None:
+    try:
+        body = objects.s3.get_object(Bucket=objects.bucket, Key=key,
+                                     Range=f"bytes={offset}-{offset + length - 1}")["Body"].read()
+    except (ClientError, BotoCoreError) as error:
+        raise RemoteStoreError(f"s3://{objects.bucket}/{key}: {error}") from error
+    if len(body) != length:
+        raise ValueError(f"{key}: bytes {offset}..{offset + length}: {len(body)} bytes came back")
+    with open(target, "r+b") as stream:
+        stream.seek(offset)
+        stream.write(body)
+
+
+def _check_narrowed(objects: JobObjects, prefix: str, targets: dict[str, Path], fetch: Fetch) -> None:
+    """Each chunk fetched without rows its ranks do not use holds its storage where it was guessed to start
+    (chunk_archive.py); one that does not is fetched whole, in one line."""
+    for key, chunks in fetch.narrowed.items():
+        kept = []
+        with open(targets[key], "rb") as stream:
+            for chunk in chunks:
+                offset, length, start, rows, row_bytes, _ = chunk
+                stream.seek(offset)
+                head = stream.read(start - offset)
+                stream.seek(start + rows * row_bytes)
+                if chunk_archive.storage_starts(head, start - offset) and \
+                        chunk_archive.storage_ends(stream.read(24), rows * row_bytes):
+                    kept.append(chunk)
+                    continue
+                log.info("%s: the stored chunk at bytes %d..%d is not laid out as guessed: fetched whole", key,
+                         offset, offset + length)
+                _fetch_range(objects, prefix + key, targets[key], offset, length)
+                fetch.pieces[key] = resharded.touching([*fetch.pieces[key], (offset, length)])  # what it holds
+        fetch.narrowed[key] = kept
+    fetch.narrowed = {key: chunks for key, chunks in fetch.narrowed.items() if chunks}
 
 
 def _verify(manifest: dict[str, Any], targets: dict[str, Path], fetch: Fetch) -> str:
