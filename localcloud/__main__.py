@@ -11,7 +11,6 @@ run it; 2 bad usage; 130 a demo interrupted by Ctrl-C. Nothing is left running i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -30,7 +29,9 @@ from localcloud.outages import SpotOutage, parse_outage
 from localcloud.pace import PaceCheck
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
-from localcloud.region_capacity import RegionOutage, RegionPlan, parse_region_outage, parse_region_score
+from localcloud.region_capacity import RegionOutage
+from localcloud.region_flags import region_flags, region_plan
+from localcloud.region_groups import newest_status
 from localcloud.report import DEFAULT_DISCOUNT, build_report, flat_prices
 from localcloud.session import STATE_ROOT, SessionError, find_session, sessions
 from localcloud.up import UpInputs, down, stop_instances, stop_leftovers, up
@@ -40,7 +41,6 @@ from spot_trainer.ops.plot_command import plot_job
 from spot_trainer.ops.problem import JobProblem
 from spot_trainer.secret_refs import SecretRef, SecretRefError, parse_refs
 from spot_trainer.storage.record_kinds import JobState
-from spot_trainer.storage.s3.job_keys import STATUS, job_key
 from spot_trainer.storage.steps.remote import RemoteStore
 from stacks.help_text import first_paragraph
 
@@ -269,8 +269,7 @@ def checked_inputs(options: argparse.Namespace) -> DemoInputs:
     if not options.timeout > 0:
         raise PlanError(f"--timeout {options.timeout} must be a positive number of seconds")
     outages = [parse_outage(text) for text in options.spot_outage]
-    region_outages = [parse_region_outage(text) for text in options.outage]
-    scores = dict(parse_region_score(text) for text in options.score)
+    region_outages, scores = region_flags(options.outage, options.score)
     if options.price_trace is not None and not options.price_trace.is_file():
         raise PlanError(f"--price-trace {options.price_trace}: no such file")
     try:
@@ -300,9 +299,8 @@ def demo(options: argparse.Namespace) -> int:
         progress.message(f"local AWS (moto) on {cloud.aws_env['AWS_ENDPOINT_URL']}; files in {workdir}")
         parameters = {} if options.train_args is None else {"TrainArguments": train_args}
         deployment = cloud.deploy(app_dir, parameters)
-        for place in deployment.every_region():
-            progress.message(f"deployed {place.stack}: bucket {place.bucket}, group {place.group}"
-                             + (f" in {place.region}" if deployment.others else ""))
+        for place in deployment.every_region():  # a job of several regions: each region's stack
+            progress.message(f"deployed {place.stack}: bucket {place.bucket}, group {place.group}, {place.region}")
         # The built-in trainer's --steps spreads the schedule over the steps; any other command's
         # interruptions come every --interrupt-every seconds of training.
         steps = total_steps(train_args) if job.command == "builtin" else None
@@ -310,9 +308,10 @@ def demo(options: argparse.Namespace) -> int:
         run = RunOptions(plan=inputs.plan, total_steps=steps, timeout_seconds=options.timeout,
                          on_tick=lambda player: (progress(player), pace(player)), command_env=inputs.command_env,
                          outages=inputs.outages, price_trace=options.price_trace,
-                         region_plan=region_plan(cloud, deployment, inputs))
+                         region_plan=region_plan(cloud.capacity_board, deployment, inputs.region_outages,
+                                                 inputs.scores))
         player = Player(cloud, deployment, run).run()
-        status = _status(cloud, deployment)
+        status = newest_status(cloud, deployment)
         report = build_report(player, status, options.spot_discount, prices=inputs.prices)
         prices = inputs.prices or flat_prices(options.spot_discount)
         picture = draw_life(cloud, deployment, workdir / f"{job.name}.svg", prices)
@@ -336,30 +335,6 @@ def draw_life(cloud: LocalCloud, deployment: Deployment, path: Path, prices: Spo
         return plot_job(store, prices, path)
     except JobProblem as problem:  # no matplotlib: the report stands without its picture
         return f"no picture of the job's life: {problem}"
-
-
-def region_plan(cloud: LocalCloud, deployment: Deployment, inputs: DemoInputs) -> RegionPlan | None:
-    """The regions' capacity plan on the board moto answers from; a region the job does not list is one line."""
-    if not inputs.region_outages and not inputs.scores:
-        return None
-    listed = [place.region for place in deployment.every_region()]
-    for region in [o.region for o in inputs.region_outages] + list(inputs.scores):
-        if region not in listed or not deployment.others:
-            raise PlanError(f"--outage/--score {region}: job {deployment.job} trains in {', '.join(listed)} "
-                            "(capacity.regions lists the regions a job may move between)")
-    return RegionPlan(inputs.region_outages, inputs.scores, cloud.capacity_board)
-
-
-def _status(cloud: LocalCloud, deployment: Deployment) -> dict | None:
-    """The job's status.json, from the region it last ran in (the newest of its regions' records)."""
-    found = []
-    for place in deployment.every_region():
-        try:
-            body = cloud.client("s3", place.region).get_object(Bucket=place.bucket, Key=job_key(place.job, STATUS))
-            found.append(json.loads(body["Body"].read()))
-        except Exception:
-            continue
-    return max(found, key=lambda status: str(status.get("updated_at", ""))) if found else None
 
 
 def destroy() -> int:

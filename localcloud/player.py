@@ -119,7 +119,7 @@ class Player:
             if iid in self._waiting_for_spot and market == ON_DEMAND:
                 # AWS launches an on-demand instance in its place; moto's group does once this one goes.
                 del self._waiting_for_spot[iid]
-                self._terminate_in_group(iid)
+                self._regions.terminate(iid)
                 continue
             self._waiting_for_spot.pop(iid, None)
             settings = instance_settings(self.options)
@@ -129,13 +129,14 @@ class Player:
             self._regions.region_of[iid] = region
             self.logs[iid] = TrainingLog(instance.journal)
             self.market_of[iid] = market
-            where = f", {region}" if self.deployment.others else ""
-            self.cloud.log(f"instance {iid} ({instance.instance_type}, {market}{where}) launched")
+            self.cloud.log(f"instance {iid} ({instance.instance_type}, {market}{self._where(region)}) launched")
         self.most_alive = max(self.most_alive, len(self.alive()))
 
     def region_of(self, iid: str) -> str:
-        """The region an instance was launched in."""
         return self._regions.region_of.get(iid, self.deployment.region)
+
+    def _where(self, region: str) -> str:
+        return f", {region}" if self.deployment.others else ""  # a job of one region's lines stay as they were
 
     def alive(self) -> list[Instance]:
         return [i for i in self.instances.values() if i.ended_at is None]
@@ -213,7 +214,7 @@ class Player:
             # the interruption notice only once the replacement's agent is up beside this one.
             self.instances[iid].imds.recommend_rebalance()  # type: ignore[union-attr]
             self._overlapping[iid] = now
-            self._terminate_in_group(iid)
+            self._regions.terminate(iid)
             self.cloud.log(f"instance {iid}: rebalance recommendation, replacement launched now")
             return
         self._notify(target)
@@ -297,7 +298,7 @@ class Player:
             if market == SPOT and not self._outages.spot_available():
                 continue  # the spot replacement cannot launch: the on-demand instance stays
             self._replacing[iid] = time.time()
-            self._terminate_in_group(iid)
+            self._regions.terminate(iid)
             self.cloud.log(f"instance {iid}: the group is now {market}, replacement launched")
 
     def _power_off_due(self) -> None:
@@ -315,9 +316,6 @@ class Player:
             if record.instance == iid and record.killed_at is None:
                 record.killed_at, record.uploaded_step = instance.ended_at, uploaded
         self._pending_kills.pop(iid, None)
-        self._terminate_in_group(iid)
-
-    def _terminate_in_group(self, iid: str) -> None:
         self._regions.terminate(iid)
 
     def _let_agents_finish(self, timeout: float = 15.0) -> None:

@@ -129,3 +129,4 @@ class RegionPlan:
         windows = tuple(Window(region, self.started_at + o.start, self.started_at + o.start + o.length)
                         for region, clock in self._clocks.items() for o in clock.placed())
         return Board(windows, dict(self.scores))
+

@@ -11,7 +11,7 @@ from typing import Any
 from localcloud.agent_events import EventFeed
 from localcloud.cloud import Deployment, LocalCloud
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
-from spot_trainer.storage.s3.job_keys import LATEST, job_key
+from spot_trainer.storage.s3.job_keys import LATEST, STATUS, job_key
 
 
 @dataclass
@@ -63,6 +63,18 @@ class RegionGroups:
             for instance, events in feed.new_events().items():
                 merged.setdefault(instance, []).extend(events)
         return merged
+
+
+def newest_status(cloud: LocalCloud, deployment: Deployment) -> dict[str, Any] | None:
+    """The job's status.json from the region it last ran in (the newest of its regions' records)."""
+    found = []
+    for place in deployment.every_region():
+        try:
+            body = cloud.client("s3", place.region).get_object(Bucket=place.bucket, Key=job_key(place.job, STATUS))
+            found.append(json.loads(body["Body"].read()))
+        except Exception:  # none there (yet)
+            continue
+    return max(found, key=lambda status: str(status.get("updated_at", ""))) if found else None
 
 
 def group_market(group: dict[str, Any]) -> str:

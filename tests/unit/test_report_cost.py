@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import boto3
 from moto import mock_aws
 
+from localcloud.cloud import Deployment
 from localcloud.instance import Instance
 from localcloud.report import Report, flat_prices, run_cost, savings_phrase
 from spot_trainer.storage.steps.remote import RemoteStore
@@ -32,8 +33,8 @@ T0 = 1_800_000_000.0
 class Cloud:
     aws_env = {"AWS_DEFAULT_REGION": "us-east-1"}
 
-    def client(self, service: str) -> object:
-        return boto3.client(service, region_name="us-east-1")
+    def client(self, service: str, region: str | None = None) -> object:
+        return boto3.client(service, region_name=region or "us-east-1")
 
 
 def test_the_local_cost_is_the_status_computation_over_the_records_and_the_player_s_view() -> None:
@@ -55,7 +56,8 @@ def test_the_local_cost_is_the_status_computation_over_the_records_and_the_playe
                                    launched_at=T0 + start, ended_at=T0 + end)
                      for iid, market, start, end in (("i-1", "spot", 0, 95), ("i-2", "on-demand", 120, 210),
                                                      ("i-3", "spot", 120, 150))}
-        player = SimpleNamespace(cloud=Cloud(), deployment=SimpleNamespace(bucket="local", job="demo"),
+        deployment = Deployment(job="demo", stack="SpotTrainer-demo", bucket="local", group="g", app_dir=Path("."))
+        player = SimpleNamespace(cloud=Cloud(), deployment=deployment,
                                  instances=instances, ended_at=T0 + 300)
         cost, unrecorded = run_cost(player, flat_prices(0.7))  # type: ignore[arg-type]
     assert unrecorded == ["i-3"]
