@@ -6,6 +6,9 @@ restores the step home saved, across regions, and the job ends DONE there. One r
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -92,3 +95,18 @@ def test_training_resumes_within_region_wait_a_notice_and_a_boot(run: Scenario) 
     wait = parse_duration(run.player.options.region_wait)
     bound = NOTICE_SECONDS + wait + 2 * boot + 2 * run.player.options.watch_seconds
     assert again - notice.at <= bound, (again - notice.at, bound)
+
+
+def test_status_by_job_name_shows_where_the_job_runs_each_region_and_the_move(run: Scenario) -> None:
+    env = {**os.environ, **run.cloud.aws_env, "AWS_DEFAULT_REGION": HOME}
+    shown = subprocess.run([sys.executable, "-m", "spot_trainer", "status", "--job", run.deployment.job], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert "state          DONE" in text, text  # read from eu-west-1's bucket, where the job ran last
+    assert "interruptions  1" in text  # home's notice, from home's bucket: every region's events count
+    assert f"regions        active {HIGH} since " in text
+    shown_regions = [line.split()[0] for line in text.splitlines() if line.startswith("  ") and " wants " in line]
+    assert shown_regions == [HOME, LOW, HIGH]  # as the job file lists them, home first
+    assert f"  {LOW:<14} wants 0, runs 0, placement score 3" in text
+    assert f"  moved {HOME} → {HIGH} at " in text and "placement score 9" in text

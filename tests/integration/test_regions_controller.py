@@ -119,3 +119,13 @@ def test_a_damaged_record_is_named_and_where_the_job_is_still_known(server: Moto
     outcome = tick(SETUP, clients(server), time.time())
     assert outcome.startswith("regions.json is not a regions record (JSONDecodeError"), outcome
     assert "stay: 2 instance(s) running in us-east-1" in outcome and record(server).active == "us-east-1"
+
+
+def test_a_paused_job_is_not_moved_however_long_nothing_runs(server: MotoServer) -> None:
+    now = time.time()
+    deploy(server, Board((Window("us-east-1", now - 30, now + 3600),), {"eu-west-1": 9}))
+    clients(server)("autoscaling", "us-east-1").set_desired_capacity(AutoScalingGroupName=GROUP, DesiredCapacity=0)
+    tick(SETUP, clients(server), now)
+    outcome = tick(SETUP, clients(server), now + 2 * SETUP.region_wait)
+    assert outcome == "stay: the job wants no instance in us-east-1 (paused or ended): nothing to move", outcome
+    assert desired(server) == {"us-east-1": 0, "us-west-2": 0, "eu-west-1": 0}

@@ -28,7 +28,7 @@ from ..costs.cost_text import describe_cost, describe_outlook
 from ..costs.job_cost import stored_job_cost
 from ..costs.lost_instances import Losses
 from ..costs.spend_meter import SpendMeter
-from ..costs.spot_prices import Ec2SpotPrices, NoPrices, PriceError, SpotPriceSource
+from ..costs.spot_prices import Ec2SpotPrices, NoPrices, PriceError, RegionalPrices, SpotPriceSource
 from ..storage.s3.job_keys import LATEST
 from ..storage.s3.lease import Lease
 from ..storage.s3.s3client import client_config, s3_client
@@ -221,11 +221,16 @@ def run_status(options: argparse.Namespace) -> int:
     if options.region is not None and not REGION.match(options.region):
         return fail(f"--region {options.region!r} is not an AWS region name (like us-east-1)", EXIT_BAD_CONFIG)
     store = RemoteStore(s3_client(region=options.region, max_attempts=3), options.bucket, options.job)
+    # A job of several regions: its record where it runs, its instances and events in every region's bucket
+    others = [RemoteStore(s3_client(region=region, max_attempts=3), bucket, options.job)
+              for region, bucket in getattr(options, "other_regions", [])]
     try:
         status = store.get_json(STATUS_NAME)
-        events = store.events()
+        events = sorted((e for each in (store, *others) for e in each.events()), key=lambda e: e.get("epoch") or 0)
         prices, now = spot_prices(options.region), time.time()
-        cost = stored_job_cost(store, events, (status or {}).get("state"), prices, now=now)
+        if others:
+            prices = RegionalPrices({r: spot_prices(r) for r, _ in options.other_regions}, prices)
+        cost = stored_job_cost(store, events, (status or {}).get("state"), prices, now=now, elsewhere=others)
         ahead = outlook(status or {}, cost, prices, now=now)
         if options.json:
             print(json.dumps({**as_told(status or {}, events, cost.losses), "cost": cost.to_dict(),

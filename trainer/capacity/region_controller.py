@@ -95,6 +95,10 @@ def tick(setup: ControllerSetup, clients: Clients, now: float) -> str:
                        asked_at=record.scores_asked_at, scores=record.scores, limited=record.scores_limited,
                        pace=setup.pace)
     scores = cache.current(clients("ec2", setup.home), now) or {}
+    if not wanted[active]:  # paused by the user, or done: the job wants no instance anywhere, nothing to move
+        record = replace(record, reason=f"the job wants no instance in {active} (paused or ended): nothing to move")
+        s3.put_object(Bucket=setup.bucket(setup.home), Key=setup.record_key, Body=record.to_json())
+        return f"{note}{Action.STAY}: {record.reason}"
     idle_since = max(record.active_since, record.last_running_at or 0.0)
     seen = {region: _observe(group, wanted[region], scores.get(region), idle_since if region == active else None)
             for region, group in groups.items()}
@@ -104,7 +108,7 @@ def tick(setup: ControllerSetup, clients: Clients, now: float) -> str:
     decision = decide(place, seen, setup.rules, now)
     record = replace(record, last_running_at=place.last_running_at, scores_asked_at=cache.asked_at,
                      scores=cache.scores, scores_limited=cache.limited, reason=decision.reason,
-                     regions={r: _seen_line(wanted[r], seen[r]) for r in setup.regions})
+                     regions={r: _seen_line(wanted[r], seen[r], setup.bucket(r)) for r in setup.regions})
     handed = ""
     if decision.action is Action.MOVE:
         move(groups[active], groups[decision.region], setup.nodes)
@@ -159,10 +163,10 @@ def _checkpoint_region(clients: Clients, setup: ControllerSetup) -> str | None:
     return best[1] if best else None
 
 
-def _seen_line(wanted: int | None, seen: RegionObservation) -> RegionSeen:
+def _seen_line(wanted: int | None, seen: RegionObservation, bucket: str) -> RegionSeen:
     newest = seen.failures.newest
     failure = f"{seen.failures.last_code} ({newest})" if newest is not None else ""
-    return RegionSeen(desired=wanted or 0, running=seen.running, score=seen.score, failure=failure)
+    return RegionSeen(desired=wanted or 0, running=seen.running, score=seen.score, failure=failure, bucket=bucket)
 
 
 def _moved(setup: ControllerSetup, clients: Clients, record: PlaceRecord, decision: RegionDecision,

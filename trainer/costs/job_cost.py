@@ -119,10 +119,13 @@ def job_cost(lives: Sequence[InstanceLife], events: Iterable[Mapping[str, Any]],
 
 
 def stored_job_cost(store: RemoteStore, events: Iterable[Mapping[str, Any]], state: str | None,
-                    prices: SpotPriceSource, *, now: float, minimum_seconds: float = 60.0) -> JobCost:
+                    prices: SpotPriceSource, *, now: float, minimum_seconds: float = 60.0,
+                    elsewhere: Sequence[RemoteStore] = ()) -> JobCost:
     """The cost of a job from its records in S3; `state` is status.json's (instances of a job that
-    still runs are counted to now)."""
-    lives, unreadable = read_records(store)
+    still runs are counted to now); `elsewhere`: a job of several regions, its stores in the others."""
+    read = [read_records(each) for each in (store, *elsewhere)]
+    lives = [life for found, _ in read for life in found]
+    unreadable = [problem for _, problems in read for problem in problems]
     cost = job_cost(lives, events, prices, now=now, job_running=state is not None and state not in FINISHED,
                     minimum_seconds=minimum_seconds)
     return replace(cost, problems=unreadable + cost.problems)

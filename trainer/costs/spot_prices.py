@@ -79,6 +79,18 @@ class NoPrices:
         raise PriceError(self.reason)
 
 
+class RegionalPrices:
+    """A job of several regions: each instance's prices from its own region's source (its AZ less the letter)."""
+
+    def __init__(self, by_region: dict[str, SpotPriceSource], fallback: SpotPriceSource) -> None:
+        self.by_region, self.fallback = by_region, fallback
+        self.description = fallback.description
+
+    def history(self, instance_type: str, az: str, start: float, end: float) -> list[PricePoint]:
+        source = self.by_region.get(az.rstrip("abcdefghijklmnopqrstuvwxyz"), self.fallback)
+        return source.history(instance_type, az, start, end)
+
+
 class TracePrices:
     """Prices from a list of {"type", "az", "time" (ISO-8601 or epoch), "price"}; "az": "*" matches
     every AZ (a flat trace for a local run)."""

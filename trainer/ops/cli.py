@@ -20,6 +20,7 @@ from .outputs import check_destination, download_checkpoint, download_final
 from .pause import group_wish, pause, resume
 from .plot_command import check_plot_path, write_plot
 from .problem import JobProblem
+from .regions_status import read_place, region_lines, where_it_runs
 
 
 def region_of(option: str | None) -> str:
@@ -70,18 +71,24 @@ def run_status(options: argparse.Namespace) -> int:
 
     if options.plot is not None:
         check_plot_path(options.plot)
-    job = locate(options)
+    home = locate(options)
+    place = read_place(client("s3", home.region or None), home.bucket, home.job)
+    job = where_it_runs(home, place)
     options.bucket, options.region = job.bucket, job.region or None
+    if place is not None:  # its instances and events in every region's bucket
+        options.other_regions = [(region, seen.bucket) for region, seen in place.regions.items()
+                                 if region != job.region and seen.bucket]
     code = cli.run_status(options)
     if code == 0 and not options.json:
-        print("\n".join(group_lines(job)))
+        lines = [*(region_lines(place) if place is not None else []), *group_lines(job)]
+        print("\n".join(line.replace(job.dashboard_url, home.dashboard_url) for line in lines))
     if code == 0 and options.plot is not None:
         print(write_plot(job, options.plot))
     return code
 
 
 def run_logs(options: argparse.Namespace) -> int:
-    job = locate(options)
+    job = located_where_it_runs(options)  # a job of several regions: the log group of the region it runs in
     since = 0 if options.since_minutes is None else int((time.time() - options.since_minutes * 60) * 1000)
     printed = print_logs(client("logs", job.region), job.log_group, since_ms=since, follow=options.follow,
                          emit=lambda line: print(line, flush=True))
@@ -93,7 +100,7 @@ def run_logs(options: argparse.Namespace) -> int:
 def run_outputs(options: argparse.Namespace) -> int:
     folder = options.to or Path(f"{options.job}-{'checkpoint' if options.checkpoint else 'outputs'}")
     check_destination(folder)
-    job = locate(options)
+    job = located_where_it_runs(options)
     s3 = client("s3", job.region)
     if options.checkpoint:
         step, path = download_checkpoint(s3, job, folder)
@@ -105,10 +112,16 @@ def run_outputs(options: argparse.Namespace) -> int:
 
 
 def run_pause_or_resume(options: argparse.Namespace) -> int:
-    job = locate(options)
+    job = located_where_it_runs(options)
     change = pause if options.command == "pause" else resume
     print(change(client("s3", job.region), client("autoscaling", job.region), job))
     return 0
+
+
+def located_where_it_runs(options: argparse.Namespace) -> JobStack:
+    """The job by name, as the region it runs in holds it (for a job of several regions, not always home)."""
+    home = locate(options)
+    return where_it_runs(home, read_place(client("s3", home.region or None), home.bucket, home.job))
 
 
 def group_lines(job: JobStack) -> list[str]:

@@ -25,6 +25,7 @@ class RegionSeen:
     running: int
     score: int | None
     failure: str  # the newest failed launch's code and kind, or ""
+    bucket: str = ""  # the job's bucket there: where `status` reads the job's record once it runs there
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class PlaceRecord:
     regions: dict[str, RegionSeen] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+        return json.dumps(asdict(self)).encode()  # regions in the job file's order, home first
 
     @classmethod
     def from_json(cls, body: bytes) -> PlaceRecord:
@@ -56,7 +57,8 @@ class PlaceRecord:
                 scores=None if data.get("scores") is None else {str(k): int(v) for k, v in data["scores"].items()},
                 scores_limited=bool(data.get("scores_limited", False)), reason=str(data.get("reason", "")),
                 regions={str(k): RegionSeen(int(v["desired"]), int(v["running"]), _whole(v.get("score")),
-                                            str(v.get("failure", ""))) for k, v in data.get("regions", {}).items()})
+                                            str(v.get("failure", "")), str(v.get("bucket", "")))
+                         for k, v in data.get("regions", {}).items()})
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise ValueError(f"{RECORD_NAME} is not a regions record ({type(error).__name__}: {error})") from None
 
