@@ -7,6 +7,7 @@ restores the step home saved, across regions, and the job ends DONE there. One r
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -105,6 +106,8 @@ def test_status_by_job_name_shows_where_the_job_runs_each_region_and_the_move(ru
     text = shown.stdout
     assert "state          DONE" in text, text  # read from eu-west-1's bucket, where the job ran last
     assert "interruptions  1" in text  # home's notice, from home's bucket: every region's events count
+    assert re.search(rf"across regions [0-9.]+ MB restored from another region's bucket in 1 start\(s\), the newest "
+                     rf"step [0-9]+ from {HOME}", text), text
     assert f"regions        active {HIGH} since " in text
     shown_regions = [line.split()[0] for line in text.splitlines() if line.startswith("  ") and " wants " in line]
     assert shown_regions == [HOME, LOW, HIGH]  # as the job file lists them, home first

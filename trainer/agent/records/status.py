@@ -150,6 +150,10 @@ def describe_job(
         size = kept[-1].get("bytes")
         megabytes = f"{size / 1e6:.1f} MB" if isinstance(size, int) else "? MB"
         lines.append(f"final outputs  {kept[-1].get('location')} ({kept[-1].get('files')} files, {megabytes})")
+    if crossed := [event for event in events if event.get("kind") == EventKind.REGION_RESTORE]:
+        moved = sum(int(event.get("bytes") or 0) for event in crossed)
+        lines.append(f"across regions {moved / 1e6:.1f} MB restored from another region's bucket in {len(crossed)} "
+                     f"start(s), the newest step {_or_dash(crossed[-1].get('step'))} from {crossed[-1].get('region')}")
     if kinds:
         counts = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
         lines.append(f"events         {counts}")
