@@ -11,7 +11,6 @@ On Ctrl-C every instance is powered off, the stack destroyed, moto stopped and t
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -21,18 +20,17 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from localcloud.cloud import CloudError, Deployment, LocalCloud
 from localcloud.instance import Instance
 from localcloud.interruptions import ANNOUNCED, HARD, Injector, InterruptionPlan
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
+from localcloud.region_groups import RegionGroups, newest_status
 from localcloud.session import Session, SessionError, export_lines, process_alive
 from spot_trainer.capacity.policy import ON_DEMAND
 from spot_trainer.secret_refs import SSM, SecretRef
 from spot_trainer.storage.record_kinds import JobState
-from spot_trainer.storage.s3.job_keys import STATUS, job_key
 
 IDLE_SECONDS = 0.5  # how often a group at 0 is looked at for a resume
 DOWN_SECONDS = 180.0  # the most `down` waits for an up to power off, destroy and stop
@@ -102,7 +100,8 @@ def _start_deaf_to_ctrl_c(cloud: LocalCloud) -> None:
 
 def _say_how(progress: ProgressLine, deployment: Deployment, session: Session) -> None:
     job = deployment.job
-    for line in (f"deployed {deployment.stack}: bucket {deployment.bucket}, group {deployment.group}",
+    for line in (*(f"deployed {place.stack}: bucket {place.bucket}, group {place.group}, {place.region}"
+                   for place in deployment.every_region()),
                  "the job commands reach this local cloud with the exports above (also in "
                  f"{session.env_file}: `eval \"$(python -m localcloud env)\"` in another shell)",
                  f"`python -m localcloud interrupt --job {job}` interrupts its instance now (--hard: no notice); "
@@ -122,8 +121,8 @@ def create_secrets(cloud: LocalCloud, secrets: Iterable[tuple[SecretRef, str]]) 
 
 def keep_playing(cloud: LocalCloud, deployment: Deployment, inputs: UpInputs, session: Session,
                  progress: ProgressLine) -> None:
-    """Play the group whenever it wants instances, wait while it is at 0; only an interrupt ends this."""
-    autoscaling = cloud.client("autoscaling")
+    """Play the job's groups whenever one wants instances, wait while all are at 0; only an interrupt ends this."""
+    groups = RegionGroups(cloud, deployment)
     injector = Injector(inputs.plan, inputs.total_steps)  # one schedule over the job's whole life
 
     def tick(player: Player) -> None:
@@ -136,9 +135,7 @@ def keep_playing(cloud: LocalCloud, deployment: Deployment, inputs: UpInputs, se
 
     idle = f"no instance to interrupt: the group of job {deployment.job} is at 0"
     while True:
-        group = autoscaling.describe_auto_scaling_groups(
-            AutoScalingGroupNames=[deployment.group])["AutoScalingGroups"][0]
-        if group["DesiredCapacity"] == 0:
+        if not any(group["DesiredCapacity"] for _, group in groups.groups()):
             session.serve(lambda kind: said(idle))
             time.sleep(IDLE_SECONDS)
             continue
@@ -166,20 +163,12 @@ def interrupt_answer(player: Player, kind: str) -> str:
 def at_zero_line(cloud: LocalCloud, deployment: Deployment) -> str:
     """What up says once the group is at 0, and how the job goes on."""
     job = deployment.job
-    state = _status(cloud, deployment).get("state", "")
+    state = (newest_status(cloud, deployment) or {}).get("state", "")
     if state in (JobState.DONE, JobState.FAILED):
         return (f"job {job} is {state} and its group at 0; `spot-trainer status --job {job}` tells more, "
                 "Ctrl-C ends the local cloud")
     return (f"job {job}'s group is at 0, nothing deleted; `spot-trainer resume --job {job}` starts it again, "
             "Ctrl-C ends the local cloud")
-
-
-def _status(cloud: LocalCloud, deployment: Deployment) -> dict[str, Any]:
-    try:
-        body = cloud.client("s3").get_object(Bucket=deployment.bucket, Key=job_key(deployment.job, STATUS))["Body"]
-        return dict(json.loads(body.read()))
-    except Exception:  # none written yet
-        return {}
 
 
 def tear_down(cloud: LocalCloud, deployment: Deployment, progress: ProgressLine) -> None:
@@ -192,8 +181,9 @@ def tear_down(cloud: LocalCloud, deployment: Deployment, progress: ProgressLine)
     except CloudError as error:
         progress.message(f"localcloud up: {error}")
         return
-    left = [s["StackName"] for s in cloud.client("cloudformation").describe_stacks()["Stacks"]
-            if s["StackName"] == deployment.stack]
+    left = [s["StackName"] for place in deployment.every_region()
+            for s in cloud.client("cloudformation", place.region).describe_stacks()["Stacks"]
+            if s["StackName"] == place.stack]
     progress.message(f"destroyed {deployment.stack}" if not left else f"{deployment.stack} is still there")
 
 
