@@ -8,15 +8,21 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..aws_names import bucket_name_problem
 from ..capacity.regions.place_record import RECORD_NAME, PlaceRecord
 from .job_stack import JobStack
 
 
 def read_place(s3: Any, bucket: str, job: str) -> PlaceRecord | None:
-    """The controller's record; None for a job of one region (none is written) or one not read (named)."""
+    """The controller's record; None for a job of one region (none is written), or where S3 does not answer:
+    the job's own record is read next, and says in one line what is wrong with the bucket or the job."""
+    if bucket_name_problem(bucket):
+        return None
     try:
         body = s3.get_object(Bucket=bucket, Key=f"{job}/{RECORD_NAME}")["Body"].read()
-    except s3.exceptions.NoSuchKey:
+    except (ClientError, BotoCoreError):
         return None
     try:
         return PlaceRecord.from_json(body)
