@@ -13,6 +13,7 @@ from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 from spot_trainer.distributed.handler import create_s3_handler
 from spot_trainer.distributed.s3_backend import HEARTBEAT, STATE, heard_at
+from spot_trainer.distributed.s3_joins import OPS
 from spot_trainer.distributed.s3_objects import ConditionalObjects
 
 
@@ -41,10 +42,15 @@ def test_keep_alives_write_each_nodes_own_object_and_leave_the_round_alone(
         for handler in handlers:
             assert handler.num_nodes_waiting() == 0
             assert len(handler._state_holder.state.participants) == 3, "no live node was taken for dead"
-        handlers[2].shutdown()  # a leave is a change of the round: written, and its beat deleted
+        handlers[2].shutdown()  # a leave is the node's own object, and its beat deleted
         after = objects.listing(STATE).objects
-        assert after[STATE].etag != formed[STATE].etag
+        assert after[STATE].etag == formed[STATE].etag, "a leave is no write of the shared state"
         assert len([name for name in after if name.startswith(HEARTBEAT)]) == 2
+        leaves = [name for name in after if name.startswith(OPS + "0/leave/")]
+        assert leaves == [f"{OPS}0/leave/{handlers[2]._this_node!r}"]
+        handlers[0]._state_holder.read_at_most_every(0)
+        assert handlers[0].num_nodes_waiting() == 0
+        assert set(handlers[0]._state_holder.state.participants) == {handlers[0]._this_node, handlers[1]._this_node}
     finally:
         for handler in handlers[:2]:
             handler.shutdown()

@@ -19,7 +19,6 @@ from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousIn
 from torch.distributed.elastic.rendezvous.api import rendezvous_handler_registry
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     DynamicRendezvousHandler,
-    _DistributedRendezvousOpExecutor,
     _RendezvousExitOp,
     create_handler,
 )
@@ -29,7 +28,7 @@ from ..storage.s3.s3client import s3_client
 from ..storage.steps.remote import RemoteStore
 from .round_start import start_round
 from .rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, write_round
-from .s3_backend import S3RendezvousBackend, S3StateHolder
+from .s3_backend import PlainJoinExecutor, S3RendezvousBackend, S3StateHolder
 from .s3_objects import ConditionalObjects, S3ObjectError
 from .s3_store import S3Store
 
@@ -136,9 +135,9 @@ def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
     handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; it differs in its shutdown and round start
     assert isinstance(handler, LeavingRendezvousHandler)
     # torch gives its handler and the handler's executor a state holder that writes every heartbeat into the
-    # shared state; ours writes each node's to its own object (s3_backend.py)
+    # shared state; ours writes each node's to its own object, and each join and leave too (s3_backend.py)
     handler._state_holder = S3StateHolder(backend, handler.settings)
-    handler._op_executor = _DistributedRendezvousOpExecutor(handler._this_node, handler._state_holder, handler.settings)
+    handler._op_executor = PlainJoinExecutor(handler._this_node, handler._state_holder, handler.settings)
     handler.remote, handler.objects = RemoteStore(s3_client(), bucket, prefix), objects
     _CREATED.append(handler)
     return handler

@@ -11,9 +11,10 @@ object for each one: at 128 nodes beating every 5 s, most of those conditional w
 node's and are retried at once, and a node whose beats keep losing is declared dead while it trains.
 `S3StateHolder`, the state holder torch's handler is given here, keeps the beats out of the shared
 object: a node's beat is a plain PUT of `state.heartbeat/<node>`, and one LIST of `state*` tells the
-state's version and every beat's age. The state object is written (conditionally) only when the round
-changes (a join, a leave, a close, a round completed), and a lost write waits a jittered backoff before
-the next try.
+state's version and every beat's age. A join and a leave are the node's own plain PUT too
+(s3_joins.py), applied by every reader; the state object is written (conditionally) only to decide the
+round (completed, closed, the redundancy list), and a lost write waits a jittered backoff before the next
+try.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     RendezvousSettings,
     Token,
     _BackendRendezvousStateHolder,
+    _DistributedRendezvousOpExecutor,
     _NodeDesc,
     _RendezvousState,
 )
 
+from .s3_joins import JOIN, LEAVE, WAIT, Op, apply_op, parse_op
 from .s3_objects import ConditionalObjects, Listing, S3ObjectError
 
 STATE = "state"
@@ -118,6 +121,7 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         self._joining = 0  # nodes beating that the state does not name yet, as last listed
         self._round_trip = 0.0  # seconds the last conditional write took
         self._listed_fresh = False  # the beats were listed in this sync: peers may be judged on them
+        self._ops: dict[_NodeDesc, str] = {}  # the op object each of this holder's nodes wrote last
 
     def read_at_most_every(self, seconds: float) -> None:
         """How long a read state serves before S3 is asked again: torch's 1 s while a round forms; while it
@@ -187,14 +191,45 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         except pickle.PickleError as error:
             raise RendezvousStateError("The rendezvous state is corrupt. See inner exception for details.") \
                 from error
-        self._merge_beats(listing)
+        self._merge_beats(listing, self._apply_ops(listing))
         self._listed_fresh = True
 
-    def _merge_beats(self, listing: Listing) -> None:
+    def _apply_ops(self, listing: Listing) -> list[str]:
+        """Every join and leave listed, applied to the state oldest first (s3_joins.py): those of rounds
+        past are named, for the next writer of the round to delete."""
+        ops = sorted((op.round, seen.modified, name, op) for name, seen in listing.objects.items()
+                     if (op := parse_op(name)) is not None)
+        now, past = datetime.now(UTC), []
+        for number, modified, name, op in ops:
+            if number < self._state.round:
+                past.append(name)
+            else:
+                apply_op(self._state, op, heard_at(modified, listing.s3_now, now), self._settings)
+        return past
+
+    def write_op(self, node: _NodeDesc, kind: str) -> None:
+        """This node joins, waits for the next round, or leaves: its own object, its earlier one deleted
+        first (one name per node in the listing), and the change made to the state held here as every
+        reader will make it. No write of the shared state: torch's executor then syncs, which beats."""
+        op = Op(self._state.round, kind, node)
+        if (earlier := self._ops.pop(node, None)) is not None:
+            self._delete(earlier)
+        try:
+            self._objects.put(op.name, b"")
+        except S3ObjectError as error:
+            raise RendezvousConnectionError(str(error)) from error
+        self._ops[node] = op.name
+        apply_op(self._state, op, datetime.now(UTC), self._settings)
+        if kind == LEAVE and node in self._mine:
+            self._delete(_heartbeat(node))
+            del self._mine[node]
+        self._round = _round_of(self._state)
+
+    def _merge_beats(self, listing: Listing, strays: list[str]) -> None:
         state, now = self._state, datetime.now(UTC)
         members = {repr(node): node for node in (*state.participants, *state.wait_list, *state.redundancy_list)}
         silent = now - self._settings.keep_alive_interval * self._settings.keep_alive_max_attempt
-        self._strays, self._joining = [], 0
+        self._strays, self._joining = strays, 0
         for name, seen in listing.objects.items():
             if not name.startswith(HEARTBEAT):
                 continue
@@ -235,13 +270,32 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         """After a write of the round: the beats of this holder's nodes that left it, and the beats of
         nodes long gone from it, are deleted (best effort: a beat nobody lists as a member is ignored)."""
         for name in [_heartbeat(node) for node in left] + self._strays:
-            try:
-                self._objects.delete(name)
-            except S3ObjectError:
-                pass
+            self._delete(name)
         for node in left:
             del self._mine[node]
         self._strays = []
+
+    def _delete(self, name: str) -> None:
+        try:
+            self._objects.delete(name)
+        except S3ObjectError:  # best effort: an object left behind changes nothing (s3_joins.py)
+            pass
+
+
+class PlainJoinExecutor(_DistributedRendezvousOpExecutor):
+    """torch's executor, but a node's join, wait for the next round and leave are its own plain PUT
+    (S3StateHolder.write_op), not a conditional write of the shared state."""
+
+    _state_holder: S3StateHolder
+
+    def _add_to_participants(self) -> None:
+        self._state_holder.write_op(self._node, JOIN)
+
+    def _add_to_wait_list(self) -> None:
+        self._state_holder.write_op(self._node, WAIT)
+
+    def _remove_from_participants(self) -> None:
+        self._state_holder.write_op(self._node, LEAVE)
 
 
 def heard_at(modified: datetime, s3_now: datetime | None, now: datetime) -> datetime:
