@@ -61,10 +61,12 @@ def apply_op(state: _RendezvousState, op: Op, heard: datetime, settings: Rendezv
     """The change torch's executor makes for a node's join, wait or leave, made to `state` when it still
     applies (its round, the node not already there, room left): whether it changed the state. `heard` is
     when the object was written, on this host's clock: the node's beat, and the last call's start."""
-    if state.closed or op.round != state.round:
+    if op.round != state.round:
         return False
-    if op.kind == LEAVE:
+    if op.kind == LEAVE:  # torch lets a node leave a closed rendezvous too
         return _leave(state, op.node, settings)
+    if state.closed:
+        return False
     full = len(state.participants) >= settings.max_nodes
     if op.kind == WAIT:
         if not state.complete or full or op.node in state.participants or op.node in state.wait_list:
