@@ -114,3 +114,23 @@ def _quietly(call: Any) -> None:
         call()
     except RendezvousClosedError:  # the close this test makes
         pass
+
+
+def test_the_survivors_of_a_dead_node_leave_and_form_the_next_round_without_it(
+    aws_env: dict[str, str], bucket: str, state_writes: list[bool]
+) -> None:
+    handlers = [create_s3_handler(params(bucket, node, 2, 3)) for node in (1, 2, 3)]
+    try:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            list(pool.map(lambda handler: handler.next_rendezvous(), handlers))
+        handlers[2]._stop_heartbeats()  # dies, and its torchrun never comes back
+        survivors = handlers[:2]
+        with ThreadPoolExecutor(max_workers=2) as pool:  # torchrun's agents restart their round
+            infos = list(pool.map(lambda handler: handler.next_rendezvous(), survivors))
+        assert sorted(info.rank for info in infos) == [0, 1] and {info.world_size for info in infos} == {2}
+        state = survivors[0]._state_holder.state
+        assert state.round == 1 and set(state.participants) == {handler._this_node for handler in survivors}
+        assert state_writes.count(True) == 2, "one write completes each round; leaves and joins are plain"
+    finally:
+        for handler in handlers:
+            handler._stop_heartbeats()

@@ -121,7 +121,7 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         self._joining = 0  # nodes beating that the state does not name yet, as last listed
         self._round_trip = 0.0  # seconds the last conditional write took
         self._listed_fresh = False  # the beats were listed in this sync: peers may be judged on them
-        self._ops: dict[_NodeDesc, str] = {}  # the op object each of this holder's nodes wrote last
+        self._written: set[str] = set()  # the op objects this holder wrote, not yet deleted
 
     def read_at_most_every(self, seconds: float) -> None:
         """How long a read state serves before S3 is asked again: torch's 1 s while a round forms; while it
@@ -191,34 +191,55 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         except pickle.PickleError as error:
             raise RendezvousStateError("The rendezvous state is corrupt. See inner exception for details.") \
                 from error
-        self._merge_beats(listing, self._apply_ops(listing))
+        # the round's silent members dropped first (torch's rule): the last of a round to go, dead or left,
+        # opens the next, which the joins then fill
+        persisted = self._state.round
+        self._merge_beats(listing, [])
+        self._sanitize()
+        self._merge_beats(listing, self._sweep(self._apply_ops(listing, persisted)))
         self._listed_fresh = True
 
-    def _apply_ops(self, listing: Listing) -> list[str]:
-        """Every join and leave listed, applied to the state oldest first (s3_joins.py): those of rounds
-        past are named, for the next writer of the round to delete."""
+    def _apply_ops(self, listing: Listing, persisted: int) -> list[Op]:
+        """Every join, wait and leave listed, applied to the state oldest first (s3_joins.py); those of rounds
+        the shared state has left behind (`persisted` is its round) are handed back instead."""
         ops = sorted((op.round, seen.modified, name, op) for name, seen in listing.objects.items()
                      if (op := parse_op(name)) is not None)
         now, past = datetime.now(UTC), []
-        for number, modified, name, op in ops:
-            if number < self._state.round:
-                past.append(name)
+        for number, modified, _, op in ops:
+            if number < persisted:
+                past.append(op)
             else:
                 apply_op(self._state, op, heard_at(modified, listing.s3_now, now), self._settings)
         return past
 
+    def _sweep(self, past: list[Op]) -> list[str]:
+        """Ops of rounds past: this holder's own deleted now (a few), those of nodes gone from the rendezvous
+        named for the next writer of the round to delete (best effort: they no longer apply)."""
+        state = self._state
+        members = {*state.participants, *state.wait_list, *state.redundancy_list}
+        strays = []
+        for op in past:
+            if op.name in self._written:
+                self._delete(op.name)
+                self._written.discard(op.name)
+            elif op.node not in members:
+                strays.append(op.name)
+        return strays
+
     def write_op(self, node: _NodeDesc, kind: str) -> None:
-        """This node joins, waits for the next round, or leaves: its own object, its earlier one deleted
-        first (one name per node in the listing), and the change made to the state held here as every
-        reader will make it. No write of the shared state: torch's executor then syncs, which beats."""
+        """This node joins, waits for the next round, or leaves: its own object, and the change made to the
+        state held here as every reader will make it. No write of the shared state: torch's executor then
+        syncs, which beats. A join deletes the node's leave of the same round first: read oldest first,
+        within one of S3's seconds a leave would otherwise come after it."""
         op = Op(self._state.round, kind, node)
-        if (earlier := self._ops.pop(node, None)) is not None:
-            self._delete(earlier)
+        if kind == JOIN and (left := Op(op.round, LEAVE, node).name) in self._written:
+            self._delete(left)
+            self._written.discard(left)
         try:
             self._objects.put(op.name, b"")
         except S3ObjectError as error:
             raise RendezvousConnectionError(str(error)) from error
-        self._ops[node] = op.name
+        self._written.add(op.name)
         apply_op(self._state, op, datetime.now(UTC), self._settings)
         if kind == LEAVE and node in self._mine:
             self._delete(_heartbeat(node))

@@ -10,8 +10,8 @@ redundancy list. The first node to see a full round, or the last-call window pas
 write that takes every join listed so far.
 
 An object applies only to the round it names, and changes nothing when the state already holds it, so one
-left listed after a write that took it is harmless: each node deletes its own before it writes the next,
-and the writer of a round deletes those of rounds past. A dead node's join still applies, with the age of
+left listed after a write that took it is harmless: each node deletes its own once the shared state has
+left their round, and the writer of a round those of nodes gone. A dead node's join still applies, with the age of
 its last beat: torch's rule (three intervals silent) drops it from every reader's state alike.
 """
 
