@@ -122,6 +122,9 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         self._round_trip = 0.0  # seconds the last conditional write took
         self._listed_fresh = False  # the beats were listed in this sync: peers may be judged on them
         self._written: set[str] = set()  # the op objects this holder wrote, not yet deleted
+        # when the state was last read (or written whole): a beat is a write too, but tells nothing of the
+        # round, so it must not put off the next read (a node beating more often than it may read never would)
+        self._read_at = -1.0
 
     def read_at_most_every(self, seconds: float) -> None:
         """How long a read state serves before S3 is asked again: torch's 1 s while a round forms; while it
@@ -138,7 +141,7 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         if self._dirty:
             has_set: bool | None = self._write()
         else:
-            if self._last_sync_time >= max(time.monotonic() - self._read_every(), 0):
+            if self._read_at >= max(time.monotonic() - self._read_every(), 0):
                 return None
             has_set = None
             self._read()
@@ -164,6 +167,7 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         self._round_trip = time.monotonic() - started
         if written is not None:
             self._bits, self._token, self._losses = bits, written, 0
+            self._read_at = time.monotonic()
             self._forget(set(self._mine) - set(state.last_heartbeats))
             return True
         self._losses += 1
@@ -176,6 +180,7 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         return min(most, max(base * 2.0 ** self._losses, self._round_trip * self._joining))
 
     def _read(self) -> None:
+        self._read_at = time.monotonic()
         try:
             listing = self._objects.listing(STATE)
         except S3ObjectError as error:
