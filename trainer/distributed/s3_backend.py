@@ -198,28 +198,29 @@ class S3StateHolder(_BackendRendezvousStateHolder):
                 from error
         # the round's silent members dropped first (torch's rule): the last of a round to go, dead or left,
         # opens the next, which the joins then fill
-        persisted = self._state.round
+        persisted = self._state.round, self._state.complete
         self._merge_beats(listing, [])
         self._sanitize()
         self._merge_beats(listing, self._sweep(self._apply_ops(listing, persisted)))
         self._listed_fresh = True
 
-    def _apply_ops(self, listing: Listing, persisted: int) -> list[Op]:
-        """Every join, wait and leave listed, applied to the state oldest first (s3_joins.py); those of rounds
-        the shared state has left behind (`persisted` is its round) are handed back instead."""
+    def _apply_ops(self, listing: Listing, persisted: tuple[int, bool]) -> list[Op]:
+        """Every join, wait and leave listed, applied to the state oldest first (s3_joins.py); those the
+        shared state has settled (`persisted`: its round, and whether complete) are handed back instead."""
         ops = sorted((op.round, seen.modified, name, op) for name, seen in listing.objects.items()
                      if (op := parse_op(name)) is not None)
         now, past = datetime.now(UTC), []
-        for number, modified, _, op in ops:
-            if number < persisted:
+        for _, modified, _, op in ops:
+            if settled(op, *persisted):
                 past.append(op)
             else:
                 apply_op(self._state, op, heard_at(modified, listing.s3_now, now), self._settings)
         return past
 
     def _sweep(self, past: list[Op]) -> list[str]:
-        """Ops of rounds past: this holder's own deleted now (a few), those of nodes gone from the rendezvous
-        named for the next writer of the round to delete (best effort: they no longer apply)."""
+        """Ops settled: this holder's own deleted now (a few; at 128 nodes the joins of a round that trains
+        would double every listing), those of nodes gone from the rendezvous named for the next writer of
+        the round to delete (best effort: they no longer apply)."""
         state = self._state
         members = {*state.participants, *state.wait_list, *state.redundancy_list}
         strays = []
@@ -322,6 +323,12 @@ class PlainJoinExecutor(_DistributedRendezvousOpExecutor):
 
     def _remove_from_participants(self) -> None:
         self._state_holder.write_op(self._node, LEAVE)
+
+
+def settled(op: Op, persisted_round: int, complete: bool) -> bool:
+    """The shared state has settled the op: its round is past, or it is a join of the round completed
+    (which took it, or never will)."""
+    return op.round < persisted_round or (op.round == persisted_round and complete and op.kind == JOIN)
 
 
 def heard_at(modified: datetime, s3_now: datetime | None, now: datetime) -> datetime:

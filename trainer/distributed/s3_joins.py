@@ -11,8 +11,9 @@ write that takes every join listed so far.
 
 An object applies only to the round it names, and changes nothing when the state already holds it, so one
 left listed after a write that took it is harmless: each node deletes its own once the shared state has
-left their round, and the writer of a round those of nodes gone. A dead node's join still applies, with the age of
-its last beat: torch's rule (three intervals silent) drops it from every reader's state alike.
+settled them (their round left, or completed for a join), and the writer of a round those of nodes gone.
+A dead node's join still applies, with the age of its last beat: torch's rule (three intervals silent)
+drops it from every reader's state alike.
 """
 
 from __future__ import annotations
