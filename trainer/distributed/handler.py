@@ -19,6 +19,7 @@ from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousIn
 from torch.distributed.elastic.rendezvous.api import rendezvous_handler_registry
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     DynamicRendezvousHandler,
+    _DistributedRendezvousOpExecutor,
     _RendezvousExitOp,
     create_handler,
 )
@@ -28,7 +29,8 @@ from ..storage.s3.s3client import s3_client
 from ..storage.steps.remote import RemoteStore
 from .round_start import start_round
 from .rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, write_round
-from .s3_backend import PlainJoinExecutor, S3RendezvousBackend, S3StateHolder
+from .s3_backend import S3RendezvousBackend, S3StateHolder
+from .s3_joins import JOIN, LEAVE, WAIT
 from .s3_objects import ConditionalObjects, S3ObjectError
 from .s3_store import S3Store
 
@@ -107,6 +109,22 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
             start_round(info.store, info.rank, info.world_size, self.remote, self.published_last_round)
         self.published_last_round = info.rank == 0
         return info
+
+
+class PlainJoinExecutor(_DistributedRendezvousOpExecutor):
+    """torch's executor, but a node's join, wait for the next round and leave are its own plain PUT
+    (S3StateHolder.write_op), not a conditional write of the shared state."""
+
+    _state_holder: S3StateHolder
+
+    def _add_to_participants(self) -> None:
+        self._state_holder.write_op(self._node, JOIN)
+
+    def _add_to_wait_list(self) -> None:
+        self._state_holder.write_op(self._node, WAIT)
+
+    def _remove_from_participants(self) -> None:
+        self._state_holder.write_op(self._node, LEAVE)
 
 
 _CREATED: list[LeavingRendezvousHandler] = []  # this process's handlers (torchrun makes one)

@@ -34,12 +34,11 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     RendezvousSettings,
     Token,
     _BackendRendezvousStateHolder,
-    _DistributedRendezvousOpExecutor,
     _NodeDesc,
     _RendezvousState,
 )
 
-from .s3_joins import JOIN, LEAVE, WAIT, Op, apply_op, parse_op
+from .s3_joins import JOIN, LEAVE, Op, apply_op, parse_op, settled
 from .s3_objects import ConditionalObjects, Listing, S3ObjectError
 
 STATE = "state"
@@ -307,28 +306,6 @@ class S3StateHolder(_BackendRendezvousStateHolder):
             self._objects.delete(name)
         except S3ObjectError:  # best effort: an object left behind changes nothing (s3_joins.py)
             pass
-
-
-class PlainJoinExecutor(_DistributedRendezvousOpExecutor):
-    """torch's executor, but a node's join, wait for the next round and leave are its own plain PUT
-    (S3StateHolder.write_op), not a conditional write of the shared state."""
-
-    _state_holder: S3StateHolder
-
-    def _add_to_participants(self) -> None:
-        self._state_holder.write_op(self._node, JOIN)
-
-    def _add_to_wait_list(self) -> None:
-        self._state_holder.write_op(self._node, WAIT)
-
-    def _remove_from_participants(self) -> None:
-        self._state_holder.write_op(self._node, LEAVE)
-
-
-def settled(op: Op, persisted_round: int, complete: bool) -> bool:
-    """The shared state has settled the op: its round is past, or it is a join of the round completed
-    (which took it, or never will)."""
-    return op.round < persisted_round or (op.round == persisted_round and complete and op.kind == JOIN)
 
 
 def heard_at(modified: datetime, s3_now: datetime | None, now: datetime) -> datetime:

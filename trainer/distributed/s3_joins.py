@@ -102,3 +102,8 @@ def _leave(state: _RendezvousState, node: _NodeDesc, settings: RendezvousSetting
     _remove_participant_epilogue(state, settings)
     return True
 
+
+def settled(op: Op, persisted_round: int, complete: bool) -> bool:
+    """The shared state has settled the op: its round is past, or it is a join of the round completed
+    (which took it, or never will)."""
+    return op.round < persisted_round or (op.round == persisted_round and complete and op.kind == JOIN)
