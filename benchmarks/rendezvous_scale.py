@@ -36,6 +36,7 @@ PYTHONPATH: `--label` names it in the output.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import math
@@ -56,6 +57,7 @@ from torch.distributed.elastic.rendezvous import RendezvousParameters
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from localcloud.moto_server import MotoServer  # noqa: E402
+from spot_trainer.distributed import handler as handler_module  # noqa: E402
 from spot_trainer.distributed import s3_objects  # noqa: E402
 from spot_trainer.distributed.handler import create_s3_handler  # noqa: E402
 from spot_trainer.distributed.rounds import ROUND_RESUME_ENV  # noqa: E402
@@ -174,6 +176,9 @@ def work(args: argparse.Namespace) -> None:
                        "heartbeats_missed": tally.missed - missed})
         for handler in handlers.values():
             handler._stop_heartbeats()
+        handler_module._CREATED.clear()  # the handlers torchrun would make once: let this round's go
+        del handlers
+        gc.collect()  # 128 nodes x 4 rounds of clients otherwise outgrow the machine's memory
         print(json.dumps(report), flush=True)
 
 
