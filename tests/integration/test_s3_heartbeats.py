@@ -13,6 +13,7 @@ from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 from spot_trainer.distributed.handler import create_s3_handler
 from spot_trainer.distributed.s3_backend import HEARTBEAT, STATE, heard_at
+from spot_trainer.distributed.s3_joins import OPS
 from spot_trainer.distributed.s3_objects import ConditionalObjects
 
 
@@ -41,10 +42,15 @@ def test_keep_alives_write_each_nodes_own_object_and_leave_the_round_alone(
         for handler in handlers:
             assert handler.num_nodes_waiting() == 0
             assert len(handler._state_holder.state.participants) == 3, "no live node was taken for dead"
-        handlers[2].shutdown()  # a leave is a change of the round: written, and its beat deleted
+        handlers[2].shutdown()  # a leave is the node's own object, and its beat deleted
         after = objects.listing(STATE).objects
-        assert after[STATE].etag != formed[STATE].etag
+        assert after[STATE].etag == formed[STATE].etag, "a leave is no write of the shared state"
         assert len([name for name in after if name.startswith(HEARTBEAT)]) == 2
+        leaves = [name for name in after if name.startswith(OPS + "0/leave/")]
+        assert leaves == [f"{OPS}0/leave/{handlers[2]._this_node!r}"]
+        handlers[0]._state_holder.read_at_most_every(0)
+        assert handlers[0].num_nodes_waiting() == 0
+        assert set(handlers[0]._state_holder.state.participants) == {handlers[0]._this_node, handlers[1]._this_node}
     finally:
         for handler in handlers[:2]:
             handler.shutdown()
@@ -90,3 +96,26 @@ def test_a_training_node_reads_the_state_every_half_interval_however_often_torch
     finally:
         for handler in handlers:
             handler.shutdown()
+
+
+def test_a_node_that_beats_more_often_than_it_may_read_still_reads_and_sees_a_peer_die(
+    aws_env: dict[str, str], bucket: str
+) -> None:
+    """A beat is a write of the node's own object, not a read of the round: at 128 nodes a node may read
+    only every 5 s, and beats every 1 to 2 intervals; were each beat to put off its next read, it would
+    never read, and never see a peer die or a round complete."""
+    handlers = [create_s3_handler(params(bucket, node)) for node in (1, 2, 3)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        list(pool.map(lambda handler: handler.next_rendezvous(), handlers))
+    try:
+        handlers[0]._state_holder.read_at_most_every(2.5)  # beats every 1 s: more often than it reads
+        handlers[2]._stop_heartbeats()  # dies, without leaving
+        started = time.monotonic()
+        while handlers[2]._this_node in handlers[0]._state_holder.state.participants:
+            assert time.monotonic() - started < 30, "the silent node was never dropped"
+            handlers[0].num_nodes_waiting()  # as torchrun asks, every 0.1 s
+            time.sleep(0.1)
+        assert time.monotonic() - started >= 1, "dropped after three missed beats, not at once"
+    finally:
+        for handler in handlers:
+            handler._stop_heartbeats()

@@ -30,6 +30,7 @@ from ..storage.steps.remote import RemoteStore
 from .round_start import start_round
 from .rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, write_round
 from .s3_backend import S3RendezvousBackend, S3StateHolder
+from .s3_joins import JOIN, LEAVE, WAIT
 from .s3_objects import ConditionalObjects, S3ObjectError
 from .s3_store import S3Store
 
@@ -110,6 +111,22 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
         return info
 
 
+class PlainJoinExecutor(_DistributedRendezvousOpExecutor):
+    """torch's executor, but a node's join, wait for the next round and leave are its own plain PUT
+    (S3StateHolder.write_op), not a conditional write of the shared state."""
+
+    _state_holder: S3StateHolder
+
+    def _add_to_participants(self) -> None:
+        self._state_holder.write_op(self._node, JOIN)
+
+    def _add_to_wait_list(self) -> None:
+        self._state_holder.write_op(self._node, WAIT)
+
+    def _remove_from_participants(self) -> None:
+        self._state_holder.write_op(self._node, LEAVE)
+
+
 _CREATED: list[LeavingRendezvousHandler] = []  # this process's handlers (torchrun makes one)
 
 
@@ -136,9 +153,9 @@ def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
     handler.__class__ = LeavingRendezvousHandler  # torch builds the handler; it differs in its shutdown and round start
     assert isinstance(handler, LeavingRendezvousHandler)
     # torch gives its handler and the handler's executor a state holder that writes every heartbeat into the
-    # shared state; ours writes each node's to its own object (s3_backend.py)
+    # shared state; ours writes each node's to its own object, and each join and leave too (s3_backend.py)
     handler._state_holder = S3StateHolder(backend, handler.settings)
-    handler._op_executor = _DistributedRendezvousOpExecutor(handler._this_node, handler._state_holder, handler.settings)
+    handler._op_executor = PlainJoinExecutor(handler._this_node, handler._state_holder, handler.settings)
     handler.remote, handler.objects = RemoteStore(s3_client(), bucket, prefix), objects
     _CREATED.append(handler)
     return handler

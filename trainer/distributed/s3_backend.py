@@ -11,9 +11,10 @@ object for each one: at 128 nodes beating every 5 s, most of those conditional w
 node's and are retried at once, and a node whose beats keep losing is declared dead while it trains.
 `S3StateHolder`, the state holder torch's handler is given here, keeps the beats out of the shared
 object: a node's beat is a plain PUT of `state.heartbeat/<node>`, and one LIST of `state*` tells the
-state's version and every beat's age. The state object is written (conditionally) only when the round
-changes (a join, a leave, a close, a round completed), and a lost write waits a jittered backoff before
-the next try.
+state's version and every beat's age. A join and a leave are the node's own plain PUT too
+(s3_joins.py), applied by every reader; the state object is written (conditionally) only to decide the
+round (completed, closed, the redundancy list), and a lost write waits a jittered backoff before the next
+try.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     _RendezvousState,
 )
 
+from .s3_joins import JOIN, LEAVE, Op, apply_op, parse_op, settled
 from .s3_objects import ConditionalObjects, Listing, S3ObjectError
 
 STATE = "state"
@@ -118,6 +120,10 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         self._joining = 0  # nodes beating that the state does not name yet, as last listed
         self._round_trip = 0.0  # seconds the last conditional write took
         self._listed_fresh = False  # the beats were listed in this sync: peers may be judged on them
+        self._written: set[str] = set()  # the op objects this holder wrote, not yet deleted
+        # when the state was last read (or written whole): a beat is a write too, but tells nothing of the
+        # round, so it must not put off the next read (a node beating more often than it may read never would)
+        self._read_at = -1.0
 
     def read_at_most_every(self, seconds: float) -> None:
         """How long a read state serves before S3 is asked again: torch's 1 s while a round forms; while it
@@ -134,7 +140,7 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         if self._dirty:
             has_set: bool | None = self._write()
         else:
-            if self._last_sync_time >= max(time.monotonic() - self._read_every(), 0):
+            if self._read_at >= max(time.monotonic() - self._read_every(), 0):
                 return None
             has_set = None
             self._read()
@@ -160,6 +166,7 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         self._round_trip = time.monotonic() - started
         if written is not None:
             self._bits, self._token, self._losses = bits, written, 0
+            self._read_at = time.monotonic()
             self._forget(set(self._mine) - set(state.last_heartbeats))
             return True
         self._losses += 1
@@ -172,6 +179,7 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         return min(most, max(base * 2.0 ** self._losses, self._round_trip * self._joining))
 
     def _read(self) -> None:
+        self._read_at = time.monotonic()
         try:
             listing = self._objects.listing(STATE)
         except S3ObjectError as error:
@@ -187,14 +195,67 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         except pickle.PickleError as error:
             raise RendezvousStateError("The rendezvous state is corrupt. See inner exception for details.") \
                 from error
-        self._merge_beats(listing)
+        # the round's silent members dropped first (torch's rule): the last of a round to go, dead or left,
+        # opens the next, which the joins then fill
+        persisted = self._state.round, self._state.complete
+        self._merge_beats(listing, [])
+        self._sanitize()
+        self._merge_beats(listing, self._sweep(self._apply_ops(listing, persisted)))
         self._listed_fresh = True
 
-    def _merge_beats(self, listing: Listing) -> None:
+    def _apply_ops(self, listing: Listing, persisted: tuple[int, bool]) -> list[Op]:
+        """Every join, wait and leave listed, applied to the state oldest first (s3_joins.py); those the
+        shared state has settled (`persisted`: its round, and whether complete) are handed back instead."""
+        ops = sorted((op.round, seen.modified, name, op) for name, seen in listing.objects.items()
+                     if (op := parse_op(name)) is not None)
+        now, past = datetime.now(UTC), []
+        for _, modified, _, op in ops:
+            if settled(op, *persisted):
+                past.append(op)
+            else:
+                apply_op(self._state, op, heard_at(modified, listing.s3_now, now), self._settings)
+        return past
+
+    def _sweep(self, past: list[Op]) -> list[str]:
+        """Ops settled: this holder's own deleted now (a few; at 128 nodes the joins of a round that trains
+        would double every listing), those of nodes gone from the rendezvous named for the next writer of
+        the round to delete (best effort: they no longer apply)."""
+        state = self._state
+        members = {*state.participants, *state.wait_list, *state.redundancy_list}
+        strays = []
+        for op in past:
+            if op.name in self._written:
+                self._delete(op.name)
+                self._written.discard(op.name)
+            elif op.node not in members:
+                strays.append(op.name)
+        return strays
+
+    def write_op(self, node: _NodeDesc, kind: str) -> None:
+        """This node joins, waits for the next round, or leaves: its own object, and the change made to the
+        state held here as every reader will make it. No write of the shared state: torch's executor then
+        syncs, which beats. A join deletes the node's leave of the same round first: read oldest first,
+        within one of S3's seconds a leave would otherwise come after it."""
+        op = Op(self._state.round, kind, node)
+        if kind == JOIN and (left := Op(op.round, LEAVE, node).name) in self._written:
+            self._delete(left)
+            self._written.discard(left)
+        try:
+            self._objects.put(op.name, b"")
+        except S3ObjectError as error:
+            raise RendezvousConnectionError(str(error)) from error
+        self._written.add(op.name)
+        apply_op(self._state, op, datetime.now(UTC), self._settings)
+        if kind == LEAVE and node in self._mine:
+            self._delete(_heartbeat(node))
+            del self._mine[node]
+        self._round = _round_of(self._state)
+
+    def _merge_beats(self, listing: Listing, strays: list[str]) -> None:
         state, now = self._state, datetime.now(UTC)
         members = {repr(node): node for node in (*state.participants, *state.wait_list, *state.redundancy_list)}
         silent = now - self._settings.keep_alive_interval * self._settings.keep_alive_max_attempt
-        self._strays, self._joining = [], 0
+        self._strays, self._joining = strays, 0
         for name, seen in listing.objects.items():
             if not name.startswith(HEARTBEAT):
                 continue
@@ -235,13 +296,16 @@ class S3StateHolder(_BackendRendezvousStateHolder):
         """After a write of the round: the beats of this holder's nodes that left it, and the beats of
         nodes long gone from it, are deleted (best effort: a beat nobody lists as a member is ignored)."""
         for name in [_heartbeat(node) for node in left] + self._strays:
-            try:
-                self._objects.delete(name)
-            except S3ObjectError:
-                pass
+            self._delete(name)
         for node in left:
             del self._mine[node]
         self._strays = []
+
+    def _delete(self, name: str) -> None:
+        try:
+            self._objects.delete(name)
+        except S3ObjectError:  # best effort: an object left behind changes nothing (s3_joins.py)
+            pass
 
 
 def heard_at(modified: datetime, s3_now: datetime | None, now: datetime) -> datetime:
