@@ -92,6 +92,7 @@ def test_an_fsdp_script_publishes_whole_steps_and_survives_every_kind_of_lost_no
     loads_in_a_fresh_process(tmp_path / "fresh" / f"step-{STEPS}")
     no_lost_node_was_a_failure(group)
     never_from_nothing_once_published(group)
+    each_round_resumes_at_the_newest_published_step(group)
     the_smaller_world_fetched_only_what_its_ranks_read(group, store, proxy, shard_sizes)
 
 
@@ -115,6 +116,24 @@ def never_from_nothing_once_published(group: Cluster) -> None:
               if line.startswith("fsdp: start at step")]
     assert not [line for at, line in starts if at > first and " step 0," in line], starts
     assert any(" world 2" in line for at, line in starts if at > first), starts  # resumed by fewer ranks
+
+
+def each_round_resumes_at_the_newest_published_step(group: Cluster) -> None:
+    """Every round starts at the newest step published before it, or later: nothing in S3 is trained again, so a
+    lost node's redone work is what it trained past its last save, less than one save interval (--save-every)."""
+    def published(line: str) -> bool:
+        return line.startswith("spot-trainer: checkpoint step") and " uploaded in " in line and "shards" not in line
+
+    steps = sorted((at, int(line.removeprefix("spot-trainer: checkpoint step ").split()[0]))
+                   for agent in group.agents for at, line in zip(agent.times, agent.lines, strict=False)
+                   if published(line))
+    starts = [(at, int(line.removeprefix("fsdp: start at step ").split(",")[0]))
+              for agent in group.agents for at, line in zip(agent.times, agent.lines, strict=False)
+              if line.startswith("fsdp: start at step")]
+    behind = [(start, newest) for at, start in starts
+              if (newest := max((step for when, step in steps if when < at), default=None)) is not None
+              and start < newest]
+    assert not behind, f"rounds that started below the newest published step (start, newest): {behind}"
 
 
 def the_smaller_world_fetched_only_what_its_ranks_read(group: Cluster, store: RemoteStore, proxy: FaultProxy,
