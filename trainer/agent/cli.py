@@ -142,8 +142,10 @@ def build_agent(config: AgentConfig, env: Mapping[str, str]) -> Agent:
     """Wire the agent to real clients (endpoints from AWS_ENDPOINT_URL and the IMDS override)."""
     imds = ImdsClient()
     instance_id = config.instance_id or _instance_id_from(imds)
-    s3 = s3_client(region=config.region)
+    # One session for every client: its credentials (the instance role's, from IMDS) are fetched once and shared,
+    # not once per client, where a slow metadata answer would leave one client with none.
     session = boto3.session.Session()
+    s3 = s3_client(region=config.region, session=session)
     aws = {"region_name": config.region, "config": client_config(max_attempts=4)}
     # Telemetry gives up fast: an unreachable endpoint must not delay a shutdown under a notice.
     quick = {"region_name": config.region, "config": Config(retries={"mode": "adaptive", "max_attempts": 2},
@@ -159,8 +161,8 @@ def build_agent(config: AgentConfig, env: Mapping[str, str]) -> Agent:
     regions = parse_job_buckets(config.job_buckets)
     # A job of several regions keeps one lease, in home's bucket: an agent of any region waits for it, so two
     # regions never train at once, and each start sees the newest step wherever it was saved.
-    lease_s3, lease_bucket = (s3_client(region=regions.home), regions.buckets[regions.home]) if regions else \
-        (s3, config.bucket)
+    lease_s3, lease_bucket = (s3_client(region=regions.home, session=session), regions.buckets[regions.home]) \
+        if regions else (s3, config.bucket)
     clients = Clients(
         store=RemoteStore(s3, config.bucket, config.job, keep=config.keep_checkpoints, instance=instance_id),
         lease=Lease(lease_s3, lease_bucket, config.job, owner=instance_id, ttl_seconds=config.lease_ttl_seconds),
@@ -169,7 +171,8 @@ def build_agent(config: AgentConfig, env: Mapping[str, str]) -> Agent:
         cloud=cloud,
         sns=session.client("sns", **quick) if config.notify_topic else None,
         prices=budget_prices(session.client("ec2", **aws), env) if config.budget_usd else None,
-        other_regions={region: RemoteStore(s3_client(region=region), bucket, config.job, instance=instance_id)
+        other_regions={region: RemoteStore(s3_client(region=region, session=session), bucket, config.job,
+                                           instance=instance_id)
                        for region, bucket in regions.others(config.region).items()} if regions else {},
     )
     return Agent(config=config, clients=clients, instance_id=instance_id)

@@ -109,7 +109,7 @@ class Agent:
 
     def _one_node(self) -> OneNode:
         config, clients = self.config, self.clients
-        elsewhere = OtherRegions(clients.other_regions, self.log) if clients.other_regions else None
+        elsewhere = OtherRegions(clients.other_regions) if clients.other_regions else None
         restore = Restore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin,
                           elsewhere=elsewhere)
         endings = Endings(config, clients.store, self.telemetry, self._own_group(), self.stop_requested)
