@@ -47,9 +47,6 @@ def check_regions_fit(job: JobSpec) -> None:
     """With several regions, nothing the job file names may belong to one region only."""
     if len(job.capacity.regions) < 2:
         return
-    if job.capacity.distributed:
-        raise field_error("capacity.regions", "several regions train one node, or standbys, at a time: a "
-                          "distributed job's sharded steps do not follow it to another region yet; list one region")
     many = f"lives in one region, and this job lists {len(job.capacity.regions)}"
     if job.network.subnets:
         raise field_error("network.subnets", f'a subnet {many}: give "create" (each region\'s stack makes its own '

@@ -4,16 +4,11 @@ bucket; the job's one lease is in home's bucket."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
-import boto3
-
 from localcloud.fake_imds import FakeImds
-from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
-
-HOME, AWAY = "us-east-1", "us-west-2"
+from tests.integration.region_buckets import AWAY, HOME, region_buckets
 
 
 def run_until_notice(agent: AgentProcess, imds: FakeImds, past_step: int) -> int:
@@ -31,14 +26,9 @@ def run_until_notice(agent: AgentProcess, imds: FakeImds, past_step: int) -> int
 def test_a_start_in_another_region_resumes_from_the_newest_step_and_saves_where_it_runs(
     aws_env: dict[str, str], tmp_path: Path
 ) -> None:
-    job, suffix = "moving", uuid.uuid4().hex[:8]
-    buckets = {HOME: f"moving-home-{suffix}", AWAY: f"moving-away-{suffix}"}
-    clients = {region: boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"], region_name=region)
-               for region in buckets}
-    clients[HOME].create_bucket(Bucket=buckets[HOME])
-    clients[AWAY].create_bucket(Bucket=buckets[AWAY], CreateBucketConfiguration={"LocationConstraint": AWAY})
-    stores = {region: RemoteStore(clients[region], name, job) for region, name in buckets.items()}
-    job_buckets = ",".join(f"{region}={name}" for region, name in buckets.items())
+    job = "moving"
+    made = region_buckets(aws_env, job, "moving")
+    buckets, stores, job_buckets = made.buckets, made.stores, made.job_buckets
 
     def agent(region: str, instance: str, imds: FakeImds) -> AgentProcess:
         return AgentProcess(agent_env(aws_env, bucket=buckets[region], job=job, region=region,

@@ -20,7 +20,13 @@ import torch.distributed as dist
 from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 from spot_trainer.distributed.handler import create_s3_handler, endpoint_parts
-from spot_trainer.distributed.round_start import agree_on_step, bring_to_step, offer_handover, same_as_published
+from spot_trainer.distributed.round_start import (
+    RoundStep,
+    agree_on_step,
+    bring_to_step,
+    offer_handover,
+    same_as_published,
+)
 from spot_trainer.distributed.rounds import ROUND_RESUME_ENV
 from spot_trainer.distributed.s3_backend import S3RendezvousBackend
 from spot_trainer.distributed.s3_objects import ConditionalObjects
@@ -174,9 +180,9 @@ def test_every_node_of_a_round_resumes_from_the_one_step_published_in_s3(
     round_store = S3Store(objects)
     for rank, disk in enumerate((disks["writer"], disks["peer"])):
         offer_handover(round_store, rank, published_last_round=False, directory=disk)
-    step = agree_on_step(round_store, 0, 2, remote)
+    step = agree_on_step(round_store, 0, 2, remote).step
     assert step == 40
-    assert agree_on_step(round_store, 1, 2, remote) == 40
+    assert agree_on_step(round_store, 1, 2, remote) == RoundStep(40)  # this region's bucket holds it
     resumed = {name: bring_to_step(disk, step, remote) for name, disk in disks.items()}
     assert {path.name if path else None for path in resumed.values()} == {"ckpt_40.pt"}
     assert {path.read_bytes() for path in resumed.values() if path} == {b"weights 40"}
@@ -224,8 +230,8 @@ def test_the_step_the_last_rounds_publisher_hands_over_is_the_rounds_step(
     uploading = threading.Timer(1.0, lambda: remote.upload(newest, 30))
     uploading.start()
     try:
-        assert agree_on_step(round_store, 0, 2, remote) == 30
-        assert agree_on_step(round_store, 1, 2, remote) == 30
+        assert agree_on_step(round_store, 0, 2, remote) == RoundStep(30)
+        assert agree_on_step(round_store, 1, 2, remote) == RoundStep(30)
     finally:
         uploading.join()
 

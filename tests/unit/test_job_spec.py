@@ -289,8 +289,6 @@ BAD_CASES = [
       "storage": {"bucket": "kept-checkpoints"}}, "storage.bucket: a bucket lives in one region"),
     ({**with_changes("capacity", regions=["us-east-1", "us-west-2"]), "network": {"subnets": "create"},
       "name": "xn--job"}, "name: 'xn--job' makes the bucket name of region us-east-1 unusable"),
-    ({**with_changes("capacity", regions=["us-east-1", "us-west-2"], distributed=True, nodes=2),
-      "network": {"subnets": "create"}}, "capacity.regions: several regions train one node, or standbys"),
     ({**with_changes("capacity", regions=["us-east-1", "us-west-2"], ami="/aws/service/x",
                      distributed=False), "network": {"subnets": "create"}, "userdata_version": "v1",
       "run": {**EXAMPLE["run"], "trainer_package": "spot-trainer==0.1.0"}},

@@ -30,6 +30,7 @@ from ..costs.lost_instances import Losses
 from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, NoPrices, PriceError, RegionalPrices, SpotPriceSource
 from ..storage.s3.job_keys import LATEST
+from ..storage.s3.job_regions import REGION, parse_job_buckets
 from ..storage.s3.lease import Lease
 from ..storage.s3.s3client import client_config, s3_client
 from ..storage.steps.remote import RemoteStore, RemoteStoreError
@@ -37,7 +38,6 @@ from .endings import EXIT_FAILED
 from .fatal import disk_error, disk_fix, end_job_as_failed
 from .instance.config import ENV_NAMES, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
 from .instance.imds import ImdsClient
-from .instance.job_regions import REGION, parse_job_buckets
 from .instance.setting_names import unread_setting_warnings
 from .program.secret_values import SecretError, secret_environment
 from .records.boot_times import describe_boots

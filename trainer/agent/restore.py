@@ -17,8 +17,8 @@ from ..storage.record_kinds import EventKind
 from ..storage.saves import layouts
 from ..storage.saves.layouts import Checkpoint
 from ..storage.saves.shards import NodeRanks
+from ..storage.steps.other_regions import CrossedBytes, OtherRegions
 from ..storage.steps.remote import RemoteStore, RemoteStoreError
-from .other_regions import OtherRegions
 from .records.telemetry import RunTelemetry
 
 
@@ -79,16 +79,15 @@ class Restore:
         away = self.elsewhere.newest_above(floor) if self.elsewhere is not None else None
         if away is None:
             return None
-        started, moved = time.monotonic(), [0]
-        away.store.on_download = lambda chunk, whole: moved.append(moved.pop() + chunk)  # what crossed regions
+        started, crossed = time.monotonic(), CrossedBytes.counting(away.store)
         restored = away.store.restore_checkpoint(self.directory, away.step, self.before_a_round)
         if restored is None:
             self.telemetry.log(f"step {away.step} of {away.region} (s3://{away.store.bucket}) could not be restored: "
                                "resuming from this region's newest")
             return None
         self.telemetry.log(f"restored {restored.path.name} from {away.region} (s3://{away.store.bucket}), across "
-                           f"regions: {moved[0]} bytes in {time.monotonic() - started:.2f}s")
-        self.telemetry.event(EventKind.REGION_RESTORE, step=restored.step, region=away.region, bytes=moved[0])
+                           f"regions: {crossed.total} bytes in {time.monotonic() - started:.2f}s")
+        self.telemetry.event(EventKind.REGION_RESTORE, step=restored.step, region=away.region, bytes=crossed.total)
         return restored
 
     def newest_at_start(self) -> Checkpoint | None:

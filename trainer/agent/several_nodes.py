@@ -17,6 +17,7 @@ from ..distributed.rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV
 from ..storage.saves import layouts
 from ..storage.saves.layouts import Checkpoint
 from ..storage.saves.shards import BEFORE_A_ROUND, NodeRanks
+from ..storage.steps.other_regions import JOB_BUCKETS_ENV, REGION_ENV
 from ..storage.steps.remote import RemoteStore
 from ..storage.steps.step_parts import StepParts
 from .instance.config import AgentConfig
@@ -92,6 +93,8 @@ class SeveralNodes:
         self.rounds.round_file.unlink(missing_ok=True)
         # torchrun gives each rank RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT.
         env = {ROUND_FILE_ENV: str(self.rounds.round_file)}
+        if self.config.job_buckets:  # a round may start from a step another region's bucket holds
+            env |= {JOB_BUCKETS_ENV: self.config.job_buckets, REGION_ENV: self.config.region}
         if self.config.command != "builtin":  # the built-in trainer agrees on a step by itself
             env[ROUND_RESUME_ENV] = "1"
         return Launch(argv, env)

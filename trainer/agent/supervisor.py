@@ -26,6 +26,7 @@ from ..storage.record_kinds import EventKind, JobState
 from ..storage.s3.lease import Lease
 from ..storage.saves import fixed_names
 from ..storage.saves.layouts import Checkpoint
+from ..storage.steps.other_regions import OtherRegions
 from ..storage.steps.remote import RemoteStore
 from .command_start import start_command
 from .endings import Endings
@@ -35,7 +36,6 @@ from .instance.imds import ImdsClient
 from .instance.own_group import OwnGroup
 from .node_mode import NodeMode
 from .one_node import OneNode
-from .other_regions import OtherRegions
 from .outcome import Outcome, RunEnd
 from .program.command import CommandProcess
 from .program.stopping import Stopping
@@ -107,20 +107,25 @@ class Agent:
         self.restore, self.endings = self.mode.restore, self.mode.endings
         self._hang = HangWatch(config.stall_minutes * 60 if self.mode.watches_progress else 0)
 
+    @property
+    def _elsewhere(self) -> OtherRegions | None:
+        """A job of several regions: its buckets in the others, where a newer step may lie."""
+        return OtherRegions(self.clients.other_regions) if self.clients.other_regions else None
+
     def _one_node(self) -> OneNode:
         config, clients = self.config, self.clients
-        elsewhere = OtherRegions(clients.other_regions) if clients.other_regions else None
         restore = Restore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin,
-                          elsewhere=elsewhere)
+                          elsewhere=self._elsewhere)
         endings = Endings(config, clients.store, self.telemetry, self._own_group(), self.stop_requested)
         return OneNode(config, clients.lease, self.telemetry, self._notices, self.stop_requested, restore, endings)
 
     def _several_nodes(self) -> SeveralNodes:
         config, clients = self.config, self.clients
-        world = World(config, clients.store, clients.imds, self.stop_requested, self.log)
+        world = World(config, clients.store, clients.imds, self.stop_requested, self.log, self._elsewhere)
         rounds = RoundPart(RoundFailures(config.restart_budget), self.telemetry, self.stop_requested,
                            config.poll_seconds)
-        restore = SeveralRestore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin)
+        restore = SeveralRestore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin,
+                                 elsewhere=self._elsewhere)
         endings = SeveralEndings(config, clients.store, self.telemetry, self._own_group(), self.stop_requested,
                                  world, self._notices, self.started_at, self.instance_id)
         return SeveralNodes(config, clients.store, self.telemetry, self.stop_requested, world, rounds, restore,

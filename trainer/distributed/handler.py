@@ -26,6 +26,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
 
 from ..storage.s3.job_keys import job_key, rendezvous_prefix
 from ..storage.s3.s3client import s3_client
+from ..storage.steps.other_regions import OtherRegions
 from ..storage.steps.remote import RemoteStore
 from .round_start import start_round
 from .rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV, Round, write_round
@@ -59,6 +60,7 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
     """
 
     remote: RemoteStore | None = None  # the job's checkpoints in S3 (set by create_s3_handler)
+    elsewhere: OtherRegions | None = None  # a job of several regions: its buckets in the others
     objects: ConditionalObjects | None = None  # the rendezvous' own objects (set by create_s3_handler)
     published_last_round = False  # this node held group rank 0 in the round before
     round_members: frozenset[Any] = frozenset()  # the nodes of the round this node is in
@@ -106,7 +108,8 @@ class LeavingRendezvousHandler(DynamicRendezvousHandler):
             nodes = tuple(sorted({node.addr for node in state.participants}))
             write_round(Path(path), Round(number=state.round, group_rank=info.rank, nodes=nodes))
         if os.environ.get(ROUND_RESUME_ENV) == "1" and self.remote is not None:
-            start_round(info.store, info.rank, info.world_size, self.remote, self.published_last_round)
+            start_round(info.store, info.rank, info.world_size, self.remote, self.published_last_round,
+                        self.elsewhere)
         self.published_last_round = info.rank == 0
         return info
 
@@ -157,6 +160,7 @@ def create_s3_handler(params: RendezvousParameters) -> RendezvousHandler:
     handler._state_holder = S3StateHolder(backend, handler.settings)
     handler._op_executor = PlainJoinExecutor(handler._this_node, handler._state_holder, handler.settings)
     handler.remote, handler.objects = RemoteStore(s3_client(), bucket, prefix), objects
+    handler.elsewhere = OtherRegions.from_environment(prefix)
     _CREATED.append(handler)
     return handler
 

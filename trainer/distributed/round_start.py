@@ -14,6 +14,10 @@ starts again from a step its node restored in part (the round before ended befor
 published: a rank may have found a file missing) fetches all of it. A group rank 0 that cannot read S3
 says so in the store, so the others leave the round at once instead of waiting out the store's timeout.
 
+A job of several regions: when another region's bucket holds a newer step than this region's (the job trained
+there before it moved here, and nothing is published here since), group rank 0 names that step and its region,
+and every node fetches its share from there, across regions, once: the round's first save is published here.
+
 The agent asks for this (spot_trainer.distributed.rounds.ROUND_RESUME_ENV) for commands of the user's own only:
 the built-in trainer agrees on the newest step among its ranks by itself and sends it to the ranks that lack it.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -37,12 +42,14 @@ from ..storage.saves import layouts
 from ..storage.saves.shards import NodeRanks
 from ..storage.steps.checkpoint_files import entry_name
 from ..storage.steps.checkpoint_restore import restored_in_part
+from ..storage.steps.other_regions import CrossedBytes, OtherRegions
 from ..storage.steps.remote import RemoteStore
 
 STEP_KEY = "spot_trainer/resume_step"  # in the round's own store (prefixed by torch per round)
 HANDOVER_KEY = "spot_trainer/handover/{rank}"  # each node's step to hand over, or NONE
 NONE = b"none"
 FAILED = b"failed"  # group rank 0 could not read S3: no step for this round
+IN_REGION = "@"  # a step another region's bucket holds: b"<step>@<region>"
 HANDOVER_KEY_SECONDS = 30.0  # for every node of the round to name its hand-over (each writes it first thing)
 UPLOAD_WAIT_SECONDS = 60.0  # for the step a node hands over to reach S3
 POLL_SECONDS = 1.0
@@ -81,14 +88,33 @@ def handed_over(store: Any, nodes: int) -> int | None:
     return max(steps, default=None)
 
 
-def agree_on_step(store: Any, group_rank: int, nodes: int, remote: RemoteStore) -> int | None:
+@dataclass(frozen=True)
+class RoundStep:
+    step: int | None  # None: nothing is published anywhere, the round starts over
+    region: str | None = None  # another region's bucket holds it (None: this region's)
+
+    def encoded(self) -> bytes:
+        if self.step is None:
+            return NONE
+        return f"{self.step}{IN_REGION}{self.region}".encode() if self.region else str(self.step).encode()
+
+    @classmethod
+    def decoded(cls, value: bytes) -> RoundStep:
+        if value == NONE:
+            return cls(None)
+        step, _, region = value.decode().partition(IN_REGION)
+        return cls(int(step), region or None)
+
+
+def agree_on_step(store: Any, group_rank: int, nodes: int, remote: RemoteStore,
+                  elsewhere: OtherRegions | None = None) -> RoundStep:
     """Group rank 0 names the step in the round's store; every other node reads it there."""
     if group_rank != 0:
         value = store.get(STEP_KEY)
         if value == FAILED:
             raise RuntimeError("the round's group rank 0 could not read the published step from S3: "
                                "this node leaves the round")
-        return None if value == NONE else int(value)
+        return RoundStep.decoded(value)
     try:
         handover = handed_over(store, nodes)
         step = remote.latest_step()
@@ -97,11 +123,13 @@ def agree_on_step(store: Any, group_rank: int, nodes: int, remote: RemoteStore) 
             while (step is None or step < handover) and time.monotonic() < deadline:
                 time.sleep(POLL_SECONDS)  # the agent of the node that published last round is uploading it
                 step = remote.latest_step()
+        away = elsewhere.newest_above(step) if elsewhere is not None else None
     except Exception:
         store.set(STEP_KEY, FAILED)
         raise
-    store.set(STEP_KEY, NONE if step is None else str(step).encode())
-    return step
+    agreed = RoundStep(away.step, away.region) if away is not None else RoundStep(step)
+    store.set(STEP_KEY, agreed.encoded())
+    return agreed
 
 
 def node_ranks(group_rank: int, nodes: int, argv: list[str] | None = None) -> NodeRanks | None:
@@ -118,9 +146,10 @@ def node_ranks(group_rank: int, nodes: int, argv: list[str] | None = None) -> No
 
 
 def bring_to_step(directory: Path, step: int | None, remote: RemoteStore,
-                  ranks: NodeRanks | None = None) -> Path | None:
-    """CHECKPOINT_DIR holds `step` as S3 does and nothing newer; the path to resume from (None: start over).
-    With `ranks`, what those ranks read of a sharded step, unless the round before started from it too."""
+                  ranks: NodeRanks | None = None, *, records: RemoteStore | None = None) -> Path | None:
+    """CHECKPOINT_DIR holds `step` as S3 (`remote`) does and nothing newer; the path to resume from (None: start
+    over). With `ranks`, what those ranks read of a sharded step, unless the round before started from it too.
+    Its event goes to `records` (this region's bucket), when `remote` is another region's."""
     if step is None:
         aside = layouts.set_aside_above(directory, None)
         if aside:
@@ -142,7 +171,7 @@ def bring_to_step(directory: Path, step: int | None, remote: RemoteStore,
         raise RuntimeError(f"could not fetch step {step}, the round's step, from S3: this node leaves the round")
     layouts.prepare_for_resume(directory, restored)
     _say(f"this round resumes from step {step}, published in S3 ({'on this disk' if here else 'fetched'})")
-    _record(remote, EventKind.ROUND_RESUME, step=step)
+    _record(records or remote, EventKind.ROUND_RESUME, step=step)
     return restored
 
 
@@ -168,7 +197,8 @@ def resume_env(path: Path | None) -> dict[str, str]:
     return {"RESUME_FROM": str(path.resolve()) if path else ""}
 
 
-def start_round(store: Any, group_rank: int, nodes: int, remote: RemoteStore, published_last_round: bool) -> None:
+def start_round(store: Any, group_rank: int, nodes: int, remote: RemoteStore, published_last_round: bool,
+                elsewhere: OtherRegions | None = None) -> None:
     """All of the above for this node, then RESUME_FROM in the environment its workers inherit."""
     directory = Path(os.environ["CHECKPOINT_DIR"])
     try:
@@ -177,5 +207,23 @@ def start_round(store: Any, group_rank: int, nodes: int, remote: RemoteStore, pu
         if group_rank == 0:  # the others would wait for its step until the store's timeout
             store.set(STEP_KEY, FAILED)
         raise
-    step = agree_on_step(store, group_rank, nodes, remote)
-    os.environ.update(resume_env(bring_to_step(directory, step, remote, node_ranks(group_rank, nodes))))
+    agreed = agree_on_step(store, group_rank, nodes, remote, elsewhere)
+    ranks = node_ranks(group_rank, nodes)
+    if agreed.region is None or elsewhere is None:
+        path = bring_to_step(directory, agreed.step, remote, ranks)
+    else:
+        path = bring_from_region(directory, agreed, elsewhere.stores[agreed.region], remote, ranks)
+    os.environ.update(resume_env(path))
+
+
+def bring_from_region(directory: Path, agreed: RoundStep, away: RemoteStore, remote: RemoteStore,
+                      ranks: NodeRanks | None) -> Path | None:
+    """`bring_to_step` from another region's bucket, the bytes that crossed counted and recorded here."""
+    started, crossed = time.monotonic(), CrossedBytes.counting(away)
+    path = bring_to_step(directory, agreed.step, away, ranks, records=remote)
+    if crossed.total == 0:  # this disk held it
+        return path
+    _say(f"step {agreed.step} came from {agreed.region} (s3://{away.bucket}), across regions: {crossed.total} "
+         f"bytes in {time.monotonic() - started:.2f}s")
+    _record(remote, EventKind.REGION_RESTORE, step=agreed.step, region=agreed.region, bytes=crossed.total)
+    return path

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import boto3
 
-from ..agent.instance.job_regions import REGION
+from ..storage.s3.job_regions import REGION
 from .aws_access import NO_REGION, client
 from .job_stack import JobStack, check_job_name, find_job_stack, job_by_bucket
 from .logs import print_logs

@@ -20,8 +20,8 @@ from ...capacity.policy import parse_deadline, parse_duration
 from ...command_text import has_control_character, shadows_builtin
 from ...settings import NO_DEFAULT, SETTINGS, agent_default, agent_env_names
 from ...signals import STOP_SIGNALS, UNCATCHABLE, builtin_stop_problem, parse_signal
+from ...storage.s3.job_regions import REGION, parse_job_buckets
 from .env_file import read_env_text
-from .job_regions import REGION, parse_job_buckets
 
 
 class ConfigError(ValueError):

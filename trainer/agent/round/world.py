@@ -16,6 +16,7 @@ from ...storage.record_kinds import JOB_ENDINGS, JobState
 from ...storage.saves import layouts
 from ...storage.saves.layouts import Checkpoint
 from ...storage.saves.shards import NodeRanks
+from ...storage.steps.other_regions import OtherRegions
 from ...storage.steps.remote import RemoteStore, RemoteStoreError
 from ...storage.steps.uploader import CheckpointUploader
 from ..instance.config import AgentConfig
@@ -41,6 +42,7 @@ class World:
     imds: ImdsClient
     stop_requested: threading.Event
     log: Callable[[str], None]
+    elsewhere: OtherRegions | None = None  # a job of several regions: its buckets in the others
 
     def local_addr(self) -> str:
         """The address peers reach this node at: the instance's private IPv4 (each loopback address
@@ -89,7 +91,8 @@ class World:
         holds beyond it goes aside: on the node that `published` in the last round, a checkpoint whose
         upload failed; on any other, the parts its ranks wrote (HF's and Lightning's non-zero ranks
         write checkpoints without the model), which are never whole. With `before_a_round`, of a sharded
-        step all but its shards: the round brings each node its own ranks' share as it forms."""
+        step all but its shards: the round brings each node its own ranks' share as it forms. In a job of
+        several regions the published step may lie in another region's bucket, until one is published here."""
         directory, store = Path(self.config.checkpoint_dir), self.store
         deadline = time.monotonic() + self.config.grace_seconds
         while True:
@@ -98,6 +101,8 @@ class World:
                 break
             if time.monotonic() >= deadline or self.stop_requested.wait(self.config.poll_seconds):
                 break
+        if (away := self.elsewhere.newest_above(remote) if self.elsewhere else None) is not None:
+            store, remote = away.store, away.step  # nothing published here since the job moved here
         if aside := layouts.set_aside_above(directory, remote if published else None):
             self.log(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): not the step "
                      f"published in S3 ({remote}), which every node of the next round resumes from")

@@ -4,11 +4,20 @@ across regions; the saves that follow go to this region's bucket, so a later sta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..storage.steps.remote import RemoteStore, RemoteStoreError
+from ..s3.job_regions import parse_job_buckets
+from ..s3.s3client import s3_client
+from .remote import RemoteStore, RemoteStoreError
+
+# What a process the agent starts (torchrun's launcher) is told of the job's regions: region=bucket,…, home first.
+JOB_BUCKETS_ENV, REGION_ENV = "SPOT_JOB_BUCKETS", "SPOT_REGION"
 
 
 @dataclass(frozen=True)
@@ -36,3 +45,31 @@ class OtherRegions:
             if step is not None and (floor is None or step > floor) and (best is None or step > best.step):
                 best = AwayStep(region, store, step)
         return best
+
+    @classmethod
+    def from_environment(cls, job: str, env: Mapping[str, str] = os.environ) -> OtherRegions | None:
+        """The job's other regions as the agent tells the launcher; None for a job of one region."""
+        regions, region = parse_job_buckets(env.get(JOB_BUCKETS_ENV, "")), env.get(REGION_ENV, "")
+        if regions is None or not region:
+            return None
+        session = boto3.session.Session()  # one fetch of the instance role's credentials for every region
+        return cls({name: RemoteStore(s3_client(region=name, session=session), bucket, job)
+                    for name, bucket in regions.others(region).items()})
+
+
+@dataclass
+class CrossedBytes:
+    """The bytes a restore from another region's bucket brought (its transfers' threads report them)."""
+
+    total: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def counting(cls, store: RemoteStore) -> CrossedBytes:
+        crossed = cls()
+        store.on_download = crossed.add
+        return crossed
+
+    def add(self, chunk: int, _whole: int) -> None:
+        with self._lock:
+            self.total += chunk

@@ -1,0 +1,61 @@
+"""A two-node FSDP2 + DCP job of several regions moves: both nodes in home power off after home's bucket holds a
+sharded step, and two nodes start in another region, whose bucket holds nothing. Every node of their first round
+resumes that step, each fetching its share from home's bucket, across regions; the job trains on from it, saves
+in its own region's bucket and ends DONE there, and home's bucket is never written again."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from spot_trainer.storage.s3.job_keys import MANIFEST
+from tests.integration.lost_nodes import TIMEOUT, every_node_finishes, held, wait_while_progressing
+from tests.integration.region_buckets import AWAY, HOME, region_buckets
+from tests.integration.test_multinode import cluster
+from tests.integration.test_multinode_sharded import FSDP_DCP, whole_in_s3
+
+pytestmark = TIMEOUT
+
+STEPS, MOVED_AT = 40, 20
+
+
+def test_a_sharded_step_follows_a_two_node_job_to_another_region(aws_env: dict[str, str], tmp_path: Path) -> None:
+    job = "fsdp-moving"
+    made = region_buckets(aws_env, job, "fsdp")
+    buckets, clients, stores = made.buckets, made.clients, made.stores
+    every = {"job_buckets": made.job_buckets, "min_nodes": "2", "max_nodes": "2", "restart_budget": "2"}
+    # A model four times the fixture's default, so its shards outweigh DCP's .metadata as a real model's do.
+    script = f"{sys.executable} {FSDP_DCP} --steps {STEPS} --save-every 10 --step-seconds 0.05 --width 128"
+
+    # Home trains until its bucket holds step MOVED_AT, held there, and both its nodes power off.
+    with cluster({**aws_env, "AWS_DEFAULT_REGION": HOME}, buckets[HOME], job, tmp_path / "home", nodes=2,
+                 command=held(script, tmp_path / "gates", MOVED_AT), region=HOME, **every) as home:
+        wait_while_progressing(home, stores[HOME], lambda: (stores[HOME].latest_step() or 0) >= MOVED_AT,
+                               f"home never published step {MOVED_AT}")
+        for agent in home.agents:
+            agent.kill_tree()
+    assert stores[HOME].latest_step() == MOVED_AT
+    home_objects = sorted(o["Key"] for o in clients[HOME].list_objects_v2(Bucket=buckets[HOME])["Contents"])
+    files = stores[HOME].get_json(stores[HOME].step_prefix(MOVED_AT) + MANIFEST, absolute=True)["files"]
+    step_size = sum(int(entry["size"]) for entry in files.values())
+    shared = sum(int(entry["size"]) for key, entry in files.items() if not key.endswith(".distcp"))
+
+    with cluster({**aws_env, "AWS_DEFAULT_REGION": AWAY}, buckets[AWAY], job, tmp_path / "away", nodes=2,
+                 command=script, region=AWAY, **every) as away:
+        every_node_finishes(away, stores[AWAY])
+        starts = [line for agent in away.agents for line in agent.lines if line.startswith("fsdp: start at step")]
+        logs = "\n\n".join(agent.text() for agent in away.agents)
+
+    assert stores[AWAY].get_json("status.json")["state"] == "DONE", logs
+    assert stores[AWAY].latest_step() == STEPS
+    whole_in_s3(stores[AWAY], STEPS, tmp_path / "fresh")
+    # The first round's ranks load home's step: nothing home published is trained again, nothing restarts at 0.
+    assert starts and all(line.startswith(f"fsdp: start at step {MOVED_AT},") for line in starts[:2]), starts
+    assert not [line for line in starts if line.startswith("fsdp: start at step 0,")], starts
+    # Home's bucket is left as it was: the saves after the move go to the region the job runs in.
+    assert sorted(o["Key"] for o in clients[HOME].list_objects_v2(Bucket=buckets[HOME])["Contents"]) == home_objects
+    crossed = [event for event in stores[AWAY].events() if event["kind"] == "region_restore"]
+    assert crossed and {(event["region"], event["step"]) for event in crossed} == {(HOME, MOVED_AT)}, crossed
+    # Each node brought its ranks' shards and the step's shared files (.metadata), once: every shard crossed once.
+    assert sum(event["bytes"] for event in crossed) == step_size + shared, (crossed, step_size, shared)
+    assert step_size + shared <= 1.05 * step_size
