@@ -261,7 +261,10 @@ class FakeImds:
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the caller is gone (an instance powered off mid-request): no one to answer
 
             def log_message(self, format: str, *args: object) -> None:
                 pass  # Quiet: the agent's own logs say what it asked.
