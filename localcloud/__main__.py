@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localcloud.cloud import WORK_ROOT, CloudError, Deployment, JobRefused, LocalCloud
+from localcloud.cloud import WORK_ROOT, CloudError, JobRefused, LocalCloud
 from localcloud.iam_report import summary_lines
 from localcloud.interruptions import ANNOUNCED, HARD, InterruptionPlan, PlanError
+from localcloud.life_picture import draw_life
 from localcloud.outages import SpotOutage, parse_outage
 from localcloud.pace import PaceCheck
 from localcloud.player import Player, RunOptions
@@ -36,12 +37,9 @@ from localcloud.report import DEFAULT_DISCOUNT, build_report, flat_prices
 from localcloud.session import STATE_ROOT, SessionError, find_session, sessions
 from localcloud.up import UpInputs, down, stop_instances, stop_leftovers, up
 from spot_trainer.builtin_arguments import arguments_problem, total_steps
-from spot_trainer.costs.spot_prices import PriceError, SpotPriceSource, TracePrices
-from spot_trainer.ops.plot_command import plot_job
-from spot_trainer.ops.problem import JobProblem
+from spot_trainer.costs.spot_prices import PriceError, TracePrices
 from spot_trainer.secret_refs import SecretRef, SecretRefError, parse_refs
 from spot_trainer.storage.record_kinds import JobState
-from spot_trainer.storage.steps.remote import RemoteStore
 from stacks.help_text import first_paragraph
 
 
@@ -326,15 +324,6 @@ def demo(options: argparse.Namespace) -> int:
     if options.json is not None:
         options.json.write_text(report.to_json())
     return 0 if report.state == JobState.DONE else 1
-
-
-def draw_life(cloud: LocalCloud, deployment: Deployment, path: Path, prices: SpotPriceSource) -> str:
-    """The job's life as a picture beside the report (trainer/ops/job_plot.py), or why there is none."""
-    store = RemoteStore(cloud.client("s3"), deployment.bucket, deployment.job, instance="demo")
-    try:
-        return plot_job(store, prices, path)
-    except JobProblem as problem:  # no matplotlib: the report stands without its picture
-        return f"no picture of the job's life: {problem}"
 
 
 def destroy() -> int:

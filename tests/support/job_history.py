@@ -43,10 +43,10 @@ class History:
         self.store(who).append_event(kind, **fields)
 
     def instance(self, iid: str, market: str, launched: float, seen: float, *, stopped: bool, step: int | None,
-                 on_disk: int | None = None) -> None:
+                 on_disk: int | None = None, az: str = "us-east-1a") -> None:
         """The record an agent keeps: written at launch, beating until `seen`, stopped there when `stopped`."""
         clock = [launched]
-        record = InstanceRecord(self.store(iid), InstanceFacts(iid, "g5.xlarge", "us-east-1a", market, launched),
+        record = InstanceRecord(self.store(iid), InstanceFacts(iid, "g5.xlarge", az, market, launched),
                                 clock=lambda: clock[0], step=lambda: step, checkpoint=lambda: on_disk)
         record.heartbeat_seconds = HEARTBEAT
         record.beat()

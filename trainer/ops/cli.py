@@ -83,7 +83,7 @@ def run_status(options: argparse.Namespace) -> int:
         lines = [*(region_lines(place) if place is not None else []), *group_lines(job)]
         print("\n".join(line.replace(job.dashboard_url, home.dashboard_url) for line in lines))
     if code == 0 and options.plot is not None:
-        print(write_plot(job, options.plot))
+        print(write_plot(job, options.plot, place))
     return code
 
 

@@ -1,7 +1,8 @@
 """The job's life as one standalone SVG that any browser opens, drawn with matplotlib (its SVG backend: no
 display, no browser code): steps over wall time with redone work shaded, each instance as a bar coloured
 by market from its launch to its end, each notice and power-off where it happened, each pause and resume
-once, and the spend when there is one to show.
+once, and the spend when there is one to show. A job of several regions gets a panel of its regions under the
+steps (region_plot.py): where it was placed, where its instances ran, each move and each restore across regions.
 
 Every drawn element carries an id (`instance-<id>`, `interruption-<id>` and `power-off-<id>` for the
 instance lost, `paused-<n>`, `resumed-<n>`, `redone-<n>`, `last-step`, `spend`, `budget`), so a reader
@@ -17,12 +18,15 @@ from typing import Any
 
 from .job_story import JobStory, Mark
 from .problem import JobProblem
+from .region_plot import MOVE_COLOUR, draw_regions, panel_rows
+from .region_story import RegionsStory
 
 MARKET_COLOURS = {"spot": "#1f77b4", "on-demand": "#ff7f0e"}
 MARK_STYLES = {"interruption": ("#d62728", "--"), "power-off": ("#000000", ":"), "paused": ("#7f7f7f", "-."),
                "resumed": ("#2ca02c", "-.")}
 # A cap far above the spend would flatten its curve to the axis: drawn as a line only within this reach.
 CAP_IN_REACH = 3.0
+INCHES_PER_SHARE = 2.6 * 3 / 7  # the height of one share of [3, 2, 2] in a figure of three 2.6-inch panels
 
 
 def pyplot() -> Any:
@@ -38,27 +42,47 @@ def pyplot() -> Any:
     return plt
 
 
-def draw(story: JobStory, path: Path) -> None:
+def draw(story: JobStory, path: Path, regions: RegionsStory | None = None) -> None:
+    """`regions`: a job of several regions, drawn in a panel of its own under the steps."""
     plt = pyplot()
     spend = story.spent > 0  # a panel only when it shows a spend; never a flat line at $0
     rows = 3 if spend else 2
-    figure, axes = plt.subplots(rows, 1, sharex=True, figsize=(10, 2.6 * rows), height_ratios=[3, 2, 2][:rows],
-                                layout="constrained")
+    inches = 0.0 if regions is None else 0.6 + 0.4 * panel_rows(regions)  # the regions panel's, under the steps
+    heights = [3.0, *([inches / INCHES_PER_SHARE] if regions is not None else []), 2.0, 2.0][:rows + (inches > 0)]
+    figure, axes = plt.subplots(len(heights), 1, sharex=True, figsize=(10, 2.6 * rows + inches),
+                                height_ratios=heights, layout="constrained")
+    origin = _origin(story, regions)
 
     def minutes(at: float) -> float:
-        return (at - story.start) / 60.0
+        return (at - origin) / 60.0
 
     _steps(axes[0], story, minutes)
-    _instances(axes[1], story, minutes)
+    if regions is not None:
+        draw_regions(axes[1], regions, minutes)
+        _legend_above(axes[1])
+    _instances(axes[-2 if spend else -1], story, minutes)
     if spend:
-        _spend(axes[2], story, minutes)
+        _spend(axes[-1], story, minutes)
     for axis in axes:
         _marks(axis, story.marks, minutes, named=axis is axes[0])
+        if regions is not None and axis is not axes[1]:
+            for move in regions.moves:  # the move's own line, with its id and reason, is in the regions panel
+                axis.axvline(minutes(move.at), color=MOVE_COLOUR, linestyle="-", linewidth=1.2)
     _legend(axes[0])
-    axes[-1].set_xlabel("minutes since the first instance")
+    axes[-1].set_xlabel("minutes since the first instance" if origin == story.start else
+                        "minutes since the first record")
     figure.suptitle(f"job {story.job}{_unshown_budget(story, spend)}")
     figure.savefig(path, format="svg")
     plt.close(figure)
+
+
+def _origin(story: JobStory, regions: RegionsStory | None) -> float:
+    """Time 0: the first instance, step or mark; for a job of several regions, a move before them all."""
+    if regions is None:
+        return story.start
+    if not (story.steps or story.bars or story.marks):
+        return regions.start
+    return min(story.start, regions.start)
 
 
 def _marks(axis: Any, marks: list[Mark], minutes: Callable[[float], float], *, named: bool) -> None:
@@ -78,6 +102,14 @@ def _legend(axis: Any) -> None:
     handles, labels = axis.get_legend_handles_labels()
     if handles:
         axis.legend(handles, labels, loc="upper left", fontsize=8)
+
+
+def _legend_above(axis: Any) -> None:
+    """A legend in one line over the panel, whose rows are full."""
+    handles, labels = axis.get_legend_handles_labels()
+    if handles:
+        axis.legend(handles, labels, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=len(labels), fontsize=7,
+                    frameon=False, borderaxespad=0.2)
 
 
 def _steps(axis: Any, story: JobStory, minutes: Callable[[float], float]) -> None:
