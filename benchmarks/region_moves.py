@@ -19,12 +19,20 @@ same traces:
   price_order_failover  SkyPilot's default (EAGER_NEXT_REGION): start in the cheapest region; on a
                         reclaim or a failed launch block that region and go to the next cheapest;
                         all blocked: start over; spot only, as SkyPilot's managed jobs
+  price_order_failover_deadline_rule
+                        the same, and once a round of every region found no capacity, today's
+                        on-demand rule in the region it is in (what meeting deadlines costs failover)
   placement_score       spot_trainer.capacity.regions.moves.decide each minute (the move rule), and
                         today's on-demand rule in the region the job is in
 
+A group switched back to spot keeps its on-demand instance until a spot one can launch in its
+region (AWS launches the replacement first, trainer/capacity/market.py; P8 plays it the same way).
+
 Per policy: hours waiting for capacity (no instance), cost relative to running the whole job
-on-demand (instances plus cross-region transfer), cross-region GB and moves, deadlines met.
-Target: placement_score waits less than both and costs less than price_order_failover.
+on-demand (instances plus cross-region transfer) and its parts (spot, on-demand, transfer), the same
+cost summed over all jobs per job that met its deadline, cross-region GB and moves, deadlines met.
+Target: placement_score waits less than single_region and price_order_failover and costs less than
+price_order_failover.
 
     python benchmarks/region_moves.py [--jobs 300] [--seed 14] [--unavailability 0.2 0.5]
 """
@@ -106,6 +114,7 @@ class Run:
     region_changes: int = 0
     restores: int = 0
     cost: float = 0.0
+    on_demand_cost: float = 0.0
     transfer_gb: float = 0.0
     waiting: int = 0
     minutes: int = 0
@@ -121,6 +130,9 @@ class Outcome:
     region_changes: int  # the group set to 0 in one region and N in another (a try, for price order)
     restores: int  # cross-region restores of the checkpoint
     on_demand_share: float
+    spot_cost: float  # the parts of relative_cost
+    on_demand_cost: float
+    transfer_cost: float
 
 
 Policy = Callable[[Job, Run, int, bool], None]  # (job, run, minute, reclaimed now): sets run.region / run.market
@@ -180,7 +192,8 @@ def single_region(settings: Settings) -> Policy:
     return policy
 
 
-def price_order_failover(job: Job) -> Policy:
+def price_order_failover(job: Job, on_round: Callable[[], None] = lambda: None) -> Policy:
+    """`on_round`: called when every region has been blocked, before starting over."""
     order = sorted(REGIONS, key=lambda region: job.spot_share[region])
     blocked: set[str] = set()
 
@@ -193,6 +206,7 @@ def price_order_failover(job: Job) -> Policy:
         blocked.add(run.region)
         if blocked >= set(REGIONS):
             blocked.clear()
+            on_round()
         run.region = next(region for region in order if region not in blocked)
     return policy
 
@@ -210,6 +224,20 @@ class TraceScores:
         at = min(self.minute, len(self.job.scores[REGIONS[0]]) - 1)
         return [{"SpotPlacementScores": [{"Region": region, "Score": self.job.scores[region][at]}
                                          for region in arguments["RegionNames"]]}]
+
+
+def price_order_failover_deadline_rule(job: Job, settings: Settings) -> Policy:
+    """Price-order failover until a round of every region finds no capacity; then today's on-demand rule."""
+    swept = [False]
+    failover = price_order_failover(job, on_round=lambda: swept.__setitem__(0, True))
+
+    def policy(job: Job, run: Run, minute: int, reclaimed: bool) -> None:
+        if run.instance is not None and not reclaimed:
+            swept[0] = False
+        if run.market == SPOT:
+            failover(job, run, minute, reclaimed)
+        run.market = on_demand_rule(job, run, minute, settings, running=run.instance is not None or not swept[0])
+    return policy
 
 
 def placement_score(job: Job, settings: Settings, *, hand_over: bool = True) -> Policy:
@@ -265,6 +293,7 @@ def launch(job: Job, run: Run, settings: Settings) -> None:
 def tick(job: Job, run: Run, minute: int, settings: Settings) -> None:
     price = 1.0 if run.instance == ON_DEMAND else job.spot_share[run.region]
     run.cost += price * job.on_demand_per_minute
+    run.on_demand_cost += (run.instance == ON_DEMAND) * job.on_demand_per_minute
     run.minutes += 1
     run.on_demand_minutes += run.instance == ON_DEMAND
     run.last_running_at = minute
@@ -290,9 +319,11 @@ def simulate(job: Job, policy: Policy, settings: Settings, home: str) -> Outcome
         before = (run.region, run.market)
         policy(job, run, minute, reclaimed)
         run.region_changes += run.region != before[0]
-        if run.instance is not None and (run.region, run.market) != before:
-            stop(run, minute)  # a move or a market switch: this instance hands over (P8's replacement, simplified)
         spot = job.spot_at(run.region, minute)
+        if run.instance is not None and (run.region != before[0] or (run.instance, run.market) == (SPOT, ON_DEMAND)):
+            stop(run, minute)  # a move, or spot handing over to on-demand (which launches at once)
+        if run.instance == ON_DEMAND and run.market == SPOT and spot:
+            stop(run, minute)  # back on spot, and spot can launch here: the on-demand instance hands over
         if run.instance is None and (run.market == ON_DEMAND or spot):
             launch(job, run, settings)
         if run.instance is None:
@@ -301,17 +332,20 @@ def simulate(job: Job, policy: Policy, settings: Settings, home: str) -> Outcome
         else:
             tick(job, run, minute, settings)
         minute += 1
-    on_demand_cost = (job.compute + settings.restart_minutes) * job.on_demand_per_minute
-    total = run.cost + run.transfer_gb * settings.transfer_per_gb
-    return Outcome(minute <= job.deadline, total / on_demand_cost, run.waiting / 60, run.transfer_gb,
-                   run.region_changes, run.restores, run.on_demand_minutes / max(1, run.minutes))
+    whole_on_demand = (job.compute + settings.restart_minutes) * job.on_demand_per_minute
+    transfer = run.transfer_gb * settings.transfer_per_gb
+    return Outcome(minute <= job.deadline, (run.cost + transfer) / whole_on_demand, run.waiting / 60, run.transfer_gb,
+                   run.region_changes, run.restores, run.on_demand_minutes / max(1, run.minutes),
+                   (run.cost - run.on_demand_cost) / whole_on_demand, run.on_demand_cost / whole_on_demand,
+                   transfer / whole_on_demand)
+
 
 
 def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1]
 
 
-def summary(outcomes: list[Outcome]) -> dict[str, float]:
+def summary(outcomes: list[Outcome]) -> dict[str, Any]:
     waits, costs = [o.waiting_hours for o in outcomes], [o.relative_cost for o in outcomes]
     return {
         "waiting_hours_mean": round(statistics.fmean(waits), 3),
@@ -321,17 +355,22 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
         "cross_region_gb_mean": round(statistics.fmean(o.cross_region_gb for o in outcomes), 1),
         "region_changes_mean": round(statistics.fmean(o.region_changes for o in outcomes), 2),
         "cross_region_restores_mean": round(statistics.fmean(o.restores for o in outcomes), 2),
+        "cost_parts_mean": {part: round(statistics.fmean(getattr(o, f"{part}_cost") for o in outcomes), 4)
+                            for part in ("spot", "on_demand", "transfer")},
+        "cost_per_deadline_met": round(sum(costs) / max(1, sum(o.met for o in outcomes)), 4),
         "on_demand_hours_share_mean": round(statistics.fmean(o.on_demand_share for o in outcomes), 4),
         "deadline_met_rate": round(sum(o.met for o in outcomes) / len(outcomes), 4),
     }
 
 
-def compare(count: int, seed: int, settings: Settings) -> dict[str, dict[str, float]]:
+def compare(count: int, seed: int, settings: Settings) -> dict[str, dict[str, Any]]:
     batch = [make_job(random.Random(f"{seed}:{index}"), settings) for index in range(count)]
     cheapest = {id(job): min(REGIONS, key=lambda region: job.spot_share[region]) for job in batch}
     runs: dict[str, Callable[[Job], Outcome]] = {
         "single_region": lambda job: simulate(job, single_region(settings), settings, REGIONS[0]),
         "price_order_failover": lambda job: simulate(job, price_order_failover(job), settings, cheapest[id(job)]),
+        "price_order_failover_deadline_rule": lambda job: simulate(
+            job, price_order_failover_deadline_rule(job, settings), settings, cheapest[id(job)]),
         "placement_score": lambda job: simulate(job, placement_score(job, settings), settings, REGIONS[0]),
         "placement_score_spot_only": lambda job: simulate(job, placement_score(job, settings, hand_over=False),
                                                           settings, REGIONS[0]),
@@ -339,7 +378,7 @@ def compare(count: int, seed: int, settings: Settings) -> dict[str, dict[str, fl
     return {name: summary([run(job) for job in batch]) for name, run in runs.items()}
 
 
-def target_met(results: dict[str, dict[str, float]]) -> bool:
+def target_met(results: dict[str, dict[str, Any]]) -> bool:
     ours, single, eager = (results[name] for name in ("placement_score", "single_region", "price_order_failover"))
     return (ours["waiting_hours_mean"] < min(single["waiting_hours_mean"], eager["waiting_hours_mean"])
             and ours["cost_vs_on_demand_mean"] < eager["cost_vs_on_demand_mean"])

@@ -13,6 +13,11 @@ DescribeScalingActivities (moto returns none) lists, while the group's region ha
 the group wants instances, one Failed launch every LAUNCH_RETRY_SECONDS with AWS's StatusMessage
 (https://docs.aws.amazon.com/autoscaling/ec2/userguide/ts-as-capacity.html), and a Successful launch
 once capacity is back; newest first, as AWS lists them.
+
+DescribeSpotPriceHistory (moto answers 0.00001 for every type everywhere) answers the board's price for
+a region that has one, for each type and AZ moto offers there, as the effective price at StartTime
+(AWS "also returns the last price change before the start time, which is the effective price as of the
+start time": https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotPriceHistory.html).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError, InvalidParameterValueError
 from moto.ec2.models import ec2_backends
 from moto.ec2.responses import EC2Response
+from moto.ec2.responses.spot_instances import SpotInstances
 
 from localcloud.region_capacity import BOARD_ENV, Board, Window, read_board
 
@@ -128,6 +134,22 @@ def describe_scaling_activities(self: AutoScalingResponse) -> ActionResult:
     return ActionResult(page)
 
 
+_moto_price_history = SpotInstances.describe_spot_price_history
+
+
+def describe_spot_price_history(self: SpotInstances) -> ActionResult:
+    price = read_board(os.environ.get(BOARD_ENV)).prices.get(self.region)
+    if price is None:
+        return _moto_price_history(self)
+    offered = self.ec2_backend.describe_spot_price_history(self._get_param("InstanceTypes", []),
+                                                           self._filters_from_querystring())
+    return ActionResult({"SpotPriceHistory": [
+        {"InstanceType": offer["InstanceType"], "ProductDescription": "Linux/UNIX", "SpotPrice": f"{price:.6f}",
+         "AvailabilityZone": offer["Location"], "Timestamp": datetime.fromtimestamp(time.time() - 3600, UTC)}
+        for offer in offered]})
+
+
 def install() -> None:
     EC2Response.get_spot_placement_scores = get_spot_placement_scores  # type: ignore[attr-defined]
+    SpotInstances.describe_spot_price_history = describe_spot_price_history  # type: ignore[method-assign]
     AutoScalingResponse.describe_scaling_activities = describe_scaling_activities  # type: ignore[method-assign]

@@ -5,7 +5,8 @@ step 30 (`us-east-1:40:90`: from 40 s into the run), as --spot-outage does for o
 (localcloud/outages.py). `--score us-west-2:3` sets a region's placement score while it has capacity.
 The player places the outages in time as the run goes and writes them to a small JSON board; moto's
 server reads the board on every call it answers from it (localcloud/moto_regions.py): the placement
-scores, and the failed launches a group reports while its region has no capacity.
+scores, the failed launches a group reports while its region has no capacity, and a region's spot price
+where the board names one.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class Board:
 
     windows: tuple[Window, ...] = ()
     scores: dict[str, int] = field(default_factory=dict)
+    prices: dict[str, float] = field(default_factory=dict)  # a region's spot price of every type (moto's: one)
 
     def has_capacity(self, region: str, at: float) -> bool:
         return not any(w.region == region and w.start <= at < w.end for w in self.windows)
@@ -80,12 +82,13 @@ class Board:
         return self.scores.get(region, SCORE_WITH_CAPACITY)
 
     def to_json(self) -> str:
-        return json.dumps({"windows": [vars(w) for w in self.windows], "scores": self.scores})
+        return json.dumps({"windows": [vars(w) for w in self.windows], "scores": self.scores, "prices": self.prices})
 
     @classmethod
     def from_json(cls, text: str) -> Board:
         data = json.loads(text)
-        return cls(tuple(Window(**w) for w in data.get("windows", [])), dict(data.get("scores", {})))
+        return cls(tuple(Window(**w) for w in data.get("windows", [])), dict(data.get("scores", {})),
+                   dict(data.get("prices", {})))
 
     def write(self, path: Path) -> None:
         """Whole or not at all: moto's server may read it at any moment."""

@@ -74,11 +74,13 @@ class RegionsController(Construct):
     def _policy(job: str, regions: tuple[str, ...], group_name: str, buckets: list[str], topic_arn: str,
                 log_group_arn: str) -> iam.PolicyDocument:
         return iam.PolicyDocument(statements=[
-            # Describe* and GetSpotPlacementScores support no resource-level permissions
+            # Describe*, GetSpotPlacementScores and DescribeSpotPriceHistory (each region's price, for a tie)
+            # support no resource-level permissions
             # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2autoscaling.html,
             # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html)
             iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingGroups",
-                                         "autoscaling:DescribeScalingActivities", "ec2:GetSpotPlacementScores"],
+                                         "autoscaling:DescribeScalingActivities", "ec2:GetSpotPlacementScores",
+                                         "ec2:DescribeSpotPriceHistory"],
                                 resources=["*"]),
             # SetDesiredCapacity moves the job; UpdateAutoScalingGroup sets its market where no region has spot
             iam.PolicyStatement(actions=["autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup"],

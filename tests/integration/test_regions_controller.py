@@ -1,16 +1,19 @@
 """The regions controller's own code, a minute at a time, against the local AWS over HTTP: three regions' groups
 and buckets, the capacity board playing each region's spot capacity and placement score. A home region without
-capacity is left for the best-scored region, and only one region ever wants instances."""
+capacity is left for the best-scored region (of two that score alike, the cheaper), and only one region ever
+wants instances."""
 
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
 
 from localcloud.moto_server import MotoServer
 from localcloud.region_capacity import Board, Window
@@ -129,3 +132,40 @@ def test_a_paused_job_is_not_moved_however_long_nothing_runs(server: MotoServer)
     outcome = tick(SETUP, clients(server), now + 2 * SETUP.region_wait)
     assert outcome == "stay: the job wants no instance in us-east-1 (paused or ended): nothing to move", outcome
     assert desired(server) == {"us-east-1": 0, "us-west-2": 0, "eu-west-1": 0}
+
+
+def test_a_score_tie_where_no_region_holds_the_checkpoint_goes_to_the_cheaper_region(server: MotoServer) -> None:
+    now = time.time()
+    deploy(server, Board((Window("us-east-1", now - 30, now + 3600),), {"us-west-2": 8, "eu-west-1": 8},
+                         prices={"us-east-1": 0.2, "us-west-2": 0.9, "eu-west-1": 0.6}))
+    tick(SETUP, clients(server), now)
+    outcome = tick(SETUP, clients(server), now + SETUP.region_wait)
+    assert "moving to eu-west-1 (placement score 8, lowest spot price among the tied, $0.600/h)" in outcome, outcome
+    assert desired(server) == {"us-east-1": 0, "us-west-2": 0, "eu-west-1": 2}
+    assert record(server).prices == {"us-east-1": 0.2, "us-west-2": 0.9, "eu-west-1": 0.6}
+
+
+def test_a_region_whose_price_cannot_be_read_leaves_the_tie_to_the_job_file_s_order(server: MotoServer) -> None:
+    now = time.time()
+    deploy(server, Board((Window("us-east-1", now - 30, now + 3600),), {"us-west-2": 8, "eu-west-1": 8},
+                         prices={"us-west-2": 0.9, "eu-west-1": 0.6}))
+    with socket.socket() as closed:  # a port nothing listens on: eu-west-1's EC2 cannot be reached
+        closed.bind(("127.0.0.1", 0))
+        unreachable = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    reachable = clients(server)
+
+    def client(service: str, region: str) -> Any:
+        if (service, region) != ("ec2", "eu-west-1"):
+            return reachable(service, region)
+        return boto3.client("ec2", endpoint_url=unreachable, region_name=region, aws_access_key_id="testing",
+                            aws_secret_access_key="testing", config=Config(retries={"max_attempts": 1}))
+
+    first = tick(SETUP, client, now)
+    assert first.startswith("spot price unknown in eu-west-1 (DescribeSpotPriceHistory failed: Could not connect"), \
+        first
+    assert first.count("spot price unknown") == 1 and "$0" not in first
+    outcome = tick(SETUP, client, now + SETUP.region_wait)
+    assert "moving to us-west-2 (placement score 8, tied with eu-west-1; spot price unknown in eu-west-1, so the " \
+           "job file's order decides)" in outcome, outcome
+    assert desired(server) == {"us-east-1": 0, "us-west-2": 2, "eu-west-1": 0}
+    assert "eu-west-1" not in record(server).prices  # unknown, never 0

@@ -95,6 +95,21 @@ def test_a_score_tie_without_the_checkpoint_goes_to_the_lower_spot_price() -> No
     assert "lowest spot price among the tied, $0.500/h" in decision.reason
 
 
+def test_a_score_tie_with_a_price_unknown_goes_to_the_job_file_s_order_and_says_why() -> None:
+    unknown = seen(scores=(2, 8, 8), prices=(0.9, 1.5, 0.5))
+    unknown["us-west-2"] = RegionObservation("us-west-2", score=8, spot_price=None)
+    decision = decide(at_home(), unknown, RULES, NOW)
+    assert decision.region == "us-west-2"
+    assert "spot price unknown in us-west-2, so the job file's order decides" in decision.reason
+
+
+def test_a_price_breaks_no_tie_that_the_score_or_the_checkpoint_already_decides() -> None:
+    assert decide(at_home(), seen(scores=(2, 9, 8), prices=(0.9, 1.5, 0.5)), RULES, NOW).region == "us-west-2"
+    decision = decide(at_home(checkpoint_region="us-west-2"), seen(scores=(2, 8, 8), prices=(0.9, 1.5, 0.5)), RULES,
+                      NOW)
+    assert decision.region == "us-west-2" and "spot price" not in decision.reason
+
+
 def test_the_checkpoint_does_not_outweigh_a_better_score() -> None:
     decision = decide(at_home(checkpoint_region="eu-west-1"), seen(scores=(2, 9, 8)), RULES, NOW)
     assert decision.region == "us-west-2"

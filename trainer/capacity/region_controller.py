@@ -1,7 +1,8 @@
 """The regions controller: a Lambda in the home region, run each minute, that keeps a job of several regions
 where spot capacity is. It reads every region's group (instances running, failed launches), the job's one
-cached placement score and where the newest checkpoint lies, decides with `regions.moves.decide`, and applies a move:
-the old region's group to 0, the new one's to the job's nodes, an event in the job's log and a notification.
+cached placement score, each region's cached spot price and where the newest checkpoint lies, decides with
+`regions.moves.decide`, and applies a move: the old region's group to 0, the new one's to the job's nodes, an
+event in the job's log and a notification.
 
 At most one region launches: the region whose group wants instances is the active one, and any other group
 found wanting some (a stack update re-applies each template's desired capacity) is set back to 0.
@@ -29,6 +30,7 @@ from .regions.moves import Action, JobPlace, Move, MoveRules, RegionDecision, de
 from .regions.observations import RegionObservation, failures_since_success
 from .regions.place_record import RECORD_NAME, PlaceRecord, RegionSeen
 from .regions.placement_scores import ScoreCache, ScoreRequest
+from .regions.spot_prices import PriceCache
 
 
 @dataclass(frozen=True)
@@ -95,19 +97,23 @@ def tick(setup: ControllerSetup, clients: Clients, now: float) -> str:
                        asked_at=record.scores_asked_at, scores=record.scores, limited=record.scores_limited,
                        pace=setup.pace)
     scores = cache.current(clients("ec2", setup.home), now) or {}
+    price_cache = PriceCache(setup.instance_types, record.prices_asked_at, record.prices, setup.pace)
+    prices, unread = price_cache.current(lambda region: clients("ec2", region), setup.regions, now)
+    note += "".join(f"{line}. " for line in unread)
+    record = replace(record, scores_asked_at=cache.asked_at, scores=cache.scores, scores_limited=cache.limited,
+                     prices_asked_at=price_cache.asked_at, prices=price_cache.prices)  # kept while paused too
     if not wanted[active]:  # paused by the user, or done: the job wants no instance anywhere, nothing to move
         record = replace(record, reason=f"the job wants no instance in {active} (paused or ended): nothing to move")
         s3.put_object(Bucket=setup.bucket(setup.home), Key=setup.record_key, Body=record.to_json())
         return f"{note}{Action.STAY}: {record.reason}"
     idle_since = max(record.active_since, record.last_running_at or 0.0)
-    seen = {region: _observe(group, wanted[region], scores.get(region), idle_since if region == active else None)
-            for region, group in groups.items()}
+    seen = {region: _observe(group, wanted[region], scores.get(region), prices.get(region),
+                             idle_since if region == active else None) for region, group in groups.items()}
     running = seen[active].running > 0
     place = JobPlace(setup.regions, active, record.moves, now if running else record.last_running_at,
                      _checkpoint_region(clients, setup))
     decision = decide(place, seen, setup.rules, now)
-    record = replace(record, last_running_at=place.last_running_at, scores_asked_at=cache.asked_at,
-                     scores=cache.scores, scores_limited=cache.limited, reason=decision.reason,
+    record = replace(record, last_running_at=place.last_running_at, reason=decision.reason,
                      regions={r: _seen_line(wanted[r], seen[r], setup.bucket(r)) for r in setup.regions})
     handed = ""
     if decision.action is Action.MOVE:
@@ -139,11 +145,12 @@ def _active_region(record: PlaceRecord | None, wanted: Mapping[str, int | None],
     return wanting[0] if wanting else setup.home
 
 
-def _observe(group: RegionGroup, wanted: int | None, score: int | None, idle_since: float | None) -> RegionObservation:
+def _observe(group: RegionGroup, wanted: int | None, score: int | None, price: float | None,
+             idle_since: float | None) -> RegionObservation:
     if wanted is None:  # its stack is not deployed: a failure of the configuration kind, so never a target
         missing = failures_since_success([{"StatusCode": "Failed", "StatusMessage": f"no group {group.name}"}])
-        return RegionObservation(group.region, failures=missing, score=score)
-    return observe(group, idle_since=idle_since, score=score, spot_price=None)
+        return RegionObservation(group.region, failures=missing, score=score, spot_price=price)
+    return observe(group, idle_since=idle_since, score=score, spot_price=price)
 
 
 def _checkpoint_region(clients: Clients, setup: ControllerSetup) -> str | None:

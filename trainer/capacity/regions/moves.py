@@ -4,7 +4,8 @@ The active region is left when it has run no instance for `region_wait`, or has 
 `capacity_failures` launches in a row for capacity. A quota or configuration failure is no capacity
 shortage: it never hastens a move (waiting does not help; the reason says what would). The target is
 the best-scored region at or above `min_score`; ties go to the region holding the newest checkpoint
-(no cross-region restore), then to the lower spot price, then to the job file's order. Without scores
+(no cross-region restore), then to the lower spot price, then to the job file's order. A price counts only
+where every tied region's is known: one unknown price leaves the tie to the job file's order. Without scores
 (AWS's configuration limit), the regions not yet tried are taken in that same order. Moves are
 bounded (at most `max_moves_per_day` in any 24 hours) and back off: moves with no instance run in between
 wait `backoff_seconds`, then twice that, and so on; an instance that runs ends the backoff. A sweep that
@@ -155,9 +156,8 @@ def _choose_target(place: JobPlace, seen: Mapping[str, RegionObservation], rules
                 and (not scored or (seen[name].score or 0) >= rules.min_score)]
     if not eligible:
         return RegionDecision(Action.ON_DEMAND, place.active, f"{trigger}; {_no_capacity_anywhere(place, seen, rules)}")
-    ranked = sorted(eligible, key=lambda name: _rank(name, place, seen))
-    target = ranked[0]
-    why = _why_target(target, ranked[1:], place, seen)
+    target, tied = _best(eligible, place, seen)
+    why = _why_target(target, tied, place, seen)
     return RegionDecision(Action.MOVE, target, f"{trigger}; moving to {target} ({why})")
 
 
@@ -166,19 +166,33 @@ def _may_launch(region: RegionObservation) -> bool:
     return region.failures.newest in (None, LaunchFailure.CAPACITY)
 
 
-def _rank(name: str, place: JobPlace, seen: Mapping[str, RegionObservation]) -> tuple[int, int, float, int]:
-    region = seen[name]
-    price = region.spot_price if region.spot_price is not None else float("inf")
-    return (-(region.score or 0), name != place.checkpoint_region, price, place.regions.index(name))
+def _standing(name: str, place: JobPlace, seen: Mapping[str, RegionObservation]) -> tuple[int, bool]:
+    """What outranks a price: the score, then holding the newest checkpoint."""
+    return -(seen[name].score or 0), name != place.checkpoint_region
 
 
-def _why_target(target: str, others: Sequence[str], place: JobPlace, seen: Mapping[str, RegionObservation]) -> str:
+def _best(eligible: Sequence[str], place: JobPlace, seen: Mapping[str, RegionObservation]) -> tuple[str, list[str]]:
+    """The target and the regions tied with it before the price (the target first); `eligible` is in the job
+    file's order, and min() keeps the first of equal prices."""
+    top = min(_standing(name, place, seen) for name in eligible)
+    tied = [name for name in eligible if _standing(name, place, seen) == top]
+    priced = {name: price for name in tied if (price := seen[name].spot_price) is not None}
+    if len(priced) == len(tied):
+        target = min(priced, key=priced.__getitem__)
+        return target, [target, *(name for name in tied if name != target)]
+    return tied[0], tied
+
+
+def _why_target(target: str, tied: Sequence[str], place: JobPlace, seen: Mapping[str, RegionObservation]) -> str:
     region = seen[target]
     parts = [f"placement score {region.score}" if region.score is not None else "not tried in this sweep"]
-    tied = [name for name in others if seen[name].score == region.score]
+    unpriced = [name for name in tied if seen[name].spot_price is None]
     if target == place.checkpoint_region:
         parts.append("holds the newest checkpoint")
-    elif tied and region.spot_price is not None:
+    elif len(tied) > 1 and unpriced:
+        parts.append(f"tied with {', '.join(tied[1:])}; spot price unknown in {', '.join(unpriced)}, "
+                     "so the job file's order decides")
+    elif len(tied) > 1:
         parts.append(f"lowest spot price among the tied, ${region.spot_price:.3f}/h")
     return ", ".join(parts)
 

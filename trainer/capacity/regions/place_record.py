@@ -1,5 +1,5 @@
 """`<job>/regions.json` in the home region's bucket: where the controller last put the job, the moves it made,
-its cached placement scores, and what it saw of each region; written once a minute, read by `status`.
+its cached placement scores and spot prices, and what it saw of each region; written once a minute, read by `status`.
 
 Which region trains is the groups' own: the one whose desired capacity is above 0. The record adds what the
 groups cannot say (the moves' history, the scores' age); a damaged or missing record loses only that, never
@@ -37,6 +37,8 @@ class PlaceRecord:
     scores_asked_at: float | None = None
     scores: dict[str, int] | None = None
     scores_limited: bool = False
+    prices_asked_at: float | None = None
+    prices: dict[str, float] = field(default_factory=dict)  # USD per instance-hour; a region absent has none
     reason: str = ""  # the newest decision's line
     regions: dict[str, RegionSeen] = field(default_factory=dict)
 
@@ -55,7 +57,10 @@ class PlaceRecord:
                             for m in data.get("moves", [])),
                 scores_asked_at=_number(data.get("scores_asked_at")),
                 scores=None if data.get("scores") is None else {str(k): int(v) for k, v in data["scores"].items()},
-                scores_limited=bool(data.get("scores_limited", False)), reason=str(data.get("reason", "")),
+                scores_limited=bool(data.get("scores_limited", False)),
+                prices_asked_at=_number(data.get("prices_asked_at")),
+                prices={str(k): float(v) for k, v in (data.get("prices") or {}).items()},
+                reason=str(data.get("reason", "")),
                 regions={str(k): RegionSeen(int(v["desired"]), int(v["running"]), _whole(v.get("score")),
                                             str(v.get("failure", "")), str(v.get("bucket", "")))
                          for k, v in data.get("regions", {}).items()})
