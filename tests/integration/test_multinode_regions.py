@@ -5,18 +5,26 @@ in its own region's bucket and ends DONE there, and home's bucket is never writt
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from pathlib import Path
 
 from spot_trainer.storage.s3.job_keys import MANIFEST
 from tests.integration.lost_nodes import TIMEOUT, every_node_finishes, held, wait_while_progressing
-from tests.integration.region_buckets import AWAY, HOME, region_buckets
-from tests.integration.test_multinode import cluster
+from tests.integration.region_buckets import AWAY, HOME, RegionBuckets, region_buckets
+from tests.integration.test_multinode import cluster, train_a_while
 from tests.integration.test_multinode_sharded import FSDP_DCP, whole_in_s3
 
 pytestmark = TIMEOUT
 
 STEPS, MOVED_AT = 40, 20
+
+
+def moved_to(made: RegionBuckets, job: str, region: str) -> None:
+    """The regions controller's record of a move, written in home's bucket before the new region launches."""
+    made.clients[HOME].put_object(Bucket=made.buckets[HOME], Key=f"{job}/regions.json",
+                                  Body=json.dumps({"active": region, "active_since": time.time()}).encode())
 
 
 def test_a_sharded_step_follows_a_two_node_job_to_another_region(aws_env: dict[str, str], tmp_path: Path) -> None:
@@ -35,6 +43,7 @@ def test_a_sharded_step_follows_a_two_node_job_to_another_region(aws_env: dict[s
         for agent in home.agents:
             agent.kill_tree()
     assert stores[HOME].latest_step() == MOVED_AT
+    moved_to(made, job, AWAY)
     home_objects = sorted(o["Key"] for o in clients[HOME].list_objects_v2(Bucket=buckets[HOME])["Contents"])
     files = stores[HOME].get_json(stores[HOME].step_prefix(MOVED_AT) + MANIFEST, absolute=True)["files"]
     step_size = sum(int(entry["size"]) for entry in files.values())
@@ -59,3 +68,25 @@ def test_a_sharded_step_follows_a_two_node_job_to_another_region(aws_env: dict[s
     # Each node brought its ranks' shards and the step's shared files (.metadata), once: every shard crossed once.
     assert sum(event["bytes"] for event in crossed) == step_size + shared, (crossed, step_size, shared)
     assert step_size + shared <= 1.05 * step_size
+
+
+def test_a_world_left_in_a_region_the_job_moved_from_publishes_nothing_more(
+    aws_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The controller records a move in home's regions.json before the new region's group launches; from then on
+    the world still training in home (its group not yet scaled in) publishes no step the new world would miss."""
+    job = "fenced"
+    made = region_buckets(aws_env, job, "fenced")
+    home = made.stores[HOME]
+    every = {"job_buckets": made.job_buckets, "min_nodes": "2", "max_nodes": "2"}
+    with cluster({**aws_env, "AWS_DEFAULT_REGION": HOME}, made.buckets[HOME], job, tmp_path, nodes=2, held=True,
+                 region=HOME, **every) as world:
+        world.agents[0].wait_for(lambda: (home.latest_step() or 0) >= 10, timeout=120, what="step 10 in S3")
+        moved_to(made, job, AWAY)
+        at_the_move = home.latest_step() or 0
+        world.release()
+        train_a_while(world.agents, step=at_the_move + 20)  # four saves past it
+        refused = [line for agent in world.agents for line in agent.lines if f"the job moved to {AWAY}" in line]
+        published = home.latest_step() or 0
+    assert refused, "\n\n".join(agent.text() for agent in world.agents)
+    assert published <= at_the_move + 5, (at_the_move, published)  # at most a publish already past its check

@@ -23,6 +23,7 @@ from pathlib import Path
 from ..costs.spot_prices import SpotPriceSource
 from ..signals import SignalConnector
 from ..storage.record_kinds import EventKind, JobState
+from ..storage.s3.job_regions import parse_job_buckets
 from ..storage.s3.lease import Lease
 from ..storage.saves import fixed_names
 from ..storage.saves.layouts import Checkpoint
@@ -45,6 +46,7 @@ from .records.notify import Notifier, SnsClient
 from .records.status import JobStatus, StatusReporter
 from .records.telemetry import RunTelemetry
 from .restore import Restore
+from .round.region_fence import RegionFence
 from .round.round_failures import RoundFailures
 from .round.round_part import RoundPart
 from .round.world import World
@@ -128,6 +130,10 @@ class Agent:
                                  elsewhere=self._elsewhere)
         endings = SeveralEndings(config, clients.store, self.telemetry, self._own_group(), self.stop_requested,
                                  world, self._notices, self.started_at, self.instance_id)
+        if (regions := parse_job_buckets(config.job_buckets)) is not None:  # several regions: one world publishes
+            home = clients.store if regions.home == config.region else clients.other_regions[regions.home]
+            clients.store.publish_fence = RegionFence(home, regions.home, config.region,
+                                                             self.log).why_fenced
         return SeveralNodes(config, clients.store, self.telemetry, self.stop_requested, world, rounds, restore,
                             endings)
 

@@ -117,8 +117,11 @@ def tick(setup: ControllerSetup, clients: Clients, now: float) -> str:
                      regions={r: _seen_line(wanted[r], seen[r], setup.bucket(r)) for r in setup.regions})
     handed = ""
     if decision.action is Action.MOVE:
-        move(groups[active], groups[decision.region], setup.nodes)
         record = _moved(setup, clients, record, decision, now)
+        # Written before the new region's group launches: the nodes of a world left in the old region read it
+        # before each publish (trainer/agent/round/region_fence.py), so they publish nothing the new world misses.
+        s3.put_object(Bucket=setup.bucket(setup.home), Key=setup.record_key, Body=record.to_json())
+        move(groups[active], groups[decision.region], setup.nodes)
     elif decision.action is Action.ON_DEMAND:
         handed = _on_demand(setup, clients, active, record.last_running_at or record.active_since, now)
     s3.put_object(Bucket=setup.bucket(setup.home), Key=setup.record_key, Body=record.to_json())

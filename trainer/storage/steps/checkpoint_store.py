@@ -59,6 +59,8 @@ class CheckpointStore(JobObjects):
         self.damaged_steps: set[int] = set()  # steps a restore proved damaged (not merely unreachable)
         # Told which files of a step were left out (names S3 cannot take), beside the log line.
         self.on_left_out: Callable[[int, list[str]], None] = lambda step, names: None
+        # Why this writer may publish nothing now ('' when it may): a world left in a region the job moved from.
+        self.publish_fence: Callable[[], str] | None = None
 
     # ---- keys ---------------------------------------------------------------------------------
     def step_prefix(self, step: int) -> str:
@@ -144,7 +146,7 @@ class CheckpointStore(JobObjects):
         for _ in range(attempts):
             current, etag = read or self.latest_record()
             read = None
-            refusal = self.publish_refusal(step, current, lease)
+            refusal = self.publish_refusal(step, current, lease) or (self.publish_fence() if self.publish_fence else "")
             if refusal:
                 log.warning("not publishing step %d: %s", step, refusal)
                 return False
