@@ -31,9 +31,11 @@ from localcloud.pace import PaceCheck
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
 from localcloud.region_capacity import RegionOutage
-from localcloud.region_flags import region_flags, region_plan
+from localcloud.region_flags import add_link_flags, cross_region_link, region_flags, region_plan
 from localcloud.region_groups import newest_status
+from localcloud.region_link import CrossRegionLink
 from localcloud.report import DEFAULT_DISCOUNT, build_report, flat_prices
+from localcloud.run_options import command_env
 from localcloud.session import STATE_ROOT, SessionError, find_session, sessions
 from localcloud.up import UpInputs, down, stop_instances, stop_leftovers, up
 from spot_trainer.builtin_arguments import arguments_problem, total_steps
@@ -92,6 +94,7 @@ def add_spot_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                       help="extra environment for the training command, e.g. HF_STEPS=300 (repeatable)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --rate process")
+    add_link_flags(parser)
 
 
 def add_up_commands(commands: Any) -> None:
@@ -202,16 +205,6 @@ def secret_values(job: JobFile, assignments: list[str]) -> list[tuple[SecretRef,
     return [(named[name], value) for name, value in given.items()]
 
 
-def command_env(assignments: list[str]) -> dict[str, str]:
-    env = {}
-    for assignment in assignments:
-        name, equals, value = assignment.partition("=")
-        if not equals or not name.isidentifier():
-            raise PlanError(f"--env {assignment!r}: expected NAME=VALUE")
-        env[name] = value
-    return env
-
-
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -228,6 +221,7 @@ class DemoInputs:
     command_env: dict[str, str]
     job: JobFile
     train_args: str
+    link: CrossRegionLink
 
 
 def checked_plan(options: argparse.Namespace) -> InterruptionPlan:
@@ -257,7 +251,7 @@ def checked_up_inputs(options: argparse.Namespace) -> UpInputs:
                     total_steps=total_steps(train_args) if job.command == "builtin" else None,
                     command_env=command_env(options.env),
                     parameters={} if options.train_args is None else {"TrainArguments": train_args},
-                    secrets=secret_values(job, options.secret))
+                    secrets=secret_values(job, options.secret), link=cross_region_link(options))
 
 
 def checked_inputs(options: argparse.Namespace) -> DemoInputs:
@@ -279,7 +273,8 @@ def checked_inputs(options: argparse.Namespace) -> DemoInputs:
     if options.json is not None and not options.json.resolve().parent.is_dir():
         raise PlanError(f"--json {options.json}: no folder {options.json.parent} to write the report into")
     job, train_args = checked_job(options)
-    return DemoInputs(plan, outages, region_outages, scores, prices, command_env(options.env), job, train_args)
+    return DemoInputs(plan, outages, region_outages, scores, prices, command_env(options.env), job, train_args,
+                      cross_region_link(options))
 
 
 def demo(options: argparse.Namespace) -> int:
@@ -290,7 +285,7 @@ def demo(options: argparse.Namespace) -> int:
     (WORK_ROOT / "runs").mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix=f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}-", dir=WORK_ROOT / "runs"))
     started = time.monotonic()
-    cloud = LocalCloud(workdir, log=progress.message)
+    cloud = LocalCloud(workdir, log=progress.message, link=inputs.link)
     progress.message(f"synthesizing {job.stack_name} with the CDK CLI")
     app_dir = cloud.synth(options.job)  # the job file's own checks, before any server starts
     with cloud:

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ import boto3
 
 from localcloud.instance import REPO_ROOT
 from localcloud.moto_server import DUMMY_CREDENTIALS, MotoServer
+from localcloud.region_link import CrossRegionLink
+from localcloud.region_proxy import RegionProxy
 
 WORK_ROOT = REPO_ROOT / ".localcloud"
 TOOLKIT_STACK = "CDKToolkit"
@@ -80,6 +82,8 @@ class LocalCloud:
     workdir: Path
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
     moto: MotoServer | None = None
+    link: CrossRegionLink = field(default_factory=CrossRegionLink)  # between regions: latency and bandwidth
+    proxies: dict[str, RegionProxy] = field(default_factory=dict)  # region → its network (region_env)
 
     def start(self) -> LocalCloud:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -99,6 +103,9 @@ class LocalCloud:
         return self.workdir / "iam-decisions.jsonl"
 
     def stop(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.stop()
+        self.proxies.clear()
         if self.moto is not None:
             self.moto.stop()
 
@@ -113,6 +120,14 @@ class LocalCloud:
     def aws_env(self) -> dict[str, str]:
         assert self.moto is not None, "start() first"
         return self.moto.env()
+
+    def region_env(self, region: str) -> dict[str, str]:
+        """What a client inside `region` (an instance of a job of several regions) talks to AWS through: that
+        region's proxy, which plays the latency and bandwidth to the other regions (localcloud/region_proxy.py)."""
+        assert self.moto is not None, "start() first"
+        if region not in self.proxies:
+            self.proxies[region] = RegionProxy(region, self.moto.port, self.link).start()
+        return {**self.aws_env, "AWS_ENDPOINT_URL": self.proxies[region].endpoint, "AWS_DEFAULT_REGION": region}
 
     def client(self, service: str, region: str | None = None) -> Any:
         env = self.aws_env

@@ -35,6 +35,7 @@ def instance_settings(options: RunOptions) -> dict[str, str]:
 class Launcher:
     cloud: LocalCloud
     image: ImageFacts | None = None  # instances play this image as it is (default: an env with torch)
+    across_regions: bool = False  # a job of several regions: an instance reaches AWS through its region's proxy
     _templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # launch template data by version
 
     def launch(self, member: dict[str, Any], group: dict[str, Any], market: str, *, settings: dict[str, str],
@@ -43,7 +44,10 @@ class Launcher:
         (default: the local cloud's)."""
         iid = member["InstanceId"]
         template = self._template_data(member, group, region)
-        aws_env = {**self.cloud.aws_env, **({"AWS_DEFAULT_REGION": region} if region else {})}
+        if self.across_regions and region:
+            aws_env = self.cloud.region_env(region)  # the other regions at their distance (region_proxy.py)
+        else:
+            aws_env = {**self.cloud.aws_env, **({"AWS_DEFAULT_REGION": region} if region else {})}
         instance = Instance(iid, member.get("InstanceType") or "c7i.xlarge", self.cloud.workdir / "instances" / iid,
                             aws_env, settings, local_ipv4=local_ipv4, market=market,
                             role=self._role(template, iid), image=self.image)

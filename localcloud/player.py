@@ -55,7 +55,7 @@ class Player:
 
     def __post_init__(self) -> None:
         self._outages = OutageClock(self.options.outages)
-        self._launcher = Launcher(self.cloud, self.options.image)
+        self._launcher = Launcher(self.cloud, self.options.image, across_regions=bool(self.deployment.others))
         self._capacity_watch = CapacityWatch(self.cloud, self.deployment.group, self.options.watch_seconds)
         self._regions = RegionGroups(self.cloud, self.deployment)
         self._controller = RegionsController(self.cloud, self.deployment, self.options) \

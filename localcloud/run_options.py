@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from localcloud.images import ImageFacts
 from localcloud.instance import Instance
-from localcloud.interruptions import Injector, InterruptionPlan
+from localcloud.interruptions import Injector, InterruptionPlan, PlanError
 from localcloud.outages import SpotOutage
 from localcloud.region_capacity import RegionPlan
 
@@ -38,3 +38,14 @@ class RunOptions:
     # The schedule to follow (default: a fresh one from `plan`); one shared by several runs of the same
     # job, as `python -m localcloud up` plays it through pauses, goes on where the last run left it.
     injector: Injector | None = None
+
+
+def command_env(assignments: list[str]) -> dict[str, str]:
+    """`--env NAME=VALUE` flags as the command's environment, or one line for one that is not."""
+    env = {}
+    for assignment in assignments:
+        name, equals, value = assignment.partition("=")
+        if not equals or not name.isidentifier():
+            raise PlanError(f"--env {assignment!r}: expected NAME=VALUE")
+        env[name] = value
+    return env

@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from localcloud.cloud import CloudError, Deployment, LocalCloud
@@ -27,6 +27,7 @@ from localcloud.interruptions import ANNOUNCED, HARD, Injector, InterruptionPlan
 from localcloud.player import Player, RunOptions
 from localcloud.progress import ProgressLine
 from localcloud.region_groups import RegionGroups, newest_status
+from localcloud.region_link import CrossRegionLink
 from localcloud.session import Session, SessionError, export_lines, process_alive
 from spot_trainer.capacity.policy import ON_DEMAND
 from spot_trainer.secret_refs import SSM, SecretRef
@@ -47,6 +48,7 @@ class UpInputs:
     command_env: dict[str, str]
     parameters: dict[str, str]  # the stack's parameters to deploy with (TrainArguments)
     secrets: list[tuple[SecretRef, str]]  # each of the job's secrets and its value
+    link: CrossRegionLink = field(default_factory=CrossRegionLink)  # a job of several regions: between them
 
 
 def up(state: Path, inputs: UpInputs) -> int:
@@ -59,7 +61,7 @@ def up(state: Path, inputs: UpInputs) -> int:
     # non-interactive shell starts a command with `&`.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     progress = ProgressLine()
-    cloud = LocalCloud(session.cloud_dir, log=progress.message)
+    cloud = LocalCloud(session.cloud_dir, log=progress.message, link=inputs.link)
     try:
         progress.message(f"synthesizing SpotTrainer-{inputs.name} with the CDK CLI")
         app_dir = cloud.synth(inputs.job)

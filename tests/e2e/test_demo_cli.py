@@ -27,6 +27,8 @@ from localcloud.interruptions import ANNOUNCED, HARD, Injector, InterruptionPlan
         (["--price-trace", "{tmp}/trace.txt"], "--price-trace: price trace {tmp}/trace.txt: not JSON (Expecting value"),
         (["--train-args", "--model lm --synthetic --steps abc"], "--train-args: argument --steps: invalid"),
         (["--train-args", "--model lm --steps 9"], "--train-args: one of the arguments --data --synthetic is required"),
+        (["--cross-region-mbps", "0"], "--cross-region-mbps 0: expected a positive number of megabits per second"),
+        (["--cross-region-latency-ms", "-1"], "--cross-region-latency-ms -1: expected 0 to 60000 milliseconds"),
     ],
 )
 def test_bad_flag_is_one_line_before_anything_starts(flags: list[str], message: str, tmp_path: Path) -> None:
