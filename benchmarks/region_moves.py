@@ -7,10 +7,12 @@ of the time (GPU-like scarcity); on top, a shared scarcity takes every region ou
 --shared-unavailability of the time (outages are correlated in time within a region, and sometimes
 across them). Each job has a compute time, a deadline at 1.3-2.0x that after its first start, an
 on-demand price, per-region spot prices (a share of on-demand) and a checkpoint of --checkpoint-gb.
-Time runs in one-minute ticks; a (re)start costs --restart-minutes of boot and restore, and a restore
-from another region's bucket adds the checkpoint's size at --cross-region-gb-per-minute and costs
---transfer-per-gb per GB (inter-region, US pairs). Losing capacity reclaims a running spot instance;
-half the time its notice saves the work, else it goes back to the last checkpoint (every 15 min).
+Time runs in one-minute ticks, at AWS's times (benchmarks/region_timing.py, each with its source): a
+(re)start costs its launch, its bootstrap and the checkpoint's restore, and a restore from another
+region's bucket costs --transfer-per-gb per GB (inter-region, US pairs). Losing capacity gives a
+running spot instance its 2-minute notice; half the time the notice saves the work, else the job goes
+back to the last checkpoint (every 15 min). A group without capacity reports a failed launch each
+--launch-retry-minutes.
 A placement score is AWS's recommendation only: here a noisy view of the trace (wrong --score-noise
 of the time), read through the job's ScoreCache, so at most every 10 minutes. Side by side, on the
 same traces:
@@ -30,7 +32,9 @@ region (AWS launches the replacement first, trainer/capacity/market.py; P8 plays
 
 Per policy: hours waiting for capacity (no instance), cost relative to running the whole job
 on-demand (instances plus cross-region transfer) and its parts (spot, on-demand, transfer), the same
-cost summed over all jobs per job that met its deadline, cross-region GB and moves, deadlines met.
+cost summed over all jobs per job that met its deadline, cross-region GB and moves, deadlines met, and
+for each move the minutes from capacity lost in the region left to the first step in the new one,
+against region_wait + 3 min.
 Target: placement_score waits less than single_region and price_order_failover and costs less than
 price_order_failover.
 
@@ -41,12 +45,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT, DeadlinePlan, Progress, choose_market
@@ -55,6 +59,9 @@ from spot_trainer.capacity.regions.moves import Action, JobPlace, Move, MoveRule
 from spot_trainer.capacity.regions.observations import LaunchFailures, RegionObservation
 from spot_trainer.capacity.regions.placement_scores import ScoreCache, ScoreRequest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.region_timing import MoveTime, move_times_summary, start_minutes  # noqa: E402
+
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 SPOT_SHARE = {"us-east-1": (0.30, 0.40), "us-west-2": (0.28, 0.42), "eu-west-1": (0.33, 0.45)}
 TYPES = ("g5.12xlarge", "g6.12xlarge", "g6e.12xlarge")
@@ -62,7 +69,10 @@ TYPES = ("g5.12xlarge", "g6.12xlarge", "g6e.12xlarge")
 
 @dataclass(frozen=True)
 class Settings:
-    restart_minutes: int = 6
+    notice_minutes: int = 2  # AWS's spot interruption notice
+    launch_retry_minutes: int = 1  # a group's failed launches (an assumption: AWS documents no cadence)
+    launch_minutes: int = 2  # launch to user data (an assumption: AWS documents none)
+    bootstrap_minutes: int = 1  # user data to a running agent (measured 15.4-16.1 s)
     checkpoint_minutes: int = 15
     margin_minutes: int = 30
     outage_hours: float = 3.0
@@ -72,7 +82,7 @@ class Settings:
     compute_hours: tuple[float, float] = (6.0, 24.0)
     slack: tuple[float, float] = (1.3, 2.0)
     checkpoint_gb: tuple[float, float] = (10.0, 400.0)
-    cross_region_gb_per_minute: float = 30.0  # 500 MB/s
+    restore_gb_per_minute: float = 30.0  # 500 MB/s, in its own region or across
     transfer_per_gb: float = 0.02
     on_demand_per_hour: tuple[float, float] = (5.0, 33.0)
     region_wait_minutes: int = 15  # the job file's default (capacity.region_wait)
@@ -110,6 +120,10 @@ class Run:
     idle_since: int = 0  # the minute the active region last had no instance, or became active
     failures: int = 0  # launches failed for capacity in the active region since its last launch
     last_running_at: int | None = None
+    reclaim_at: int | None = None  # a spot instance given its notice ends at this minute
+    lost_at: int | None = None  # the minute the active region stopped giving the job an instance
+    due_at: int | None = None  # the minute the move rule's trigger first held since
+    move_times: list[MoveTime] = field(default_factory=list)
     moves: list[Move] = field(default_factory=list)  # the move rule's own record
     region_changes: int = 0
     restores: int = 0
@@ -133,6 +147,7 @@ class Outcome:
     spot_cost: float  # the parts of relative_cost
     on_demand_cost: float
     transfer_cost: float
+    move_times: tuple[MoveTime, ...] = ()
 
 
 Policy = Callable[[Job, Run, int, bool], None]  # (job, run, minute, reclaimed now): sets run.region / run.market
@@ -249,6 +264,9 @@ def placement_score(job: Job, settings: Settings, *, hand_over: bool = True) -> 
         swept = False  # a sweep found no spot capacity anywhere: today's on-demand rule decides in full
         if run.instance is None:
             client.minute = minute
+            if run.due_at is None and (run.failures >= rules.capacity_failures
+                                       or minute - run.idle_since >= settings.region_wait_minutes):
+                run.due_at = minute  # the timing's record only: decide() below applies the rule itself
             scores = cache.current(client, minute * 60.0) or {}
             place = JobPlace(REGIONS, run.region, tuple(run.moves),
                              None if run.last_running_at is None else run.last_running_at * 60.0,
@@ -275,18 +293,31 @@ def observations(job: Job, run: Run, scores: dict[str, int]) -> dict[str, Region
 
 
 def stop(run: Run, minute: int) -> None:
-    if not run.booting:
+    """The instance ends: a stop the job asks for saves first (not while booting, nor after a notice, which
+    saved or lost the work itself); a reclaim keeps what its notice saved."""
+    if not run.booting and run.reclaim_at is None:
         run.saved = run.step
-    run.step, run.instance, run.idle_since = run.saved, None, minute
+    run.step, run.instance, run.idle_since, run.reclaim_at = run.saved, None, minute, None
 
 
-def launch(job: Job, run: Run, settings: Settings) -> None:
+def notice(job: Job, run: Run, minute: int, settings: Settings) -> None:
+    """Spot capacity lost under a running spot instance: its notice, then its end `notice_minutes` later."""
+    run.reclaim_at, run.lost_at = minute + settings.notice_minutes, minute
+    if job.announced[min(minute, len(job.announced) - 1)] and not run.booting:
+        run.saved, run.checkpoint_region = run.step, run.region  # the agent saves, then trains no more
+
+
+def launch(job: Job, run: Run, minute: int, settings: Settings) -> None:
     """An instance starts in the active region; a checkpoint in another region's bucket is restored once."""
-    run.instance, run.booting, run.since_save, run.failures = run.market, settings.restart_minutes, 0, 0
+    restored = job.checkpoint_gb if run.saved > 0 else 0.0
+    run.instance, run.since_save, run.failures, run.lost_at, run.due_at = run.market, 0, 0, None, None
+    if run.move_times and run.move_times[-1].launched_at is None:
+        run.move_times[-1].launched_at = minute
+    run.booting = start_minutes(settings.launch_minutes, settings.bootstrap_minutes, restored,
+                                settings.restore_gb_per_minute)
     if run.checkpoint_region is not None and run.checkpoint_region != run.region and run.saved > 0:
         run.transfer_gb += job.checkpoint_gb
         run.restores += 1
-        run.booting += math.ceil(job.checkpoint_gb / settings.cross_region_gb_per_minute)
     run.checkpoint_region = run.region if run.saved > 0 or run.checkpoint_region is None else run.checkpoint_region
 
 
@@ -300,6 +331,10 @@ def tick(job: Job, run: Run, minute: int, settings: Settings) -> None:
     if run.booting:
         run.booting -= 1
         return
+    if run.reclaim_at is not None:
+        return  # under its notice: InService, but the agent has stopped the command
+    if run.move_times and run.move_times[-1].first_step_at is None:
+        run.move_times[-1].first_step_at = minute  # the first step in the region the job last moved to
     run.step += 1
     run.trained = True
     run.since_save += 1
@@ -310,34 +345,43 @@ def tick(job: Job, run: Run, minute: int, settings: Settings) -> None:
 def simulate(job: Job, policy: Policy, settings: Settings, home: str) -> Outcome:
     run, minute = Run(home), 0
     while run.step < job.compute:
-        spot = job.spot_at(run.region, minute)
-        reclaimed = run.instance == SPOT and not spot
+        if run.instance == SPOT and run.reclaim_at is None and not job.spot_at(run.region, minute):
+            notice(job, run, minute, settings)
+        reclaimed = run.reclaim_at == minute
         if reclaimed:
-            if job.announced[min(minute, len(job.announced) - 1)] and not run.booting:
-                run.saved, run.checkpoint_region = run.step, run.region
             stop(run, minute)
         before = (run.region, run.market)
         policy(job, run, minute, reclaimed)
-        run.region_changes += run.region != before[0]
+        if run.region != before[0]:
+            moved(run, minute)
         spot = job.spot_at(run.region, minute)
         if run.instance is not None and (run.region != before[0] or (run.instance, run.market) == (SPOT, ON_DEMAND)):
             stop(run, minute)  # a move, or spot handing over to on-demand (which launches at once)
         if run.instance == ON_DEMAND and run.market == SPOT and spot:
             stop(run, minute)  # back on spot, and spot can launch here: the on-demand instance hands over
         if run.instance is None and (run.market == ON_DEMAND or spot):
-            launch(job, run, settings)
+            launch(job, run, minute, settings)
         if run.instance is None:
             run.waiting += 1
-            run.failures += run.market == SPOT
+            run.lost_at = minute if run.lost_at is None else run.lost_at
+            run.failures += run.market == SPOT and (minute - run.idle_since + 1) % settings.launch_retry_minutes == 0
         else:
             tick(job, run, minute, settings)
         minute += 1
-    whole_on_demand = (job.compute + settings.restart_minutes) * job.on_demand_per_minute
+    whole_on_demand = (job.compute + settings.launch_minutes + settings.bootstrap_minutes) * job.on_demand_per_minute
     transfer = run.transfer_gb * settings.transfer_per_gb
     return Outcome(minute <= job.deadline, (run.cost + transfer) / whole_on_demand, run.waiting / 60, run.transfer_gb,
                    run.region_changes, run.restores, run.on_demand_minutes / max(1, run.minutes),
                    (run.cost - run.on_demand_cost) / whole_on_demand, run.on_demand_cost / whole_on_demand,
-                   transfer / whole_on_demand)
+                   transfer / whole_on_demand, tuple(run.move_times))
+
+
+def moved(run: Run, minute: int) -> None:
+    """A region change: timed from the minute capacity was lost in the region left, with the move rule's reason."""
+    reason = run.moves[-1].reason if run.moves and run.moves[-1].at == minute * 60.0 else ""
+    lost_at = minute if run.lost_at is None else run.lost_at
+    run.move_times.append(MoveTime(lost_at, minute if run.due_at is None else run.due_at, minute, reason))
+    run.region_changes, run.lost_at, run.due_at = run.region_changes + 1, None, None
 
 
 
@@ -345,7 +389,8 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1]
 
 
-def summary(outcomes: list[Outcome]) -> dict[str, Any]:
+def summary(outcomes: list[Outcome], bound: int) -> dict[str, Any]:
+    """`bound`: minutes from capacity lost to the first step in the new region that a move should keep."""
     waits, costs = [o.waiting_hours for o in outcomes], [o.relative_cost for o in outcomes]
     return {
         "waiting_hours_mean": round(statistics.fmean(waits), 3),
@@ -360,6 +405,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
         "cost_per_deadline_met": round(sum(costs) / max(1, sum(o.met for o in outcomes)), 4),
         "on_demand_hours_share_mean": round(statistics.fmean(o.on_demand_share for o in outcomes), 4),
         "deadline_met_rate": round(sum(o.met for o in outcomes) / len(outcomes), 4),
+        "capacity_lost_to_first_step": move_times_summary([m for o in outcomes for m in o.move_times], bound),
     }
 
 
@@ -375,7 +421,8 @@ def compare(count: int, seed: int, settings: Settings) -> dict[str, dict[str, An
         "placement_score_spot_only": lambda job: simulate(job, placement_score(job, settings, hand_over=False),
                                                           settings, REGIONS[0]),
     }
-    return {name: summary([run(job) for job in batch]) for name, run in runs.items()}
+    bound = settings.region_wait_minutes + 3
+    return {name: summary([run(job) for job in batch], bound) for name, run in runs.items()}
 
 
 def target_met(results: dict[str, dict[str, Any]]) -> bool:
