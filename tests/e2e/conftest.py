@@ -18,6 +18,7 @@ from localcloud.iam_report import summary_lines
 from localcloud.interruptions import InterruptionPlan
 from localcloud.outages import SpotOutage
 from localcloud.player import Player, RunOptions
+from stacks.job.spec import JOBS_DIR
 from tests.support.plain_jobs import WHERE, plain_job
 
 JOB = "example"
@@ -91,6 +92,15 @@ def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[
     finally:
         if scenario is None or scenario.stack_exists():
             cloud.destroy(deployment)
+
+
+def job_of_its_own(tmp_path_factory: pytest.TempPathFactory, name: str, like: str) -> str:
+    """jobs/<like>.toml as a job named `name`: each region's bucket is named after its job, and a destroyed stack
+    keeps its bucket, so a scenario of a job of several regions that another scenario of this local cloud may have
+    run already needs a name of its own."""
+    job = tmp_path_factory.mktemp(name) / f"{name}.toml"
+    job.write_text((JOBS_DIR / f"{like}.toml").read_text())
+    return str(job)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,8 +14,7 @@ from localcloud.interruptions import InterruptionPlan
 from localcloud.region_capacity import Board, RegionPlan, parse_region_outage
 from localcloud.report import build_report, job_events
 from spot_trainer.capacity.policy import ON_DEMAND
-from stacks.job.spec import JOBS_DIR
-from tests.e2e.conftest import Scenario, play
+from tests.e2e.conftest import Scenario, job_of_its_own, play
 
 STEPS = 60
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
@@ -23,11 +22,7 @@ REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 
 @pytest.fixture(scope="module")
 def run(local_cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
-    # A job of its own name: each region's bucket is named after the job, and a destroyed stack keeps its bucket
-    # (another scenario in this local cloud may have run jobs/regions.toml already).
-    job = tmp_path_factory.mktemp("nowhere") / "nowhere.toml"
-    job.write_text((JOBS_DIR / "regions.toml").read_text())
-    app = local_cloud.synth(str(job))
+    app = local_cloud.synth(job_of_its_own(tmp_path_factory, "nowhere", like="regions"))
     plan = RegionPlan([parse_region_outage(f"{region}:step20:900") for region in REGIONS], {},
                       local_cloud.capacity_board)
     try:

@@ -24,7 +24,7 @@ from localcloud.report import build_report
 from spot_trainer.storage.record_kinds import EventKind
 from spot_trainer.storage.saves import layouts
 from spot_trainer.storage.steps.remote import RemoteStore
-from tests.e2e.conftest import Scenario, play
+from tests.e2e.conftest import Scenario, job_of_its_own, play
 from tests.e2e.test_region_moves import HIGH, HOME, LOW, NOTICE_SECONDS, STEPS, instances_in, store
 
 SLOW_MBPS = 0.3  # about 37 kB/s: the example's step of about 300 kB crosses in about 8 s
@@ -80,8 +80,8 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(local_cloud: LocalCloud) -> Iterator[Run]:
-    app = local_cloud.synth("regions")
+def run(local_cloud: LocalCloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    app = local_cloud.synth(job_of_its_own(tmp_path_factory, "cutoff", like="regions"))
     plan = RegionPlan([parse_region_outage(f"{HOME}:step20:900")], {LOW: 3}, local_cloud.capacity_board)
     watch = PowerOffMidRestore()
     before = local_cloud.link
