@@ -2,7 +2,7 @@
 left settled once it stops, and the final checkpoint confirmed in S3, whole, before the job may end DONE.
 A final checkpoint S3 must not or cannot take (a link, a FIFO, names too long for S3) ends that wait at
 once; only what may be a bad minute is retried for the grace period. On several nodes, SeveralUploads
-(several_uploads.py) adds who publishes and each node's own shards."""
+(several_nodes/uploads.py) adds who publishes and each node's own shards."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..storage.failure_causes import NEVER_SENT, FailureCause
-from ..storage.s3.lease import Lease
-from ..storage.saves import layouts, upload_rules
-from ..storage.saves.layouts import Checkpoint
-from ..storage.steps.remote import RemoteStore, RemoteStoreError
-from ..storage.steps.uploader import CheckpointUploader
-from ..storage.upload_outcome import UploadOutcome
-from .records.telemetry import RunTelemetry
+from ...storage.failure_causes import NEVER_SENT, FailureCause
+from ...storage.s3.lease import Lease
+from ...storage.saves import layouts, upload_rules
+from ...storage.saves.layouts import Checkpoint
+from ...storage.steps.remote import RemoteStore, RemoteStoreError
+from ...storage.steps.uploader import CheckpointUploader
+from ...storage.upload_outcome import UploadOutcome
+from ..records.telemetry import RunTelemetry
 from .restore import Restore
 
 

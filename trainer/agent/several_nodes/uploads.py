@@ -7,15 +7,15 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from ..storage.saves import shards
-from ..storage.saves.layouts import Checkpoint
-from ..storage.steps.remote import RemoteStore, RemoteStoreError
-from ..storage.upload_outcome import UploadOutcome
-from .records.telemetry import RunTelemetry
-from .restore import Restore
-from .round.round_part import RoundPart
-from .round.sharded_saves import PART_WAIT_SECONDS, ShardedSaves, wait_for_part
-from .uploads import NodeUploads
+from ...storage.saves import shards
+from ...storage.saves.layouts import Checkpoint
+from ...storage.steps.remote import RemoteStore, RemoteStoreError
+from ...storage.upload_outcome import UploadOutcome
+from ..node.restore import Restore
+from ..node.uploads import NodeUploads
+from ..records.telemetry import RunTelemetry
+from .round_part import RoundPart
+from .sharded_saves import PART_WAIT_SECONDS, ShardedSaves, wait_for_part
 
 
 class SeveralUploads(NodeUploads):
