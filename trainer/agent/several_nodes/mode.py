@@ -97,8 +97,7 @@ class SeveralNodes:
         """The next round resumes from the step published in S3, fetched here."""
         uploads.settle_parts()  # before the next round sets this disk's newer saves aside
         return self.world.catch_up(uploads.uploader, self.telemetry.group_stop_step, self.rounds.publishes(),
-                                   lambda: self.restore.newest(writer_done=True), self.restore.prepare,
-                                   self.restore.before_a_round)
+                                   self.restore)
 
     def finished(self, uploads: NodeUploads, newest: int | None) -> int:
         """DONE once the publisher's final checkpoint is in S3."""

@@ -40,7 +40,7 @@ class SeveralUploads(NodeUploads):
         or not."""
         newest = super().offer_newest(writer_done=writer_done, publishes=publishes)
         if (part := self.sharded.ready(writer_done=writer_done, above=self.uploader.offered_step)) is not None:
-            self.uploader.offer(part.step, part.path)
+            self.offer(part)
         self.sharded.check(self.store.latest_step)
         return newest
 
@@ -58,7 +58,7 @@ class SeveralUploads(NodeUploads):
         bound = min(self.grace_seconds, PART_WAIT_SECONDS)
         part = wait_for_part(self.sharded, above, bound, self.stop_requested, self.poll_seconds)
         if part is not None:  # a part whose upload failed goes once more; one sent already is not offered again
-            self.uploader.offer(part.step, part.path, retry=True, writer_done=True)
+            self.offer(part, retry=True, writer_done=True)
         self.uploader.drain()
 
     def newest_final(self) -> Checkpoint | None:
