@@ -3,7 +3,7 @@ published in S3 (one local moto server).
 
 Each node is a process of its own with its own disk folder holding its rank's shard of one DCP save
 (`__<rank>_0.distcp`, the total split evenly; node 0 also holds `.metadata`, which lists every shard)
-and runs what its agent runs (spot_trainer.agent.round.sharded_saves): it polls for its part being ready at
+and runs what its agent runs (spot_trainer.agent.several_nodes.sharded_saves): it polls for its part being ready at
 the agent's cadence, uploads it and publishes the step when its part is the last. Two clocks:
 
   save_to_published    training goes on: every node's agent notices the save at its next poll
@@ -50,7 +50,7 @@ NODE = textwrap.dedent("""
     import json, sys, threading, time
     from pathlib import Path
     import boto3
-    from spot_trainer.agent.round.sharded_saves import ShardedSaves, wait_for_part
+    from spot_trainer.agent.several_nodes.sharded_saves import ShardedSaves, wait_for_part
     from spot_trainer.storage.steps.remote import RemoteStore
     from spot_trainer.storage.steps.step_parts import StepParts
     from spot_trainer.storage.s3.s3client import MB, upload_config_for

@@ -3,7 +3,21 @@ by these same rules, so a console value synth never saw fails the first start wi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 BUILTIN = "builtin"  # the built-in trainer, exactly; its arguments go in train_args
+
+
+@dataclass(frozen=True)
+class Program:
+    """What trains: the built-in trainer or the user's own command, told apart once, from the command's text."""
+
+    command: str  # exactly BUILTIN, or the user's shell command
+
+    @property
+    def builtin(self) -> bool:
+        """The built-in trainer: it resumes by contract, writes a COMMITTED marker and takes train_args."""
+        return self.command == BUILTIN
 
 
 def shadows_builtin(command: str) -> bool:

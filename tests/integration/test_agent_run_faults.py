@@ -10,7 +10,7 @@ from pathlib import Path
 import boto3
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.agent.endings import EXIT_FAILED
+from spot_trainer.agent.node.endings import EXIT_FAILED
 from spot_trainer.storage.steps.remote import RemoteStore
 from tests.integration.agent_runner import AgentProcess, agent_env
 from tests.integration.fleet import create_group, desired_capacity

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 
 from localcloud.fake_imds import FakeImds
-from spot_trainer.agent.endings import EXIT_FAILED
+from spot_trainer.agent.node.endings import EXIT_FAILED
 from spot_trainer.agent.records.failed_starts import FILE_NAME, SAME_FAILURES
 from spot_trainer.storage.steps.remote import RemoteStore
 from tests.conftest import REPO_ROOT

@@ -9,7 +9,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from spot_trainer.agent.keep_outputs import keep_final_outputs
+from spot_trainer.agent.node.keep_outputs import keep_final_outputs
 from spot_trainer.agent.records.telemetry import RunTelemetry
 from spot_trainer.storage.steps.remote import RemoteStore
 

@@ -16,10 +16,10 @@ import pytest
 
 from localcloud.fake_imds import FakeImds
 from localcloud.moto_server import MotoServer
-from spot_trainer.agent import several_endings
 from spot_trainer.agent.instance.config import AgentConfig
 from spot_trainer.agent.instance.imds import ImdsClient
 from spot_trainer.agent.records.status import DONE, INTERRUPTED, JobStatus, StatusReporter
+from spot_trainer.agent.several_nodes import endings as several_endings
 from spot_trainer.agent.supervisor import Agent, Clients
 from spot_trainer.storage.s3 import job_keys
 from spot_trainer.storage.s3.lease import Lease

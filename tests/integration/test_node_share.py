@@ -19,7 +19,7 @@ import torch
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 
-from spot_trainer.agent.several_nodes import SeveralRestore
+from spot_trainer.agent.several_nodes.restore import SeveralRestore
 from spot_trainer.distributed.round_start import bring_to_step
 from spot_trainer.integrations.missing_reads import fetch_missing
 from spot_trainer.storage.saves import resharded, shards

@@ -19,7 +19,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from spot_trainer.agent.round.sharded_saves import ShardedSaves
+from spot_trainer.agent.several_nodes.sharded_saves import ShardedSaves
 from spot_trainer.storage.s3.job_objects import RemoteStoreError
 from spot_trainer.storage.steps.remote import RemoteStore
 from spot_trainer.storage.steps.step_parts import StepParts

@@ -18,7 +18,7 @@ import boto3
 import pytest
 import torch
 
-from spot_trainer.agent.round.sharded_saves import ShardedSaves
+from spot_trainer.agent.several_nodes.sharded_saves import ShardedSaves
 from spot_trainer.storage.steps.remote import RemoteStore, RemoteStoreError
 from spot_trainer.storage.steps.step_parts import StepParts
 from spot_trainer.storage.upload_outcome import UploadOutcome

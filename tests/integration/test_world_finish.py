@@ -13,7 +13,7 @@ from spot_trainer.agent.fatal import record_failed
 from spot_trainer.agent.instance.config import AgentConfig
 from spot_trainer.agent.instance.imds import ImdsClient
 from spot_trainer.agent.records.status import DONE, STATUS_NAME, TRAINING
-from spot_trainer.agent.round.world import World
+from spot_trainer.agent.several_nodes.world import World
 from spot_trainer.storage.steps.remote import RemoteStore
 
 

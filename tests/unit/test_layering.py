@@ -123,16 +123,16 @@ def test_the_shelf_stays_small() -> None:
     assert len(SHELF) <= 8, sorted(SHELF)
 
 
-# agent/ and storage/ in wings, each importing only the wings below it in its room. The agent's root holds the
-# loop that composes the wings (the supervisor, the node modes, endings, restore, uploads); storage's root
-# holds only the vocabulary every wing speaks. No wing imports its room's root, but that vocabulary.
+# agent/ and storage/ in wings, each importing only those below it (the agent's two node modes on top, side by
+# side: test_node_modes.py). No wing imports its room's root, but storage's root: the vocabulary all speak.
 ROOM_WINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "trainer.agent": {
         "instance": (),
         "records": ("instance",),
         "watches": ("instance", "records"),
         "program": ("instance", "records", "watches"),
-        "round": ("instance", "records", "watches", "program"),
+        "node": ("instance", "records", "watches", "program"),
+        **dict.fromkeys(("one_node", "several_nodes"), ("instance", "records", "watches", "program", "node")),
     },
     "trainer.storage": {
         "files": (),

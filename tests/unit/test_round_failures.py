@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spot_trainer.agent.round.round_failures import RoundFailures, RoundVerdict
+from spot_trainer.agent.several_nodes.round_failures import RoundFailures, RoundVerdict
 from spot_trainer.distributed.rounds import Round, read_round, write_round
 
 THREE = ("10.0.0.1", "10.0.0.2", "10.0.0.3")

@@ -34,11 +34,11 @@ from ..storage.s3.job_regions import REGION, parse_job_buckets
 from ..storage.s3.lease import Lease
 from ..storage.s3.s3client import client_config, s3_client
 from ..storage.steps.remote import RemoteStore, RemoteStoreError
-from .endings import EXIT_FAILED
 from .fatal import disk_error, disk_fix, end_job_as_failed
 from .instance.config import ENV_NAMES, AgentConfig, ConfigError, check_config, config_from_env, parse_env_file
 from .instance.imds import ImdsClient
 from .instance.setting_names import unread_setting_warnings
+from .node.endings import EXIT_FAILED
 from .program.secret_values import SecretError, secret_environment
 from .records.boot_times import describe_boots
 from .records.cloudwatch import CloudWatchSink

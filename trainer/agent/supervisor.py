@@ -8,8 +8,9 @@ lease back, so the next instance resumes without losing a completed step.
 
 `Agent` keeps the loop; its rooms own the rest: where the command starts from (restore.py), how it
 is started (command_start.py) and stopped (stopping.py), what this node sends to S3 (uploads.py) and
-how its part in the job ends (endings.py). What differs between a node alone and several nodes as one
-is the node's mode (node_mode.py), chosen once here: one_node.py or several_nodes.py.
+how its part in the job ends (endings.py), in node/. What differs between a node alone and several nodes
+as one is the node's mode (node/mode.py), chosen once here and built by its own folder: one_node/ or
+several_nodes/.
 """
 
 from __future__ import annotations
@@ -23,21 +24,22 @@ from pathlib import Path
 from ..costs.spot_prices import SpotPriceSource
 from ..signals import SignalConnector
 from ..storage.record_kinds import EventKind, JobState
-from ..storage.s3.job_regions import parse_job_buckets
 from ..storage.s3.lease import Lease
 from ..storage.saves import fixed_names
 from ..storage.saves.layouts import Checkpoint
 from ..storage.steps.other_regions import OtherRegions
 from ..storage.steps.remote import RemoteStore
-from .command_start import start_command
-from .endings import Endings
+from . import one_node, several_nodes
 from .instance.aws_clients import AutoScalingClient
 from .instance.config import AgentConfig, known_total_steps
 from .instance.imds import ImdsClient
 from .instance.own_group import OwnGroup
-from .node_mode import NodeMode
-from .one_node import OneNode
-from .outcome import Outcome, RunEnd
+from .node.command_start import start_command
+from .node.endings import Endings
+from .node.mode import NodeMode, NodeSetup
+from .node.outcome import Outcome, RunEnd
+from .node.restore import Restore
+from .node.uploads import NodeUploads
 from .program.command import CommandProcess
 from .program.stopping import Stopping
 from .records import status as states
@@ -45,14 +47,6 @@ from .records.cloudwatch import CloudWatchSink
 from .records.notify import Notifier, SnsClient
 from .records.status import JobStatus, StatusReporter
 from .records.telemetry import RunTelemetry
-from .restore import Restore
-from .round.region_fence import RegionFence
-from .round.round_failures import RoundFailures
-from .round.round_part import RoundPart
-from .round.world import World
-from .several_endings import SeveralEndings
-from .several_nodes import SeveralNodes, SeveralRestore
-from .uploads import NodeUploads
 from .watches.budget_watch import BudgetWatch, budget_watch_for
 from .watches.deadline_watch import DeadlineWatch, deadline_watch_for
 from .watches.hang_watch import HangWatch
@@ -105,7 +99,7 @@ class Agent:
             self.telemetry.notifier = Notifier(config.notify_topic, clients.sns, config.job, self.log)
         # The entries the job names as its checkpoint are one for every layout this agent asks.
         fixed_names.name_entries([name for name in config.checkpoint_files.split(",") if name])
-        self.mode = self._several_nodes() if config.distributed else self._one_node()
+        self.mode = self._build_mode()
         self.restore, self.endings = self.mode.restore, self.mode.endings
         self._hang = HangWatch(config.stall_minutes * 60 if self.mode.watches_progress else 0)
 
@@ -114,28 +108,14 @@ class Agent:
         """A job of several regions: its buckets in the others, where a newer step may lie."""
         return OtherRegions(self.clients.other_regions) if self.clients.other_regions else None
 
-    def _one_node(self) -> OneNode:
+    def _build_mode(self) -> NodeMode:
         config, clients = self.config, self.clients
-        restore = Restore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin,
-                          elsewhere=self._elsewhere)
-        endings = Endings(config, clients.store, self.telemetry, self._own_group(), self.stop_requested)
-        return OneNode(config, clients.lease, self.telemetry, self._notices, self.stop_requested, restore, endings)
-
-    def _several_nodes(self) -> SeveralNodes:
-        config, clients = self.config, self.clients
-        world = World(config, clients.store, clients.imds, self.stop_requested, self.log, self._elsewhere)
-        rounds = RoundPart(RoundFailures(config.restart_budget), self.telemetry, self.stop_requested,
-                           config.poll_seconds)
-        restore = SeveralRestore(Path(config.checkpoint_dir), clients.store, self.telemetry, builtin=self._builtin,
-                                 elsewhere=self._elsewhere)
-        endings = SeveralEndings(config, clients.store, self.telemetry, self._own_group(), self.stop_requested,
-                                 world, self._notices, self.started_at, self.instance_id)
-        if (regions := parse_job_buckets(config.job_buckets)) is not None:  # several regions: one world publishes
-            home = clients.store if regions.home == config.region else clients.other_regions[regions.home]
-            clients.store.publish_fence = RegionFence(home, regions.home, config.region,
-                                                             self.log).why_fenced
-        return SeveralNodes(config, clients.store, self.telemetry, self.stop_requested, world, rounds, restore,
-                            endings)
+        setup = NodeSetup(config, clients.store, self.telemetry, self._notices, self.stop_requested,
+                          self._own_group(), self._elsewhere)
+        if config.distributed:
+            return several_nodes.build(setup, clients.imds, clients.other_regions, started_at=self.started_at,
+                                       instance_id=self.instance_id)
+        return one_node.build(setup, clients.lease)
 
     def _own_group(self) -> OwnGroup:
         return OwnGroup(self.config.asg_name, self.config.lifecycle_hook, self.instance_id, self.clients.imds,
@@ -189,8 +169,9 @@ class Agent:
             command = start_command(self.config, resume_from, attempt=reporter.status.attempt,
                                     launch=mode.launch(), sink=self.telemetry.command_output, log=self.log)
             # The built-in trainer resumes by contract; a command of the user's own is watched for a fresh start.
+            own = not self.config.program.builtin
             watch = self._save_watch().start(resumed=resume_from is not None,
-                                             restored=None if self._builtin or not resume_from else resume_from.path)
+                                             restored=resume_from.path if own and resume_from else None)
             self._hang.restart(time.monotonic())
             try:
                 end = self._supervise(command, uploads, watch)
@@ -280,10 +261,6 @@ class Agent:
                          look_every_seconds=12 * self.config.poll_seconds)
 
     # ---- small accessors ----------------------------------------------------------------------
-    @property
-    def _builtin(self) -> bool:
-        return self.config.command == "builtin"
-
     def _require_reporter(self) -> StatusReporter:
         assert self.telemetry.reporter is not None, "status is created once the lease is held"
         return self.telemetry.reporter

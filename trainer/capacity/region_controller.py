@@ -119,7 +119,8 @@ def tick(setup: ControllerSetup, clients: Clients, now: float) -> str:
     if decision.action is Action.MOVE:
         record = _moved(setup, clients, record, decision, now)
         # Written before the new region's group launches: the nodes of a world left in the old region read it
-        # before each publish (trainer/agent/round/region_fence.py), so they publish nothing the new world misses.
+        # before each publish (trainer/agent/several_nodes/region_fence.py), so they publish nothing the new
+        # world misses.
         s3.put_object(Bucket=setup.bucket(setup.home), Key=setup.record_key, Body=record.to_json())
         move(groups[active], groups[decision.region], setup.nodes)
     elif decision.action is Action.ON_DEMAND:

@@ -17,7 +17,7 @@ from pathlib import Path
 from ...aws_names import JOB_NAME, JOB_NAME_RULE, bucket_name_problem
 from ...builtin_arguments import arguments_problem, total_steps
 from ...capacity.policy import parse_deadline, parse_duration
-from ...command_text import has_control_character, shadows_builtin
+from ...command_text import Program, has_control_character, shadows_builtin
 from ...settings import NO_DEFAULT, SETTINGS, agent_default, agent_env_names
 from ...signals import STOP_SIGNALS, UNCATCHABLE, builtin_stop_problem, parse_signal
 from ...storage.s3.job_regions import REGION, parse_job_buckets
@@ -77,6 +77,11 @@ class AgentConfig:
     secrets: str = agent_default("secrets")  # references only (secret_refs.py); values go to extra_env
     extra_env: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def program(self) -> Program:
+        """The built-in trainer or the user's own command: every part of the agent asks this, never the text."""
+        return Program(self.command)
+
 
 # Environment variable → field name. Only these names are read; anything else is ignored.
 ENV_NAMES: dict[str, str] = agent_env_names()
@@ -105,7 +110,7 @@ def _convert(env_name: str, raw: str, kind: type | str) -> object:
 
 def known_total_steps(config: AgentConfig) -> int:
     """The job's size in steps: the job file's total_steps, else the built-in trainer's --steps; 0: unknown."""
-    return config.total_steps or (total_steps(config.train_args) or 0 if config.command == "builtin" else 0)
+    return config.total_steps or (total_steps(config.train_args) or 0 if config.program.builtin else 0)
 
 
 def config_from_env(env: Mapping[str, str] | None = None) -> AgentConfig:
@@ -152,7 +157,7 @@ def check_config(config: AgentConfig) -> None:
     if stop in UNCATCHABLE:
         raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r} cannot be caught, so the command could "
                           f"never save before it stops: use {', '.join(STOP_SIGNALS[:-1])} or {STOP_SIGNALS[-1]}")
-    if config.command == "builtin" and (stop_problem := builtin_stop_problem(config.stop_signal)):
+    if config.program.builtin and (stop_problem := builtin_stop_problem(config.stop_signal)):
         raise ConfigError(f"SPOT_STOP_SIGNAL={config.stop_signal!r}: {stop_problem}")
     if not REGION.match(config.region):
         raise ConfigError(f"SPOT_REGION={config.region!r} is not an AWS region name (like us-east-1)")
@@ -187,10 +192,10 @@ def check_config(config: AgentConfig) -> None:
                                       "at most Nodes)"}.get(name, "")
             raise ConfigError(f"{name}={value!r} is out of range{hint}")
     _check_schedule(config)
-    if config.command != "builtin" and config.workdir and not Path(config.workdir).is_dir():
+    if not config.program.builtin and config.workdir and not Path(config.workdir).is_dir():
         raise ConfigError(f"SPOT_WORKDIR={config.workdir!r} is not a directory")
     _check_writable(Path(config.checkpoint_dir))
-    if config.command == "builtin":
+    if config.program.builtin:
         if problem := arguments_problem(config.train_args):  # every start would fail the same way
             raise ConfigError(f"SPOT_TRAIN_ARGS: {problem}")
         return

@@ -8,6 +8,7 @@ dies on SIGTERM while its Python child is still writing the emergency checkpoint
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from ...command_text import Program
 
 LineSink = Callable[[str, str], None]  # (stream name "stdout"/"stderr", line without newline)
 
@@ -28,6 +31,14 @@ def runtime_argv(*args: str) -> list[str]:
     """`python -P -m spot_trainer ARGS`: -P keeps the job's working directory off sys.path, so a job's
     own `trainer.py` or `spot_trainer/` cannot stand in for the runtime."""
     return [sys.executable, "-P", "-m", RUNTIME_PACKAGE, *args]
+
+
+def program_argv(program: Program, train_args: str) -> list[str]:
+    """What trains, on a node alone or as each rank of several: the built-in trainer with the job's
+    arguments, or the user's own command through bash."""
+    if program.builtin:
+        return runtime_argv("train", *shlex.split(train_args))
+    return ["/bin/bash", "-c", program.command]
 
 
 # Its sitecustomize.py makes a command's HF or Lightning script resume when it never asks to

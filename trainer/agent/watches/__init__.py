@@ -1,6 +1,6 @@
 """What the agent watches while the command trains, each a small loop with its own bound: the spot notice
 and its deadline, a hung command, the saves (and a command that saves elsewhere or started over), the
-budget, the deadline, and the lease's renewal.
+budget and the deadline.
 
 It may import the `instance` and `records` wings, `trainer.storage`, `trainer.capacity`, `trainer.costs`
 and the shelf.

@@ -1,22 +1,22 @@
 """How the agent's part in a job ends: interrupted, done, failed for good or stopped at the spending cap.
 Each ending records its state and event, says what is safe in S3, and lets the instance go (scaling
 the group to zero when the job itself is over). Several nodes add endings of their own: ended by a
-peer, after the publisher (several_endings.py)."""
+peer, after the publisher (several_nodes/endings.py)."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 
-from ..costs.pauses import user_events
-from ..storage.checkpoint_versions import step_text
-from ..storage.record_kinds import EventKind, JobState
-from ..storage.steps.remote import RemoteStore, RemoteStoreError
-from .instance.config import AgentConfig
-from .instance.own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
-from .records.status import StatusReporter
-from .records.telemetry import RunTelemetry
-from .watches.notice_watch import SCALE_IN_REASON
+from ...costs.pauses import user_events
+from ...storage.checkpoint_versions import step_text
+from ...storage.record_kinds import EventKind, JobState
+from ...storage.steps.remote import RemoteStore, RemoteStoreError
+from ..instance.config import AgentConfig
+from ..instance.own_group import SCALE_IN_WAIT_SECONDS, OwnGroup
+from ..records.status import StatusReporter
+from ..records.telemetry import RunTelemetry
+from ..watches.notice_watch import SCALE_IN_REASON
 
 EXIT_FAILED = 3  # the job failed for good: systemd must not restart the agent (RestartPreventExitStatus)
 

@@ -2,7 +2,7 @@
 left settled once it stops, and the final checkpoint confirmed in S3, whole, before the job may end DONE.
 A final checkpoint S3 must not or cannot take (a link, a FIFO, names too long for S3) ends that wait at
 once; only what may be a bad minute is retried for the grace period. On several nodes, SeveralUploads
-(several_uploads.py) adds who publishes and each node's own shards."""
+(several_nodes/uploads.py) adds who publishes and each node's own shards."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..storage.failure_causes import NEVER_SENT, FailureCause
-from ..storage.s3.lease import Lease
-from ..storage.saves import layouts, upload_rules
-from ..storage.saves.layouts import Checkpoint
-from ..storage.steps.remote import RemoteStore, RemoteStoreError
-from ..storage.steps.uploader import CheckpointUploader
-from ..storage.upload_outcome import UploadOutcome
-from .records.telemetry import RunTelemetry
+from ...storage.failure_causes import NEVER_SENT, FailureCause
+from ...storage.s3.lease import Lease
+from ...storage.saves import layouts, upload_rules
+from ...storage.saves.layouts import Checkpoint
+from ...storage.steps.remote import RemoteStore, RemoteStoreError
+from ...storage.steps.uploader import CheckpointUploader
+from ...storage.upload_outcome import UploadOutcome
+from ..records.telemetry import RunTelemetry
 from .restore import Restore
 
 
@@ -59,6 +59,11 @@ class NodeUploads:
                 self.refused[step] = (str(error).strip().split("\n")[0], error.cause)
             raise
 
+    def offer(self, checkpoint: Checkpoint, *, retry: bool = False, writer_done: bool = False) -> bool:
+        """`checkpoint` queued for S3 unless an equal or newer step was offered (the uploader's rules); True
+        if queued. The one place a checkpoint becomes the uploader's step and path."""
+        return self.uploader.offer(checkpoint.step, checkpoint.path, retry=retry, writer_done=writer_done)
+
     def refusal(self, final: Checkpoint) -> tuple[str, str] | None:
         """Why no retry can send `final`, and its cause (None when one may): it is a link, or its upload was
         refused so."""
@@ -75,7 +80,7 @@ class NodeUploads:
         self._say_upload_rule()
         newest = self.restore.newest(writer_done=writer_done)
         if newest is not None and publishes:
-            self.uploader.offer(newest.step, newest.path)
+            self.offer(newest)
         return newest
 
     def _say_upload_rule(self) -> None:
@@ -91,11 +96,11 @@ class NodeUploads:
         has stopped: what it left can no longer change, so it may go up from its own files."""
         newest = self.restore.newest(writer_done=True) if self.publishes() else None
         if newest is not None:
-            self.uploader.offer(newest.step, newest.path, writer_done=True)
+            self.offer(newest, writer_done=True)
         self.settle_parts()
         self.uploader.drain()
         if newest is not None and not self.refusal(newest) and \
-                self.uploader.offer(newest.step, newest.path, retry=True, writer_done=True):
+                self.offer(newest, retry=True, writer_done=True):
             self.telemetry.log(f"retrying the upload of checkpoint step {newest.step}")
             self.uploader.drain()
         return self.uploader.uploaded_step

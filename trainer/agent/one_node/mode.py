@@ -3,26 +3,25 @@ and counts its failed runs against the restart budget, backing off before each s
 
 from __future__ import annotations
 
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..storage.record_kinds import EventKind
-from ..storage.s3.lease import Lease
-from ..storage.saves.layouts import Checkpoint
-from .endings import Endings
-from .instance.config import AgentConfig
-from .keep_outputs import keep_final_outputs
-from .node_mode import Launch, Polled
-from .program.command import runtime_argv
-from .records.status import utc_text
-from .records.telemetry import RunTelemetry
-from .restore import Restore
-from .uploads import NodeUploads
-from .watches.lease_keeper import LeaseKeeper
-from .watches.notice_watch import NoticeWatch
+from ...storage.record_kinds import EventKind
+from ...storage.s3.lease import Lease
+from ...storage.saves.layouts import Checkpoint
+from ..instance.config import AgentConfig
+from ..node.endings import Endings
+from ..node.keep_outputs import keep_final_outputs
+from ..node.mode import Launch, Polled
+from ..node.restore import Restore
+from ..node.uploads import NodeUploads
+from ..program.command import program_argv
+from ..records.status import utc_text
+from ..records.telemetry import RunTelemetry
+from ..watches.notice_watch import NoticeWatch
+from .lease_keeper import LeaseKeeper
 
 # The contract's world of one: a script written for torchrun reads the same names.
 SINGLE_NODE_ENV = {"NODE_RANK": "0", "NNODES": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
@@ -82,9 +81,7 @@ class OneNode:
                            grace_seconds=config.grace_seconds, poll_seconds=config.poll_seconds)
 
     def launch(self) -> Launch:
-        if self.config.command == "builtin":
-            return Launch(runtime_argv("train", *shlex.split(self.config.train_args)), SINGLE_NODE_ENV)
-        return Launch(["/bin/bash", "-c", self.config.command], SINGLE_NODE_ENV)
+        return Launch(program_argv(self.config.program, self.config.train_args), SINGLE_NODE_ENV)
 
     def poll(self, uploads: NodeUploads, *, exited: bool) -> Polled:
         return Polled(uploads.offer_newest(writer_done=exited))

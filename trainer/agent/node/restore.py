@@ -11,15 +11,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..storage.checkpoint_versions import step_text
-from ..storage.files import staging
-from ..storage.record_kinds import EventKind
-from ..storage.saves import layouts
-from ..storage.saves.layouts import Checkpoint
-from ..storage.saves.shards import NodeRanks
-from ..storage.steps.other_regions import CrossedBytes, OtherRegions
-from ..storage.steps.remote import RemoteStore, RemoteStoreError
-from .records.telemetry import RunTelemetry
+from ...storage.checkpoint_versions import step_text
+from ...storage.files import staging
+from ...storage.record_kinds import EventKind
+from ...storage.saves import layouts
+from ...storage.saves.layouts import Checkpoint
+from ...storage.saves.shards import NodeRanks
+from ...storage.steps.other_regions import CrossedBytes, OtherRegions
+from ...storage.steps.remote import RemoteStore, RemoteStoreError
+from ..records.telemetry import RunTelemetry
 
 
 @dataclass(frozen=True)

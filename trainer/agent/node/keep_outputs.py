@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..storage.record_kinds import EventKind
-from ..storage.saves.final_outputs import FINAL_PREFIX, final_output_files
-from .records.telemetry import RunTelemetry
+from ...storage.record_kinds import EventKind
+from ...storage.saves.final_outputs import FINAL_PREFIX, final_output_files
+from ..records.telemetry import RunTelemetry
 
 
 def keep_final_outputs(telemetry: RunTelemetry, directory: Path) -> None:

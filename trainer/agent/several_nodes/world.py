@@ -15,15 +15,13 @@ from typing import Any
 from ...storage.record_kinds import JOB_ENDINGS, JobState
 from ...storage.saves import layouts
 from ...storage.saves.layouts import Checkpoint
-from ...storage.saves.shards import NodeRanks
 from ...storage.steps.other_regions import OtherRegions
 from ...storage.steps.remote import RemoteStore, RemoteStoreError
 from ...storage.steps.uploader import CheckpointUploader
 from ..instance.config import AgentConfig
 from ..instance.imds import ImdsClient
+from ..node.restore import Restore
 from ..records import status as states
-
-NewestLocal = Callable[[], "Checkpoint | None"]
 
 
 @dataclass(frozen=True)
@@ -83,16 +81,16 @@ class World:
             self.stop_requested.wait(min(self.config.poll_seconds, left))
 
     def catch_up(self, uploader: CheckpointUploader, group_stop_step: int | None, published: bool,
-                 newest_local: NewestLocal, prepare: Callable[[Checkpoint | None], None],
-                 before_a_round: NodeRanks | None = None) -> Checkpoint | None:
+                 restore: Restore) -> Checkpoint | None:
         """Before this node joins a new round, its disk gets the step published in S3, the one every
         node resumes from. When the world stopped together to save (at `group_stop_step`), wait up to
         the grace period for that checkpoint to reach S3, so the round loses no step. What this disk
         holds beyond it goes aside: on the node that `published` in the last round, a checkpoint whose
         upload failed; on any other, the parts its ranks wrote (HF's and Lightning's non-zero ranks
-        write checkpoints without the model), which are never whole. With `before_a_round`, of a sharded
-        step all but its shards: the round brings each node its own ranks' share as it forms. In a job of
-        several regions the published step may lie in another region's bucket, until one is published here."""
+        write checkpoints without the model), which are never whole. With `restore.before_a_round`, of a
+        sharded step all but its shards: the round brings each node its own ranks' share as it forms. In a
+        job of several regions the published step may lie in another region's bucket, until one is
+        published here."""
         directory, store = Path(self.config.checkpoint_dir), self.store
         deadline = time.monotonic() + self.config.grace_seconds
         while True:
@@ -106,11 +104,11 @@ class World:
         if aside := layouts.set_aside_above(directory, remote if published else None):
             self.log(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): not the step "
                      f"published in S3 ({remote}), which every node of the next round resumes from")
-        local = newest_local()
+        local = restore.newest(writer_done=True)
         if remote is not None and (local is None or remote > local.step):
-            if (restored := store.restore_checkpoint(directory, remote, before_a_round)) is not None:
+            if (restored := store.restore_checkpoint(directory, remote, restore.before_a_round)) is not None:
                 uploader.already_in_s3(restored.step)
                 self.log(f"fetched {restored.path.name} from S3 for the next round")
-                prepare(restored)
+                restore.prepare(restored)
                 return restored
         return local

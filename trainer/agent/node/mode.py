@@ -1,17 +1,46 @@
-"""A node's mode, chosen once at start: alone (one_node.py) a node holds the job's lease and publishes
-every checkpoint; several nodes (several_nodes.py) train together in rounds, one of them publishing.
-The agent's loop asks its mode what to do and never which mode it is in."""
+"""A node's mode, chosen once at start: alone (one_node/) a node holds the job's lease and publishes
+every checkpoint; several nodes (several_nodes/) train together in rounds, one of them publishing.
+The agent's loop asks its mode what to do and never which mode it is in; each mode builds itself from
+what the agent hands every mode (`NodeSetup`)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, TypeVar
 
-from ..storage.saves.layouts import Checkpoint
+from ...storage.saves.layouts import Checkpoint
+from ...storage.steps.other_regions import OtherRegions
+from ...storage.steps.remote import RemoteStore
+from ..instance.config import AgentConfig
+from ..instance.own_group import OwnGroup
+from ..records.telemetry import RunTelemetry
+from ..watches.notice_watch import NoticeWatch
 from .endings import Endings
 from .restore import Restore
 from .uploads import NodeUploads
+
+AnyRestore = TypeVar("AnyRestore", bound=Restore)
+
+
+@dataclass(frozen=True)
+class NodeSetup:
+    """What the agent hands a node's mode to build itself from, whichever mode it is."""
+
+    config: AgentConfig
+    store: RemoteStore
+    telemetry: RunTelemetry
+    notices: NoticeWatch
+    stop_requested: threading.Event
+    group: OwnGroup  # this instance in its Auto Scaling group
+    elsewhere: OtherRegions | None  # a job of several regions: its buckets in the others
+
+    def restore(self, kind: type[AnyRestore]) -> AnyRestore:
+        """Where the command starts from, as the mode's `kind` of restore reads it."""
+        return kind(Path(self.config.checkpoint_dir), self.store, self.telemetry,
+                    builtin=self.config.program.builtin, elsewhere=self.elsewhere)
 
 
 @dataclass(frozen=True)

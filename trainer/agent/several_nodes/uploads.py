@@ -7,15 +7,15 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from ..storage.saves import shards
-from ..storage.saves.layouts import Checkpoint
-from ..storage.steps.remote import RemoteStore, RemoteStoreError
-from ..storage.upload_outcome import UploadOutcome
-from .records.telemetry import RunTelemetry
-from .restore import Restore
-from .round.round_part import RoundPart
-from .round.sharded_saves import PART_WAIT_SECONDS, ShardedSaves, wait_for_part
-from .uploads import NodeUploads
+from ...storage.saves import shards
+from ...storage.saves.layouts import Checkpoint
+from ...storage.steps.remote import RemoteStore, RemoteStoreError
+from ...storage.upload_outcome import UploadOutcome
+from ..node.restore import Restore
+from ..node.uploads import NodeUploads
+from ..records.telemetry import RunTelemetry
+from .round_part import RoundPart
+from .sharded_saves import PART_WAIT_SECONDS, ShardedSaves, wait_for_part
 
 
 class SeveralUploads(NodeUploads):
@@ -40,7 +40,7 @@ class SeveralUploads(NodeUploads):
         or not."""
         newest = super().offer_newest(writer_done=writer_done, publishes=publishes)
         if (part := self.sharded.ready(writer_done=writer_done, above=self.uploader.offered_step)) is not None:
-            self.uploader.offer(part.step, part.path)
+            self.offer(part)
         self.sharded.check(self.store.latest_step)
         return newest
 
@@ -58,7 +58,7 @@ class SeveralUploads(NodeUploads):
         bound = min(self.grace_seconds, PART_WAIT_SECONDS)
         part = wait_for_part(self.sharded, above, bound, self.stop_requested, self.poll_seconds)
         if part is not None:  # a part whose upload failed goes once more; one sent already is not offered again
-            self.uploader.offer(part.step, part.path, retry=True, writer_done=True)
+            self.offer(part, retry=True, writer_done=True)
         self.uploader.drain()
 
     def newest_final(self) -> Checkpoint | None:

@@ -1,6 +1,6 @@
 """How the agent starts the training command: the environment of the contract with it (CHECKPOINT_DIR,
 RESUME_FROM, JOB_NAME, JOB_ATTEMPT) around what the node's mode launches: the built-in trainer or the
-user's own command on one node (one_node.py), torchrun on several (several_nodes.py)."""
+user's own command on one node (one_node/), torchrun on several (several_nodes/)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ..storage.saves.layouts import Checkpoint
-from .instance.config import AgentConfig
-from .node_mode import Launch
-from .program.command import CommandProcess, LineSink, with_auto_resume
+from ...storage.saves.layouts import Checkpoint
+from ..instance.config import AgentConfig
+from ..program.command import CommandProcess, LineSink, with_auto_resume
+from .mode import Launch
 
 
 def start_command(config: AgentConfig, resume_from: Checkpoint | None, *, attempt: int, launch: Launch,
                   sink: LineSink, log: Callable[[str], None]) -> CommandProcess:
-    builtin = config.command == "builtin"
+    builtin = config.program.builtin
     env = {
         # torchrun (the agent's own, or one the command starts, as `accelerate launch` does) forwards
         # the stop signal to its ranks but kills them 30 s later by default: a large emergency save

@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..settings import FINAL_UPLOAD_ALLOWANCE_SECONDS
-from ..storage.record_kinds import EventKind, JobState
-from ..storage.s3 import job_keys
-from ..storage.steps.remote import RemoteStoreError
-from .endings import EXIT_FAILED, Endings
-from .round.world import World
-from .watches.notice_watch import NoticeWatch
+from ...settings import FINAL_UPLOAD_ALLOWANCE_SECONDS
+from ...storage.record_kinds import EventKind, JobState
+from ...storage.s3 import job_keys
+from ...storage.steps.remote import RemoteStoreError
+from ..node.endings import EXIT_FAILED, Endings
+from ..watches.notice_watch import NoticeWatch
+from .world import World
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from ..instance.config import AgentConfig
-from ..program.command import RUNTIME_PACKAGE, runtime_argv
+from ..program.command import RUNTIME_PACKAGE
 
 JOIN_TIMEOUT_SECONDS = 3600  # a replacement may take long to boot; the survivors wait for MIN nodes
 
@@ -30,9 +30,3 @@ def torchrun_argv(config: AgentConfig, local_addr: str, worker: list[str]) -> li
         "--no-python", *worker,
     ]
 
-
-def worker_argv(config: AgentConfig, train_args: list[str]) -> list[str]:
-    """What each rank runs: the built-in trainer (with -P, as on a single node) or the job's command."""
-    if config.command == "builtin":
-        return runtime_argv("train", *train_args)
-    return ["/bin/bash", "-c", config.command]

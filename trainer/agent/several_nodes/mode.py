@@ -1,56 +1,34 @@
 """Several nodes as one (torchrun elastic): every node trains and none holds the lease (the rendezvous and
 step fencing replace it). In each round the node holding group rank 0 publishes (round_part.py), every
-node sends its own shards (several_uploads.py), a failed round counts against the restart budget only
-when the next round's world is the same (round_failures.py), a node joins the next round from the step
-published in S3 (world.py), and a node that does not publish leaves the job's end to the publisher
-(several_endings.py)."""
+node sends its own shards (uploads.py), a failed round counts against the restart budget only when the
+next round's world is the same (round_failures.py), a node joins the next round from the step published
+in S3 (world.py), and a node that does not publish leaves the job's end to the publisher (endings.py)."""
 
 from __future__ import annotations
 
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..distributed.rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV
-from ..storage.saves import layouts
-from ..storage.saves.layouts import Checkpoint
-from ..storage.saves.shards import BEFORE_A_ROUND, NodeRanks
-from ..storage.steps.other_regions import JOB_BUCKETS_ENV, REGION_ENV
-from ..storage.steps.remote import RemoteStore
-from ..storage.steps.step_parts import StepParts
-from .instance.config import AgentConfig
-from .keep_outputs import keep_final_outputs
-from .node_mode import Launch, Polled
-from .records.telemetry import RunTelemetry
-from .restore import Restore
-from .round.round_part import RoundPart
-from .round.sharded_saves import ShardedSaves
-from .round.torchrun import torchrun_argv, worker_argv
-from .round.world import World
-from .several_endings import SeveralEndings
-from .several_uploads import SeveralUploads
-from .uploads import NodeUploads
-
-
-@dataclass
-class SeveralRestore(Restore):
-    """Several nodes resume from one published step, never from one node's disk: what it holds may be
-    another rank's part."""
-
-    @property
-    def before_a_round(self) -> NodeRanks | None:
-        """For the user's own command, all of a sharded step but its shards, since each round brings every
-        node its own ranks' share as it forms (round_start.py); the built-in trainer gets all of it."""
-        return None if self.builtin else BEFORE_A_ROUND
-
-    def newest_at_start(self) -> Checkpoint | None:
-        """None: what this disk holds goes aside, and the step published in S3 is restored."""
-        if aside := layouts.set_aside_above(self.directory, None):
-            self.telemetry.log(f"set aside {', '.join(aside)} (as {layouts.UNVERIFIED_PREFIX}<name>): several nodes "
-                               "resume from the step published in S3, never from what one node's disk holds")
-        return None
+from ...distributed.rounds import ROUND_FILE_ENV, ROUND_RESUME_ENV
+from ...storage.saves.layouts import Checkpoint
+from ...storage.steps.other_regions import JOB_BUCKETS_ENV, REGION_ENV
+from ...storage.steps.remote import RemoteStore
+from ...storage.steps.step_parts import StepParts
+from ..instance.config import AgentConfig
+from ..node.keep_outputs import keep_final_outputs
+from ..node.mode import Launch, Polled
+from ..node.uploads import NodeUploads
+from ..program.command import program_argv
+from ..records.telemetry import RunTelemetry
+from .endings import SeveralEndings
+from .restore import SeveralRestore
+from .round_part import RoundPart
+from .sharded_saves import ShardedSaves
+from .torchrun import torchrun_argv
+from .uploads import SeveralUploads
+from .world import World
 
 
 @dataclass
@@ -88,14 +66,14 @@ class SeveralNodes:
 
     def launch(self) -> Launch:
         """torchrun, with the round file the launcher writes once a round forms."""
-        worker = worker_argv(self.config, shlex.split(self.config.train_args))
+        worker = program_argv(self.config.program, self.config.train_args)
         argv = torchrun_argv(self.config, self.world.local_addr(), worker)
         self.rounds.round_file.unlink(missing_ok=True)
         # torchrun gives each rank RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT.
         env = {ROUND_FILE_ENV: str(self.rounds.round_file)}
         if self.config.job_buckets:  # a round may start from a step another region's bucket holds
             env |= {JOB_BUCKETS_ENV: self.config.job_buckets, REGION_ENV: self.config.region}
-        if self.config.command != "builtin":  # the built-in trainer agrees on a step by itself
+        if not self.config.program.builtin:  # the built-in trainer agrees on a step by itself
             env[ROUND_RESUME_ENV] = "1"
         return Launch(argv, env)
 
@@ -119,8 +97,7 @@ class SeveralNodes:
         """The next round resumes from the step published in S3, fetched here."""
         uploads.settle_parts()  # before the next round sets this disk's newer saves aside
         return self.world.catch_up(uploads.uploader, self.telemetry.group_stop_step, self.rounds.publishes(),
-                                   lambda: self.restore.newest(writer_done=True), self.restore.prepare,
-                                   self.restore.before_a_round)
+                                   self.restore)
 
     def finished(self, uploads: NodeUploads, newest: int | None) -> int:
         """DONE once the publisher's final checkpoint is in S3."""
