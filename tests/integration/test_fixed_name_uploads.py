@@ -66,7 +66,7 @@ def test_the_pair_goes_up_and_comes_back_under_its_names_and_a_torn_rewrite_cost
     assert sorted(path.name for path in restored_into.iterdir()) == ["checkpoint.pth.tar", "model_best.pth.tar"]
     assert (restored_into / "checkpoint.pth.tar").read_bytes() == latest
     assert (restored_into / "model_best.pth.tar").read_bytes() == best
-    assert layouts.published(restored, 5).layout == layouts.FIXED
+    assert layouts.published(restored, 5).layout == layouts.Layout.FIXED
     assert not lines, lines
 
 
