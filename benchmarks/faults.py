@@ -36,6 +36,7 @@ import boto3  # noqa: E402
 
 from localcloud.fake_imds import FakeImds  # noqa: E402
 from localcloud.moto_server import MotoServer  # noqa: E402
+from spot_trainer.storage.s3.latest_record import LatestRecord  # noqa: E402
 from spot_trainer.storage.steps.remote import RemoteStore  # noqa: E402
 from tests.integration.agent_runner import AgentProcess, agent_env  # noqa: E402
 from tests.integration.remote_helpers import names_and_bytes  # noqa: E402
@@ -113,7 +114,7 @@ def put(name: str, body: bytes) -> Callable[[RemoteStore, Path], None]:
 def missing_named_step(store: RemoteStore, folder: Path) -> None:
     published(store, folder, 10)
     store.s3.put_object(Bucket=store.bucket, Key=store.key("latest.json"),
-                        Body=json.dumps({"step": 50, "key": store.step_prefix(50), "lease_token": 0}).encode())
+                        Body=LatestRecord.new(50, store.step_prefix(50), 0).to_json())
 
 
 # ---- actions during a run -------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from localcloud.agent_events import EventFeed
 from localcloud.cloud import Deployment, LocalCloud
 from spot_trainer.capacity.policy import ON_DEMAND, SPOT
 from spot_trainer.storage.s3.job_keys import LATEST, STATUS, job_key
+from spot_trainer.storage.s3.latest_record import LatestRecord
 
 
 @dataclass
@@ -49,7 +50,7 @@ class RegionGroups:
     def _latest(self, place: Deployment) -> int | None:
         try:
             body = self.client("s3", place.region).get_object(Bucket=place.bucket, Key=job_key(place.job, LATEST))
-            return int(json.loads(body["Body"].read())["step"])
+            return LatestRecord.from_json(body["Body"].read()).step
         except Exception:  # not there yet
             return None
 

@@ -53,7 +53,7 @@ def test_the_job_stops_at_its_budget_without_losing_a_step_and_a_higher_cap_resu
     spent = job_spend(read_records(store)[0], TracePrices.from_file(trace), now=time.time()).usd
     # Stopped within the cap, and not long before it: the lead is the check interval and the grace (10.5 s, $0.105).
     assert BUDGET - 0.15 < spent <= BUDGET, f"${spent:.4f} spent"
-    assert "STOPPED_BY_BUDGET" in describe_job(status, store.get_json("latest.json"), store.events())
+    assert "STOPPED_BY_BUDGET" in describe_job(status, store.read_latest()[0], store.events())
 
     with FakeImds(instance_id="i-cap-not-raised") as imds:  # capacity raised, the cap not
         again = started(aws_env, store, tmp_path / "again", imds, trace, BUDGET)

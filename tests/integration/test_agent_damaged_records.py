@@ -9,6 +9,7 @@ import boto3
 
 from localcloud.fake_imds import FakeImds
 from spot_trainer.storage.steps.remote import RemoteStore
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.agent_runner import AgentProcess, agent_env
 
 
@@ -21,7 +22,7 @@ def test_a_latest_record_naming_a_damaged_step_is_repointed_and_later_steps_publ
         saved = tmp_path / "before" / f"ckpt_{step}.pt"
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_bytes(b"weights %d" % step)
-        assert store.upload(saved, step)
+        assert store.upload(saved, step) is UploadOutcome.PUBLISHED
     # Step 20's bytes are not what its manifest says: latest.json names a step no restore can use.
     store.s3.put_object(Bucket=bucket, Key=store.step_prefix(20) + "ckpt_20.pt", Body=b"torn")
     command = 'ls "$CHECKPOINT_DIR"; echo w > "$CHECKPOINT_DIR/ckpt_15.pt"; sleep 1; exit 0'

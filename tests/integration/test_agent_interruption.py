@@ -100,7 +100,7 @@ def test_a_replacement_of_another_kind_resumes_and_status_says_exact_resume_was_
     native = torch.backends.cpu.get_cpu_capability()
     reason = f"trained on another platform (device CPU ({native}) -> CPU (DEFAULT))"
     assert [(e["step"], e["reason"], e["instance"]) for e in recorded] == [(stopped_at, reason, "i-second")]
-    summary = describe_job(store.get_json("status.json"), store.get_json("latest.json"), store.events())
+    summary = describe_job(store.get_json("status.json"), store.read_latest()[0], store.events())
     assert f"exact resume   lost from step {stopped_at}: {reason}" in summary
 
 

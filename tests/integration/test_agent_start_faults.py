@@ -16,6 +16,7 @@ from localcloud.fake_imds import FakeImds
 from spot_trainer.agent.node.endings import EXIT_FAILED
 from spot_trainer.agent.records.failed_starts import FILE_NAME, SAME_FAILURES
 from spot_trainer.storage.steps.remote import RemoteStore
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.conftest import REPO_ROOT
 from tests.integration.agent_runner import agent_env, create_log_group
 from tests.integration.fleet import create_group, desired_capacity
@@ -76,7 +77,8 @@ def test_a_restore_into_a_disk_too_small_ends_the_job_and_keeps_the_checkpoint(
     topic, sqs, queue = inbox
     s3 = boto3.client("s3", endpoint_url=aws_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
     store = RemoteStore(s3, bucket, "small")
-    assert store.upload(make_checkpoint(tmp_path / "local", 20, sizes={"model.pt": 3 * MB}), 20)
+    local = make_checkpoint(tmp_path / "local", 20, sizes={"model.pt": 3 * MB})
+    assert store.upload(local, 20) is UploadOutcome.PUBLISHED
     kept = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="small/checkpoints/")["Contents"])
     group = f"fleet-{bucket[-8:]}"
     autoscaling = create_group(aws_env, group)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from spot_trainer.ops.progress_line import MB, DownloadBar
 from spot_trainer.storage.steps.remote import RemoteStore
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.test_multinode import job_store
 
 
@@ -25,7 +26,7 @@ def test_a_restore_to_a_terminal_shows_its_bytes_up_to_the_whole_checkpoint(
     checkpoint.mkdir(parents=True)
     for index in range(3):
         (checkpoint / f"part-{index}.bin").write_bytes(os.urandom(20 * MB))
-    assert store.upload(checkpoint, 10)
+    assert store.upload(checkpoint, 10) is UploadOutcome.PUBLISHED
     screen = Terminal()
     bar = DownloadBar(screen)
     store.on_download = bar

@@ -27,6 +27,7 @@ import pytest
 import torch
 
 from spot_trainer.storage.saves import layouts, shards
+from spot_trainer.storage.saves.layout_kinds import Classified, Layout
 
 ON_CPU = os.environ.get("SPOT_SHARDED_CHECK_ON_CPU") == "1"
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() or ON_CPU), reason="needs a CUDA device")
@@ -67,14 +68,14 @@ class Case:
     torchrun: bool  # launched by torchrun, else by python (Lightning starts its own process group)
     folder_flag: str  # the script's flag for the folder it saves into
     name: Callable[[int], str]  # the framework's name of the save of a step
-    layout: str
+    layout: Layout
     files: frozenset[str]  # what a save of one rank holds at the least
     damages: dict[str, str]  # "[cut-]<what>": the file removed (or cut to half) from the newest save
     resume: Callable[[Path], list[str]]  # the script's flags to resume, given the save the runtime judged newest
 
 
 CASES = [
-    Case("hf", True, "--output_dir", lambda step: f"checkpoint-{step}", layouts.HF,
+    Case("hf", True, "--output_dir", lambda step: f"checkpoint-{step}", Layout.HF,
          frozenset({"pytorch_model_fsdp_0/.metadata", "pytorch_model_fsdp_0/__0_0.distcp", "optimizer_0/.metadata",
                     "optimizer_0/__0_0.distcp", layouts.HF_STATE_FILE}),
          {"shard": "pytorch_model_fsdp_0/__0_0.distcp", "cut-shard": "pytorch_model_fsdp_0/__0_0.distcp",
@@ -83,7 +84,7 @@ CASES = [
           "optimizer-metadata": "optimizer_0/.metadata", "trainer-state": layouts.HF_STATE_FILE,
           "cut-trainer-state": layouts.HF_STATE_FILE},
          lambda newest: ["--resume"]),
-    Case("lightning", False, "--dirpath", lambda step: f"epoch=0-step={step}.ckpt", layouts.LIGHTNING,
+    Case("lightning", False, "--dirpath", lambda step: f"epoch=0-step={step}.ckpt", Layout.LIGHTNING,
          frozenset({".metadata", "__0_0.distcp", layouts.LIGHTNING_SHARDED_META}),
          {"shard": "__0_0.distcp", "cut-shard": "__0_0.distcp", "metadata": ".metadata", "cut-metadata": ".metadata",
           "meta": layouts.LIGHTNING_SHARDED_META, "cut-meta": layouts.LIGHTNING_SHARDED_META},
@@ -154,7 +155,7 @@ def test_a_sharded_fsdp_save_is_whole_at_the_frameworks_step_and_the_framework_r
     held = {str(path.relative_to(newest)) for path in newest.rglob("*") if path.is_file()}
     assert shards.is_sharded(newest) and case.files <= held, f"not a sharded save: {sorted(held)}"
     for step in range(SAVE_EVERY, STEPS + 1, SAVE_EVERY):
-        assert layouts.classify(folder / case.name(step)) == (case.layout, step)
+        assert layouts.classify(folder / case.name(step)) == Classified(case.layout, step)
     assert judged_newest(folder) == layouts.Checkpoint(STEPS, newest, case.layout)
     assert_damage_is_seen(folder, newest, case.damages, tmp_path)
 

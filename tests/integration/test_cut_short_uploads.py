@@ -14,6 +14,7 @@ import torch
 from spot_trainer.storage.files import whole_files
 from spot_trainer.storage.saves import layouts
 from spot_trainer.storage.steps.remote import RemoteStore, RemoteStoreError
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.remote_helpers import small_part_store
 
 
@@ -40,4 +41,4 @@ def test_a_file_cut_short_after_it_was_checked_is_not_uploaded(store: RemoteStor
     assert store.latest_step() is None
     assert s3.list_objects_v2(Bucket=bucket, Prefix="cnn/").get("KeyCount", 0) == 0
     again = saved(tmp_path / "checkpoint_60.pt", 60)
-    assert store.upload(again, 60) and store.latest_step() == 60
+    assert store.upload(again, 60) is UploadOutcome.PUBLISHED and store.latest_step() == 60

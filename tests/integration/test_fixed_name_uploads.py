@@ -17,7 +17,6 @@ from localcloud.moto_server import MotoServer
 from spot_trainer.storage.files import staging
 from spot_trainer.storage.saves import layouts
 from spot_trainer.storage.steps.uploader import CheckpointUploader, Uploaded
-from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.remote_helpers import small_part_store
 
 SETTLED = time.time() - 60
@@ -44,7 +43,7 @@ def test_the_pair_goes_up_and_comes_back_under_its_names_and_a_torn_rewrite_cost
     store = small_part_store(bucket, "fixed")
     results: list[Uploaded] = []
     lines: list[str] = []
-    uploader = CheckpointUploader(lambda path, step: UploadOutcome.of(store.upload(path, step)), results.append,
+    uploader = CheckpointUploader(lambda path, step: store.upload(path, step), results.append,
                                   log=lines.append)
     directory = tmp_path / "checkpoints"
     directory.mkdir()
@@ -67,7 +66,7 @@ def test_the_pair_goes_up_and_comes_back_under_its_names_and_a_torn_rewrite_cost
     assert sorted(path.name for path in restored_into.iterdir()) == ["checkpoint.pth.tar", "model_best.pth.tar"]
     assert (restored_into / "checkpoint.pth.tar").read_bytes() == latest
     assert (restored_into / "model_best.pth.tar").read_bytes() == best
-    assert layouts.published(restored, 5).layout == layouts.FIXED
+    assert layouts.published(restored, 5).layout == layouts.Layout.FIXED
     assert not lines, lines
 
 
@@ -77,7 +76,7 @@ def test_a_rewrite_while_the_copy_is_taken_is_never_published(
     """A script that saves in place every 20 to 120 ms, so copies land on rewrites: whatever goes up restores
     whole, at the step its own archive states."""
     store = small_part_store(bucket, "fixed-busy")
-    uploader = CheckpointUploader(lambda path, step: UploadOutcome.of(store.upload(path, step)), lambda up: None,
+    uploader = CheckpointUploader(lambda path, step: store.upload(path, step), lambda up: None,
                                   log=lambda line: None)
     directory = tmp_path / "checkpoints"
     directory.mkdir()

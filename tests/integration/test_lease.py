@@ -11,6 +11,7 @@ import pytest
 
 from spot_trainer.storage.s3.lease import Lease, LeaseError
 from spot_trainer.storage.steps.remote import RemoteStore
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.remote_helpers import make_checkpoint, small_part_store
 from tests.support.clock import ManualClock
 
@@ -65,13 +66,13 @@ def test_stale_holder_can_no_longer_publish(s3: Any, bucket: str, tmp_path: Path
     clock = ManualClock()
     stale = Lease(s3, bucket, "job", owner="i-draining", ttl_seconds=1, clock=clock)
     assert stale.acquire()
-    assert store.upload(make_checkpoint(tmp_path, 1), 1, lease=stale)
+    assert store.upload(make_checkpoint(tmp_path, 1), 1, lease=stale) is UploadOutcome.PUBLISHED
     clock.advance(1.2)
     successor = Lease(s3, bucket, "job", owner="i-replacement", ttl_seconds=60, clock=clock)
     assert successor.acquire()
-    assert store.upload(make_checkpoint(tmp_path, 3), 3, lease=successor)
+    assert store.upload(make_checkpoint(tmp_path, 3), 3, lease=successor) is UploadOutcome.PUBLISHED
     # The drained instance wakes up with a later step: refused by both the lease and the fencing token.
-    assert not store.upload(make_checkpoint(tmp_path, 9), 9, lease=stale)
+    assert store.upload(make_checkpoint(tmp_path, 9), 9, lease=stale) is UploadOutcome.NOT_PUBLISHED
     assert not store.publish(9, lease=stale)
     assert store.latest_step() == 3
     assert store.get_json("latest.json")["lease_token"] == successor.token  # type: ignore[index]
@@ -85,8 +86,8 @@ def test_lower_fencing_token_is_refused_even_with_a_newer_step(s3: Any, bucket: 
     earlier.release()
     successor = Lease(s3, bucket, "job", owner="i-new", ttl_seconds=60)
     assert successor.acquire() and successor.token > earlier.token
-    assert store.upload(make_checkpoint(tmp_path, 2), 2, lease=successor)
-    refusal = store.publish_refusal(8, store.get_json("latest.json"), earlier)
+    assert store.upload(make_checkpoint(tmp_path, 2), 2, lease=successor) is UploadOutcome.PUBLISHED
+    refusal = store.publish_refusal(8, store.read_latest()[0], earlier)
     assert refusal.startswith("a newer lease holder")
 
 

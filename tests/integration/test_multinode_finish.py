@@ -24,6 +24,7 @@ from spot_trainer.agent.supervisor import Agent, Clients
 from spot_trainer.storage.s3 import job_keys
 from spot_trainer.storage.s3.lease import Lease
 from spot_trainer.storage.steps.remote import RemoteStore
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.agent_runner import AgentProcess
 from tests.integration.fleet import create_group, desired_capacity
 from tests.integration.test_multinode import cluster, job_store
@@ -141,7 +142,7 @@ def test_no_end_from_the_publisher_within_the_bound_is_no_done_and_no_scale_in(
     with FakeImds(instance_id="i-other") as imds:
         agent = finished_non_publisher(aws_env, bucket, job, imds, group_name)
         (tmp_path / "step-10").write_text("10")
-        assert agent.clients.store.upload(tmp_path / "step-10", 10)
+        assert agent.clients.store.upload(tmp_path / "step-10", 10) is UploadOutcome.PUBLISHED
         assert agent.endings.after_the_publisher() == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "recorded no end of the job" in line]
     assert len(lines) == 1 and "newest step in S3: 10" in lines[0] and "not marked DONE" in lines[0], lines

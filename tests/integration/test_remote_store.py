@@ -18,6 +18,7 @@ import pytest
 
 from spot_trainer.storage.steps import checkpoint_restore
 from spot_trainer.storage.steps.remote import RemoteStore, RemoteStoreError
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.remote_helpers import MB, digests, make_checkpoint, names_and_bytes, small_part_store
 
 
@@ -28,7 +29,7 @@ def store(s3: Any, bucket: str) -> RemoteStore:
 
 def test_directory_checkpoint_round_trip(store: RemoteStore, tmp_path: Path) -> None:
     local = make_checkpoint(tmp_path / "local", 10, sizes={"model.pt": 12 * MB + 3, "rng/state.bin": 999})
-    assert store.upload(local, 10)
+    assert store.upload(local, 10) is UploadOutcome.PUBLISHED
     manifest = store.get_json(store.step_prefix(10) + "MANIFEST.json", absolute=True)
     assert manifest is not None and manifest["kind"] == "directory"
     assert manifest["files"]["model.pt"]["size"] == 12 * MB + 3
@@ -41,7 +42,7 @@ def test_directory_checkpoint_round_trip(store: RemoteStore, tmp_path: Path) -> 
 def test_single_file_checkpoint_round_trip(store: RemoteStore, tmp_path: Path) -> None:
     local = tmp_path / "step-7.pt"
     local.write_bytes(os.urandom(6 * MB + 1))
-    assert store.upload(local, 7)
+    assert store.upload(local, 7) is UploadOutcome.PUBLISHED
     assert store.latest_step() == 7
     restored = store.restore(tmp_path / "restored")
     assert restored is not None and restored.is_file() and restored.name == "step-7.pt"
@@ -54,9 +55,9 @@ def test_nothing_published_restores_nothing(store: RemoteStore, tmp_path: Path) 
 
 
 def test_older_step_never_replaces_newer_latest(store: RemoteStore, tmp_path: Path) -> None:
-    assert store.upload(make_checkpoint(tmp_path, 20), 20)
-    assert not store.upload(make_checkpoint(tmp_path, 10), 10)
-    assert not store.upload(make_checkpoint(tmp_path / "again", 20), 20)
+    assert store.upload(make_checkpoint(tmp_path, 20), 20) is UploadOutcome.PUBLISHED
+    assert store.upload(make_checkpoint(tmp_path, 10), 10) is UploadOutcome.NOT_PUBLISHED
+    assert store.upload(make_checkpoint(tmp_path / "again", 20), 20) is UploadOutcome.NOT_PUBLISHED
     assert store.latest_step() == 20
     restored = store.restore(tmp_path / "restored")
     assert restored is not None and digests(restored) == digests(tmp_path / "step-20")
@@ -79,8 +80,8 @@ def test_damaged_latest_falls_back_to_previous(
     damage: str, store: RemoteStore, s3: Any, bucket: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     good = make_checkpoint(tmp_path / "local", 1)
-    assert store.upload(good, 1)
-    assert store.upload(make_checkpoint(tmp_path / "local", 2), 2)
+    assert store.upload(good, 1) is UploadOutcome.PUBLISHED
+    assert store.upload(make_checkpoint(tmp_path / "local", 2), 2) is UploadOutcome.PUBLISHED
     prefix = store.step_prefix(2)
     if damage == "flipped byte":
         damage_object(s3, bucket, prefix + "model.pt")
@@ -101,9 +102,9 @@ def test_retention_keeps_the_newest_published_and_drops_abandoned(
 ) -> None:
     store = small_part_store(bucket, "job-r", keep=2)
     for step in (1, 2, 3):
-        assert store.upload(make_checkpoint(tmp_path, step, sizes={"w": 1000}), step)
+        assert store.upload(make_checkpoint(tmp_path, step, sizes={"w": 1000}), step) is UploadOutcome.PUBLISHED
     s3.put_object(Bucket=bucket, Key=store.step_prefix(4) + "w", Body=b"partial, never published")
-    assert store.upload(make_checkpoint(tmp_path, 5, sizes={"w": 1000}), 5)
+    assert store.upload(make_checkpoint(tmp_path, 5, sizes={"w": 1000}), 5) is UploadOutcome.PUBLISHED
     assert store.remote_steps() == [3, 5]
     assert store.latest_step() == 5
 
@@ -146,7 +147,7 @@ def test_sigkill_mid_upload_leaves_latest_on_previous(
     store: RemoteStore, s3: Any, bucket: str, tmp_path: Path
 ) -> None:
     previous = make_checkpoint(tmp_path / "local", 1)
-    assert store.upload(previous, 1)
+    assert store.upload(previous, 1) is UploadOutcome.PUBLISHED
     big = make_checkpoint(tmp_path / "local", 2, sizes={"model.pt": 160 * MB, "small.bin": 10})
     child = subprocess.Popen([sys.executable, "-c", UPLOAD_CHILD, bucket, "job-a", str(big), "2"])
     try:
@@ -168,7 +169,7 @@ def test_sigkill_at_random_moments_never_publishes_a_partial_checkpoint(
     """Whenever the uploader dies, latest.json names a complete checkpoint that restores intact."""
     chooser = random.Random(2026)
     published = {1: digests(make_checkpoint(tmp_path / "local", 1))}
-    assert store.upload(tmp_path / "local" / "step-1", 1)
+    assert store.upload(tmp_path / "local" / "step-1", 1) is UploadOutcome.PUBLISHED
     for step in range(2, 8):
         local = make_checkpoint(tmp_path / "local", step, sizes={"model.pt": 24 * MB, "meta.json": 80})
         argv = [sys.executable, "-c", UPLOAD_CHILD, store.bucket, "job-a", str(local), str(step)]
@@ -189,7 +190,7 @@ def test_a_manifest_naming_no_plain_checkpoint_restores_nothing_outside_the_fold
     store: RemoteStore, tmp_path: Path, name: str
 ) -> None:
     older, newer = (make_checkpoint(tmp_path / "local", step, sizes={"model.pt": 1000}) for step in (10, 20))
-    assert store.upload(older, 10) and store.upload(newer, 20)
+    assert store.upload(older, 10) is store.upload(newer, 20) is UploadOutcome.PUBLISHED
     key = store.step_prefix(20) + "MANIFEST.json"
     manifest = store.get_json(key, absolute=True)
     store.s3.put_object(Bucket=store.bucket, Key=key, Body=json.dumps({**manifest, "name": name}).encode())
@@ -206,20 +207,24 @@ def test_a_manifest_naming_no_plain_checkpoint_restores_nothing_outside_the_fold
 def test_a_damaged_latest_record_is_named_and_what_s3_holds_decides(
     store: RemoteStore, tmp_path: Path, body: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert store.upload(make_checkpoint(tmp_path / "local", 10, sizes={"model.pt": 1000}), 10)
+    local = make_checkpoint(tmp_path / "local", 10, sizes={"model.pt": 1000})
+    assert store.upload(local, 10) is UploadOutcome.PUBLISHED
     store.s3.put_object(Bucket=store.bucket, Key=store.key("latest.json"), Body=body)
     with caplog.at_level(logging.WARNING):
         assert store.latest_step() == 10
     assert "latest.json" in caplog.text and "newest complete: step 10" in caplog.text
-    assert store.upload(make_checkpoint(tmp_path / "local", 20, sizes={"model.pt": 1000}), 20)
+    local = make_checkpoint(tmp_path / "local", 20, sizes={"model.pt": 1000})
+    assert store.upload(local, 20) is UploadOutcome.PUBLISHED
     assert store.get_json("latest.json")["step"] == 20, "the next publish replaces the damaged record"
 
 
 def test_a_full_disk_while_restoring_is_an_error_not_a_damaged_checkpoint(
     store: RemoteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert store.upload(make_checkpoint(tmp_path / "local", 10, sizes={"model.pt": 1000}), 10)
-    assert store.upload(make_checkpoint(tmp_path / "local", 20, sizes={"model.pt": 1000}), 20)
+    local = make_checkpoint(tmp_path / "local", 10, sizes={"model.pt": 1000})
+    assert store.upload(local, 10) is UploadOutcome.PUBLISHED
+    local = make_checkpoint(tmp_path / "local", 20, sizes={"model.pt": 1000})
+    assert store.upload(local, 20) is UploadOutcome.PUBLISHED
 
     def full_disk(*args: Any) -> Any:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -236,7 +241,7 @@ def test_names_that_are_not_utf8_are_published_and_restored_byte_for_byte(store:
     for index, name in enumerate(odd):
         (local / os.fsdecode(name)).write_bytes(os.urandom(100 + index))
     (local / os.fsdecode(b"sub\xfe/inner\xff")).write_bytes(b"deep")
-    assert store.upload(local, 5)
+    assert store.upload(local, 5) is UploadOutcome.PUBLISHED
     restored = store.restore(tmp_path / "restored")
     assert restored is not None and names_and_bytes(restored) == names_and_bytes(local)
     keys = {item["Key"].rsplit("step-00000005/", 1)[1]
@@ -247,7 +252,7 @@ def test_names_that_are_not_utf8_are_published_and_restored_byte_for_byte(store:
 def test_a_manifest_from_before_escaped_names_still_restores(store: RemoteStore, tmp_path: Path) -> None:
     """Manifests without `path_b64` name each file by its key, as every earlier release wrote them."""
     local = make_checkpoint(tmp_path / "local", 3, sizes={"model.pt": 1000, "100%.txt": 10})
-    assert store.upload(local, 3)
+    assert store.upload(local, 3) is UploadOutcome.PUBLISHED
     key = store.step_prefix(3) + "MANIFEST.json"
     manifest = store.get_json(key, absolute=True) or {}
     files = manifest["files"]
@@ -268,7 +273,7 @@ def test_a_file_whose_key_would_be_too_long_is_left_out_and_the_rest_published(
     (deep / "far.bin").write_bytes(b"far")
     told: list[tuple[int, list[str]]] = []
     store.on_left_out = lambda step, names: told.append((step, names))
-    assert store.upload(local, 8)
+    assert store.upload(local, 8) is UploadOutcome.PUBLISHED
     assert told == [(8, [(deep / "far.bin").relative_to(local).as_posix()])]
     manifest = store.get_json(store.step_prefix(8) + "MANIFEST.json", absolute=True) or {}
     assert manifest["left_out"] == told[0][1]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from localcloud.moto_server import MotoServer
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.remote_helpers import MB, digests, make_checkpoint, small_part_store
 from tests.support.s3_proxy import FaultProxy
 
@@ -35,8 +36,8 @@ def test_upload_and_restore_through_503s_and_resets(
     store = small_part_store(bucket, "job-f", endpoint=flaky_s3.endpoint)
     first = make_checkpoint(tmp_path / "local", 1, sizes={"model.pt": 17 * MB + 5, "optim.pt": 2 * MB})
     second = make_checkpoint(tmp_path / "local", 2, sizes={"model.pt": 11 * MB, "extra/x.bin": 12345})
-    assert store.upload(first, 1)
-    assert store.upload(second, 2)
+    assert store.upload(first, 1) is UploadOutcome.PUBLISHED
+    assert store.upload(second, 2) is UploadOutcome.PUBLISHED
     restored = store.restore(tmp_path / "restored")
     assert restored is not None and digests(restored) == digests(second)
     assert flaky_s3.faults["503"] > 0 and flaky_s3.faults["reset"] > 0, flaky_s3.faults

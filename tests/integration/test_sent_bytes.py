@@ -19,6 +19,7 @@ import pytest
 from spot_trainer.storage.failure_causes import FailureCause
 from spot_trainer.storage.files.hashed_reads import HashedRead
 from spot_trainer.storage.steps.remote import RemoteStore, RemoteStoreError
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.remote_helpers import MB, make_checkpoint, small_part_store
 
 SIZE = 12 * MB + 3  # three 5 MB parts: the rewrite lands between the first part read and the last
@@ -54,7 +55,7 @@ def test_a_same_size_rewrite_after_the_first_part_is_sent_publishes_what_went_up
         return data
 
     monkeypatch.setattr(HashedRead, "read", read_then_rewrite)
-    assert store.upload(local, 10)
+    assert store.upload(local, 10) is UploadOutcome.PUBLISHED
     sent = first + model.read_bytes()[5 * MB:]
     assert sent != model.read_bytes()
     restored = store.restore(tmp_path / "restored")
@@ -85,7 +86,7 @@ def test_bytes_s3_holds_other_than_those_read_are_not_published(store: RemoteSto
 def test_a_published_step_damaged_since_is_not_whole(store: RemoteStore, s3: Any, bucket: str,
                                                      tmp_path: Path) -> None:
     local = make_checkpoint(tmp_path / "local", 6, sizes={"model.bin": SIZE, "meta.json": 64})
-    assert store.upload(local, 6)
+    assert store.upload(local, 6) is UploadOutcome.PUBLISHED
     assert store.not_whole(6) == ""
     key = store.step_prefix(6) + "meta.json"
     s3.put_object(Bucket=bucket, Key=key, Body=os.urandom(64), ChecksumAlgorithm="SHA256")
@@ -135,11 +136,12 @@ def test_under_two_busy_processes_a_file_rewritten_throughout_its_upload_never_p
                 published = store.upload(local, step)
             except RemoteStoreError as error:
                 assert error.cause == FailureCause.REWRITTEN, error
-                published = False
+                published = UploadOutcome.NOT_PUBLISHED
             finally:
                 stop.touch()
                 rewriter.wait(timeout=30)
-            outcomes.append(restored_whole(store, step, tmp_path / f"restored-{step}") if published else "refused")
+            outcomes.append(restored_whole(store, step, tmp_path / f"restored-{step}")
+                            if published is UploadOutcome.PUBLISHED else "refused")
     assert outcomes.count("damaged") == 0 and "whole" in outcomes, outcomes
     assert not store.damaged_steps
 

@@ -12,6 +12,7 @@ import boto3
 
 from localcloud.fake_imds import FakeImds
 from spot_trainer.storage.steps.remote import RemoteStore
+from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.agent_runner import STEPPER, AgentProcess, agent_env
 
 BUILTIN_ARGS = ("--model lm --synthetic --steps 30 --width 16 --context 16 --batch-size 8 "
@@ -55,7 +56,7 @@ def test_own_command_resumes_from_s3_not_from_an_unproven_newer_local_entry(
     real.parent.mkdir()
     real.write_text("20\n")
     store = store_for(aws_env, bucket, job)
-    assert store.upload(real, 20)
+    assert store.upload(real, 20) is UploadOutcome.PUBLISHED
     directory.mkdir()
     (directory / "step-99").write_text("99\n")  # left behind, or planted: nothing proves it whole
     with FakeImds(instance_id="i-own") as imds:

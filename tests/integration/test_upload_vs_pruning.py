@@ -21,7 +21,6 @@ from spot_trainer.storage.files.names import checkpoint_name
 from spot_trainer.storage.files.staging import STAGING_PREFIX
 from spot_trainer.storage.saves import layouts
 from spot_trainer.storage.steps.uploader import CheckpointUploader, Uploaded
-from spot_trainer.storage.upload_outcome import UploadOutcome
 from tests.integration.remote_helpers import small_part_store
 from tests.support.s3_proxy import FaultProxy
 
@@ -53,7 +52,7 @@ def test_uploads_slower_than_pruning_still_publish_while_training_runs(
     directory = tmp_path / "checkpoints"
     results: list[Uploaded] = []
     failures: list[str] = []
-    uploader = CheckpointUploader(lambda path, step: UploadOutcome.of(store.upload(path, step)), results.append,
+    uploader = CheckpointUploader(lambda path, step: store.upload(path, step), results.append,
                                   log=failures.append)
     stop = threading.Event()
     final: list[int] = []

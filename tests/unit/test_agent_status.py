@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from spot_trainer.agent.records.status import JobStatus, StatusReporter, describe_job
+from spot_trainer.storage.s3.latest_record import LatestRecord
 from tests.support.clock import ManualClock
 
 
@@ -47,7 +48,7 @@ def test_a_new_agent_carries_counters_and_progress_over() -> None:
 
 def test_summary_names_state_progress_and_events() -> None:
     text = describe_job({"job": "cifar", "state": "FAILED", "step": 7, "attempt": 3, "interruptions": 0,
-                         "reason": "command exited with code 1: boom"}, {"step": 5},
+                         "reason": "command exited with code 1: boom"}, LatestRecord(5),
                         [{"kind": "failure"}, {"kind": "failure"}, {"kind": "start"}])
     assert "state          FAILED" in text and "checkpoint     5 (latest in S3)" in text
     assert "reason         command exited with code 1: boom" in text
@@ -60,11 +61,11 @@ def test_summary_says_from_which_step_exact_resume_was_lost_and_why() -> None:
     events = ({"kind": "not_bit_identical", "step": step, "reason": reason} for step, reason in (
         (700, "trained on another platform (device NVIDIA A10G -> Tesla T4)"),
         (400, "trained on another platform (device Tesla T4 -> NVIDIA A10G)")))
-    text = describe_job(status, {"step": 880}, events)  # a generator, as read from S3 once
+    text = describe_job(status, LatestRecord(880), events)  # a generator, as read from S3 once
     assert ("exact resume   lost from step 400: trained on another platform (device Tesla T4 -> NVIDIA A10G) "
             "(and 1 more)") in text
     assert "events         not_bit_identical 2" in text
-    assert "exact resume" not in describe_job(status, {"step": 880}, [{"kind": "resume", "step": 400}])
+    assert "exact resume" not in describe_job(status, LatestRecord(880), [{"kind": "resume", "step": 400}])
 
 
 def test_a_recorded_event_without_a_whole_step_still_reads() -> None:
@@ -82,7 +83,7 @@ PAUSED_EVENTS = [{"kind": "start", "instance": "i-c", "epoch": 1_790_000_560.0},
 
 
 def test_a_paused_job_reads_paused_not_interrupted_and_its_stop_is_not_counted() -> None:
-    text = describe_job({"job": "cnn", **PAUSE_STOP}, {"step": 420}, PAUSED_EVENTS)
+    text = describe_job({"job": "cnn", **PAUSE_STOP}, LatestRecord(420), PAUSED_EVENTS)
     assert "state          PAUSED" in text and "reason         paused at 2026-09-21T14:24:20+00:00 (spot-trainer " \
                                                 "pause)" in text
     assert "INTERRUPTED" not in text and "scale-in" not in text

@@ -53,7 +53,7 @@ def lightning_checkpoint(root: Path, step: int) -> Path:
 ])
 def test_names_map_to_layouts(tmp_path: Path, name: str, expected: tuple[str, int] | None) -> None:
     (tmp_path / name).write_bytes(b"x")
-    assert layouts.classify(tmp_path / name) == expected
+    assert layouts.classify(tmp_path / name) == (layouts.Classified(*expected) if expected else None)
 
 
 def test_hf_checkpoint_counts_only_once_trainer_state_names_its_step(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from spot_trainer.agent.records.status import describe_job
+from spot_trainer.storage.s3.latest_record import LatestRecord
 from spot_trainer.storage.saves.final_outputs import final_output_files
 
 
@@ -32,9 +33,9 @@ def test_a_folder_that_is_gone_leaves_nothing(tmp_path: Path) -> None:
 def test_status_says_where_the_final_outputs_went() -> None:
     events = [{"kind": "done", "step": 400},
               {"kind": "final_outputs", "location": "s3://b/hf/final/", "files": 4, "bytes": 2_500_000}]
-    text = describe_job({"job": "hf", "state": "DONE"}, {"step": 400}, events)
+    text = describe_job({"job": "hf", "state": "DONE"}, LatestRecord(400), events)
     assert "final outputs  s3://b/hf/final/ (4 files, 2.5 MB)" in text.splitlines()
-    assert "final outputs" not in describe_job({"job": "hf", "state": "DONE"}, {"step": 400}, events[:1])
+    assert "final outputs" not in describe_job({"job": "hf", "state": "DONE"}, LatestRecord(400), events[:1])
 
 
 def test_checkpoints_nested_in_a_run_folder_and_links_out_of_the_folder_are_no_outputs(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def save(path: Path, *, settled: bool = True, **entries: object) -> Path:
 
 def test_ckpt_pt_is_the_job_s_checkpoint_at_the_step_inside_once_still(tmp_path: Path) -> None:
     save(tmp_path / "ckpt.pt", settled=False, iter_num=250)
-    assert layouts.classify(tmp_path / "ckpt.pt") == (layouts.FIXED, 250)
+    assert layouts.classify(tmp_path / "ckpt.pt") == layouts.Classified(layouts.Layout.FIXED, 250)
     assert layouts.newest_complete(tmp_path) is None, "just written: the script may still reopen it"
     assert layouts.newest_complete(tmp_path, writer_done=True).step == 250  # type: ignore[union-attr]
     os.utime(tmp_path / "ckpt.pt", (SETTLED, SETTLED))
@@ -92,7 +92,7 @@ def test_framework_names_keep_their_own_layouts(tmp_path: Path) -> None:
     (tmp_path / "trainer_state.json").write_text('{"global_step": 40}')  # HF's record of the run
     save(tmp_path / "checkpoint_40.pt", step=40)
     assert layouts.classify(tmp_path / "trainer_state.json") is None
-    assert layouts.classify(tmp_path / "checkpoint_40.pt") == (layouts.GENERIC, 40)
+    assert layouts.classify(tmp_path / "checkpoint_40.pt") == layouts.Classified(layouts.Layout.GENERIC, 40)
     assert layouts.fixed_entries(tmp_path / "checkpoint_40.pt") is None
 
 
@@ -145,15 +145,15 @@ def test_a_keras_model_saved_over_itself_goes_by_the_time_it_was_written(tmp_pat
 
 def test_an_entry_the_job_names_is_its_checkpoint_whatever_its_name_reads(tmp_path: Path) -> None:
     save(tmp_path / "ckpt2.pt")  # no step inside: the catch-all reads step 2 from its name
-    assert layouts.classify(tmp_path / "ckpt2.pt") == (layouts.GENERIC, 2)
+    assert layouts.classify(tmp_path / "ckpt2.pt") == layouts.Classified(layouts.Layout.GENERIC, 2)
     fixed_names.name_entries(["ckpt2.pt"])
     try:
         kind = layouts.classify(tmp_path / "ckpt2.pt")
-        assert kind is not None and kind[0] == layouts.FIXED and is_version(kind[1])
+        assert kind is not None and kind.layout == layouts.Layout.FIXED and is_version(kind.step)
         assert layouts.classify(tmp_path / "ckpt2.pt", in_series=False) is None, "only in the checkpoint folder"
     finally:
         fixed_names.name_entries([])
-    assert layouts.classify(tmp_path / "ckpt2.pt") == (layouts.GENERIC, 2)
+    assert layouts.classify(tmp_path / "ckpt2.pt") == layouts.Classified(layouts.Layout.GENERIC, 2)
 
 
 def test_a_step_is_never_shown_as_a_version_or_the_other_way() -> None:

@@ -7,6 +7,7 @@ import ast
 import importlib.util
 import re
 from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,12 @@ from spot_trainer.storage.saves import frameworks, layouts
 from spot_trainer.storage.saves.frameworks import Framework, Judged, Naming
 
 _MYFW_NAME = re.compile(r"^myfw-(\d+)\.ckpt$")
+
+
+class MyLayout(StrEnum):
+    """A registered framework names its layout with an enum of its own."""
+
+    MYFW = "myfw"
 
 
 def _myfw_whole(save: Judged) -> bool:
@@ -30,7 +37,7 @@ def _myfw_before_resume(restored: Path) -> None:
 
 @pytest.fixture
 def myfw() -> Iterator[Framework]:
-    entry = Framework("myfw", (Naming(frameworks.matched_step(_MYFW_NAME)),), _myfw_whole,
+    entry = Framework(MyLayout.MYFW, (Naming(frameworks.matched_step(_MYFW_NAME)),), _myfw_whole,
                       copies=re.compile(r"^myfw-copy\.ckpt$"), copy_whole=lambda path: path.read_bytes() != b"",
                       accepts="myfw-<N>.ckpt (MyFramework)", before_resume=_myfw_before_resume)
     frameworks.register(entry)
@@ -42,11 +49,11 @@ def test_a_registered_framework_is_classified_and_judged_whole_through_its_entry
         tmp_path: Path, myfw: Framework) -> None:
     (tmp_path / "myfw-20.ckpt").write_bytes(b"weights\nEND\n")
     (tmp_path / "myfw-30.ckpt").write_bytes(b"weights\n")  # still being written
-    assert layouts.classify(tmp_path / "myfw-30.ckpt") == ("myfw", 30)
+    assert layouts.classify(tmp_path / "myfw-30.ckpt") == layouts.Classified(MyLayout.MYFW, 30)
     assert [found.step for found in layouts.checkpoints_in(tmp_path)] == [30, 20]
-    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(20, tmp_path / "myfw-20.ckpt", "myfw")
+    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(20, tmp_path / "myfw-20.ckpt", MyLayout.MYFW)
     (tmp_path / "myfw-30.ckpt").write_bytes(b"weights\nEND\n")
-    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(30, tmp_path / "myfw-30.ckpt", "myfw")
+    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(30, tmp_path / "myfw-30.ckpt", MyLayout.MYFW)
 
 
 def test_a_registered_framework_s_resume_its_copies_and_its_names_are_its_entry_s(

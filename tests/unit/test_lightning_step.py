@@ -42,8 +42,8 @@ def test_the_step_is_read_from_the_archive_whatever_its_size(tmp_path: Path, ste
 def test_a_checkpoint_named_its_own_way_is_a_lightning_checkpoint_of_its_step(tmp_path: Path) -> None:
     named = lightning_checkpoint(tmp_path / "epoch=3-val_loss=0.52.ckpt", 1024)
     lightning_checkpoint(tmp_path / "last.ckpt", 1024)  # save_last's copy of the newest
-    assert layouts.classify(named) == (layouts.LIGHTNING, 1024)
-    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(1024, named, layouts.LIGHTNING)
+    assert layouts.classify(named) == layouts.Classified(layouts.Layout.LIGHTNING, 1024)
+    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(1024, named, layouts.Layout.LIGHTNING)
 
 
 def test_with_a_monitored_top_k_last_ckpt_holds_the_newest_step_and_is_the_checkpoint(tmp_path: Path) -> None:
@@ -51,14 +51,15 @@ def test_with_a_monitored_top_k_last_ckpt_holds_the_newest_step_and_is_the_check
     lightning_checkpoint(tmp_path / "epoch=2-step=300.ckpt", 300)
     lightning_checkpoint(tmp_path / "epoch=5-step=600.ckpt", 600)
     last = lightning_checkpoint(tmp_path / "last.ckpt", 1000)
-    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(1000, last, layouts.LIGHTNING)
+    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(1000, last, layouts.Layout.LIGHTNING)
     assert layouts.prepare_for_resume(tmp_path, last) == []  # restored as last.ckpt: it is its own last
     assert layouts.newest_complete(tmp_path, writer_done=True).path == last
     assert not [path.name for path in tmp_path.iterdir() if path.name.startswith(".")]
 
 
 def test_a_name_with_the_step_still_wins_over_the_content(tmp_path: Path) -> None:
-    assert layouts.classify(lightning_checkpoint(tmp_path / "epoch=0-step=30.ckpt", 99)) == (layouts.LIGHTNING, 30)
+    named = lightning_checkpoint(tmp_path / "epoch=0-step=30.ckpt", 99)
+    assert layouts.classify(named) == layouts.Classified(layouts.Layout.LIGHTNING, 30)
 
 
 def test_what_is_no_whole_lightning_checkpoint_has_no_step(tmp_path: Path) -> None:
@@ -76,9 +77,9 @@ def test_what_is_no_whole_lightning_checkpoint_has_no_step(tmp_path: Path) -> No
     for name in ("cut.ckpt", "text.ckpt", "string.ckpt", "odd.ckpt"):
         assert layouts.classify(tmp_path / name) is None, name
     # One's own dict under one name is a fixed-name checkpoint at the step it holds at its top level.
-    assert layouts.classify(tmp_path / "plain.ckpt") == (layouts.FIXED, 500)
-    assert layouts.classify(tmp_path / "nested.ckpt") == (layouts.FIXED, 999)
-    assert layouts.classify(tmp_path / "reversed.ckpt") == (layouts.FIXED, 5)
+    assert layouts.classify(tmp_path / "plain.ckpt") == layouts.Classified(layouts.Layout.FIXED, 500)
+    assert layouts.classify(tmp_path / "nested.ckpt") == layouts.Classified(layouts.Layout.FIXED, 999)
+    assert layouts.classify(tmp_path / "reversed.ckpt") == layouts.Classified(layouts.Layout.FIXED, 5)
     assert archive_step(tmp_path / "gone.ckpt") is None
 
 

@@ -105,7 +105,7 @@ def test_a_series_member_that_proves_it_is_whole_goes_up_once_still(tmp_path: Pa
         written = time.time() - 10 + epoch * 3
         path = torch_checkpoint(tmp_path / f"model_{epoch}.pth", epoch)
         os.utime(path, (written, written))
-    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(2, tmp_path / "model_2.pth", layouts.SERIES)
+    assert layouts.newest_complete(tmp_path) == layouts.Checkpoint(2, tmp_path / "model_2.pth", layouts.Layout.SERIES)
 
 
 def test_a_step_file_rewritten_in_place_is_checked_again(tmp_path: Path) -> None:

@@ -29,7 +29,6 @@ from ..costs.job_cost import stored_job_cost
 from ..costs.lost_instances import Losses
 from ..costs.spend_meter import SpendMeter
 from ..costs.spot_prices import Ec2SpotPrices, NoPrices, PriceError, RegionalPrices, SpotPriceSource
-from ..storage.s3.job_keys import LATEST
 from ..storage.s3.job_regions import REGION, parse_job_buckets
 from ..storage.s3.lease import Lease
 from ..storage.s3.s3client import client_config, s3_client
@@ -239,7 +238,7 @@ def run_status(options: argparse.Namespace) -> int:
             print(json.dumps({**as_told(status or {}, events, cost.losses), "cost": cost.to_dict(),
                               "outlook": ahead.to_dict()}, indent=1))
             return 0 if status else 1
-        print(describe_job(status, store.get_json(LATEST), events, cost.losses))
+        print(describe_job(status, store.read_latest()[0], events, cost.losses))
         print("\n".join([*describe_cost(cost), *describe_outlook(ahead), *describe_boots(events)]))
     except (RemoteStoreError, ClientError, BotoCoreError) as error:
         return fail(f"cannot read job {options.job!r} in bucket {options.bucket!r}: {error}", 1)

@@ -23,6 +23,7 @@ from typing import Any
 import boto3
 
 from ..aws_names import regional_bucket_name
+from ..storage.s3.latest_record import LatestRecord
 from .on_demand_handover import hand_over, reason_to_hand_over
 from .policy import parse_duration
 from .regions.groups import RegionGroup, desired_capacity, move, observe, set_back
@@ -164,10 +165,10 @@ def _checkpoint_region(clients: Clients, setup: ControllerSetup) -> str | None:
         s3 = clients("s3", region)
         try:
             body = s3.get_object(Bucket=setup.bucket(region), Key=f"{setup.job}/latest.json")["Body"].read()
-            step = int(json.loads(body)["step"])
+            step = LatestRecord.from_json(body).step
         except s3.exceptions.NoSuchKey:
             continue
-        except (ValueError, KeyError, TypeError):
+        except ValueError:
             continue  # a damaged pointer names no checkpoint here; the agent says so where it restores
         if best is None or step > best[0]:
             best = (step, region)

@@ -48,7 +48,7 @@ class NodeUploads:
 
     def send(self, path: Path, step: int) -> UploadOutcome:
         """The uploader's work: one checkpoint to S3, under the lease where this node holds one."""
-        return UploadOutcome.of(self.store.upload(path, step, lease=self.lease))
+        return self.store.upload(path, step, lease=self.lease)
 
     def _send_noting_refusals(self, path: Path, step: int) -> UploadOutcome:
         """`send`, keeping why a step was refused where no retry can mend it."""

@@ -19,6 +19,7 @@ from ...costs.pauses import user_events
 from ...storage.checkpoint_versions import step_text
 from ...storage.record_kinds import FINISHED, EventKind, JobState
 from ...storage.s3.job_keys import STATUS
+from ...storage.s3.latest_record import LatestRecord
 from .pace import Pace
 
 STATUS_NAME = STATUS
@@ -115,7 +116,7 @@ class StatusReporter:
 
 
 def describe_job(
-    status: Mapping[str, Any] | None, latest: Mapping[str, Any] | None, events: Iterable[Mapping[str, Any]],
+    status: Mapping[str, Any] | None, latest: LatestRecord | None, events: Iterable[Mapping[str, Any]],
     losses: Losses | None = None,
 ) -> str:
     """Human-readable summary for `python -m spot_trainer status`. `losses`: the instances the job lost, from its
@@ -131,7 +132,7 @@ def describe_job(
         f"state          {state}",
         f"step           {_or_dash(status.get('step'))}",
         f"loss           {_or_dash(status.get('loss'))}",
-        f"checkpoint     {_checkpoint_text((latest or {}).get('step', status.get('checkpoint_step')))}"
+        f"checkpoint     {_checkpoint_text(latest.step if latest else status.get('checkpoint_step'))}"
         " (latest in S3)",
         f"instance       {status.get('instance') or '-'}",
         f"attempt        {status.get('attempt', 0)}",

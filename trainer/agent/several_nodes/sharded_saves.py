@@ -23,7 +23,8 @@ from ...storage.record_kinds import EventKind
 from ...storage.saves import layouts, shards
 from ...storage.steps.checkpoint_files import checkpoint_files
 from ...storage.steps.remote import RemoteStoreError
-from ...storage.steps.step_parts import FINISH_TAKEOVER_SECONDS, PARTS_ARRIVAL_SECONDS, PUBLISHED, StepParts
+from ...storage.steps.step_parts import StepParts
+from ...storage.steps.step_publish import FINISH_TAKEOVER_SECONDS, PARTS_ARRIVAL_SECONDS, SaveOutcome
 from ...storage.upload_outcome import UploadOutcome
 
 # After the command stopped, for the coordinator's record of this node's newest save: rank 0's node sends
@@ -132,7 +133,7 @@ class ShardedSaves:
                 self._abandon(step)
                 self._forget(step)
             return
-        if settled.get("outcome") != PUBLISHED or identity is None:
+        if settled.get("outcome") != SaveOutcome.PUBLISHED or identity is None:
             self._forget(step)  # abandoned: the node that settled it said so
             return
         age = time.time() - float(settled.get("settled_at") or 0.0)

@@ -3,6 +3,11 @@
   latest.json                                 the newest published checkpoint {"step", "key", "lease_token", …}
   checkpoints/step-<N:08d>/<files>            one checkpoint's objects
   checkpoints/step-<N:08d>/MANIFEST.json      written after every object is confirmed
+  checkpoints/step-<N:08d>/saves/<save>/…     a step DCP wrote in shards on several nodes: each save's objects
+  checkpoints/step-<N:08d>/parts/<save>/<tag>/<instance>.json
+                                              each node's part record of that save (its tag: metadata,
+                                              coordinator.<ranks> or ranks.<ranks>)
+  checkpoints/step-<N:08d>/SETTLED-<save>.json  the one node that publishes or abandons that save
   lease.json                                  the single writer's lease
   status.json                                 the job's state, for `status`, the console and the watch
   events/<utc stamp>-<who>-<kind>.json        what happened, in time order
@@ -25,6 +30,9 @@ LEASE = "lease.json"
 STATUS = "status.json"
 MANIFEST = "MANIFEST.json"
 CHECKPOINTS = "checkpoints/"
+SAVES = "saves/"  # within a sharded step
+PARTS = "parts/"  # within a sharded step
+SETTLED = "SETTLED-"  # within a sharded step
 EVENTS = "events/"
 INSTANCES = "instances/"
 RENDEZVOUS = "rendezvous/"
@@ -43,6 +51,25 @@ def utc_stamp(epoch: float) -> str:
 
 def checkpoint_prefix(step: int) -> str:
     return f"{CHECKPOINTS}step-{step:08d}/"
+
+
+def save_folder(identity: str) -> str:
+    """A save's folder, named by the start of its `.metadata` identity."""
+    return identity[:16]
+
+
+def save_objects(identity: str) -> str:
+    """Where a save's objects lie, within its step's prefix."""
+    return f"{SAVES}{save_folder(identity)}/"
+
+
+def part_record(save: str, tag: str, instance: str) -> str:
+    """A node's part record, within its step's prefix (`save`: the save's folder, `tag`: its tag and ranks)."""
+    return f"{PARTS}{save}/{tag}/{instance}.json"
+
+
+def settled_record(step: int, identity: str) -> str:
+    return f"{checkpoint_prefix(step)}{SETTLED}{identity}.json"
 
 
 def event_name(epoch: float, who: str, kind: str) -> str:

@@ -24,6 +24,7 @@ from ..files.hashed_reads import HashedRead
 from . import job_keys as keys
 from .conditional import CreateOnly, is_missing, is_overlap, is_taken, write_if
 from .held_objects import Sent, as_sent, held
+from .json_object import json_object
 from .s3client import transfer_config_for, upload_config_for
 
 WRITER = "spot-writer"  # the user metadata naming who wrote an object that must only be created
@@ -245,28 +246,34 @@ class JobObjects:
 
     def _put_if(self, name: str, obj: dict[str, Any], *, expected: str | None) -> bool:
         """A conditional write of the job's `name` (conditional.py): False when another writer got there first."""
-        key, body = self.key(name), json.dumps(obj, indent=1).encode()
+        return self._put_body_if(name, json.dumps(obj, indent=1).encode(), expected=expected)
+
+    def _put_body_if(self, name: str, body: bytes, *, expected: str | None) -> bool:
+        key = self.key(name)
         try:
             return write_if(self.s3, self.bucket, key, body, expected=expected) is not None
         except (ClientError, BotoCoreError) as error:
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
 
     def _get_with_etag(self, name: str, *, absolute: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+        body, etag = self._get_body_with_etag(name, absolute=absolute)
+        if body is None:
+            return None, None
+        key = name if absolute else self.key(name)
+        try:
+            return json_object(body), etag
+        except ValueError as error:
+            raise DamagedRecord(f"s3://{self.bucket}/{key}: {error}", etag) from error
+
+    def _get_body_with_etag(self, name: str, *, absolute: bool = False) -> tuple[bytes | None, str | None]:
+        """The object's bytes and ETag; (None, None) when there is none."""
         key = name if absolute else self.key(name)
         try:
             response = self.s3.get_object(Bucket=self.bucket, Key=key)
-            body = response["Body"].read()
+            return response["Body"].read(), response["ETag"]
         except ClientError as error:
             if is_missing(error):
                 return None, None
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
         except BotoCoreError as error:
             raise RemoteStoreError(f"s3://{self.bucket}/{key}: {error}") from error
-        try:
-            record = json.loads(body)
-        except ValueError as error:
-            raise DamagedRecord(f"s3://{self.bucket}/{key}: not valid JSON ({error})", response["ETag"]) from error
-        if not isinstance(record, dict):  # every record we write is an object: this one was not ours
-            raise DamagedRecord(f"s3://{self.bucket}/{key}: expected a JSON object, found {type(record).__name__}",
-                                response["ETag"])
-        return record, response["ETag"]

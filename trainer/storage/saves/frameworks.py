@@ -18,6 +18,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from ...integrations.checkpoint_names import LIGHTNING_LAST, LIGHTNING_LAST_NAMES
@@ -26,6 +27,7 @@ from ..files.names import MARKER_FILE, parse_step, read_marker
 from ..files.regular_files import read_regular_text
 from ..files.whole_files import zip_whole
 from . import fixed_names, library_saves, series
+from .layout_kinds import Classified, Layout
 from .lightning_step import archive_step
 
 HF_STATE_FILE = "trainer_state.json"
@@ -64,7 +66,7 @@ class Judged:
 
 @dataclass(frozen=True)
 class Framework:
-    layout: str  # the tag its checkpoints carry (Checkpoint.layout)
+    layout: StrEnum  # the tag its checkpoints carry (Checkpoint.layout): a Layout, or a registered framework's own
     namings: tuple[Naming, ...]
     whole: Callable[[Judged], bool]  # may raise OSError: a save that vanished while judged is not whole
     integration: str = ""  # its callbacks and patches, a module of the runtime ('' when it needs none)
@@ -177,22 +179,22 @@ def _lightning_archive_step(name: str, path: Path) -> int | None:
     return archive_step(path) if name.endswith(".ckpt") else None  # a filename= without {step}
 
 
-OURS = Framework("ours", (Naming(lambda name, path: parse_step(name)),), _ours_whole,
+OURS = Framework(Layout.OURS, (Naming(lambda name, path: parse_step(name)),), _ours_whole,
                  accepts="step-<N> (file or directory)")
-HF = Framework("hf", (Naming(_hf_step),), _hf_whole, integration="integrations.hf",
+HF = Framework(Layout.HF, (Naming(_hf_step),), _hf_whole, integration="integrations.hf",
                accepts="checkpoint-<N>/ (HF Trainer, Accelerate's save_state)",
                resume_hint="pass resume_from_checkpoint=get_last_checkpoint(output_dir) to trainer.train()")
 LIGHTNING = Framework(
-    "lightning",
+    Layout.LIGHTNING,
     (Naming(_lightning_copy_step, claims=lambda name: bool(LIGHTNING_LAST_NAMES.match(name))),
      Naming(matched_step(_LIGHTNING_NAME)), Naming(_lightning_archive_step)),
     _lightning_whole, integration="integrations.lightning", copies=LIGHTNING_LAST_NAMES,
     resume_hint='pass ckpt_path="last" to trainer.fit()', copy_whole=_lightning_copy_whole,
     accepts="*.ckpt (Lightning: the step in its name or its archive)",
     before_resume=_link_lightning_last)
-GENERIC = Framework("generic", (Naming(matched_step(_GENERIC_NAME)),), _step_named_whole, catch_all=True,
+GENERIC = Framework(Layout.GENERIC, (Naming(matched_step(_GENERIC_NAME)),), _step_named_whole, catch_all=True,
                     accepts="a name with a step number such as model_step<N>.pt")
-SERIES = Framework("series", (Naming(lambda name, path: series.number_in_series(path)),), _step_named_whole,
+SERIES = Framework(Layout.SERIES, (Naming(lambda name, path: series.number_in_series(path)),), _step_named_whole,
                    catch_all=True, in_folder=True,
                    accepts="a series of names that differ in one rising number, such as model_<epoch>.pth")
 
@@ -212,10 +214,10 @@ def fixed_set(primary: Path) -> list[Path]:
 def _claimed_elsewhere(entry: Path) -> bool:
     """A checkpoint of another layout (an HF `checkpoint-N/` beside a `ckpt.pt`), or a framework's copy."""
     return is_copy(entry.name) or (kind := read_name(entry.name, entry, in_series=True)) is not None \
-        and kind[0] != FIXED.layout
+        and kind.layout != Layout.FIXED
 
 
-FIXED = Framework("fixed", (Naming(fixed_names.fixed_step),), _fixed_whole, catch_all=True, in_folder=True,
+FIXED = Framework(Layout.FIXED, (Naming(fixed_names.fixed_step),), _fixed_whole, catch_all=True, in_folder=True,
                   accepts="one file or folder rewritten under its own name, with the step inside "
                           "(ckpt.pt holding iter_num, checkpoint.pth.tar holding epoch)",
                   resume_hint="resume from the file when it exists: RESUME_FROM names it")
@@ -232,7 +234,7 @@ def register(framework: Framework) -> None:
     _REGISTRY.insert(at, framework)
 
 
-def unregister(layout: str) -> None:
+def unregister(layout: StrEnum) -> None:
     """Remove a registered framework's entry (a test's, once it is done)."""
     _REGISTRY[:] = [known for known in _REGISTRY if known.layout != layout]
 
@@ -242,21 +244,22 @@ def frameworks() -> tuple[Framework, ...]:
     return tuple(_REGISTRY)
 
 
-def framework_of(layout: str) -> Framework:
+def framework_of(layout: StrEnum) -> Framework:
     return next(known for known in _REGISTRY if known.layout == layout)
 
 
-def read_name(name: str, path: Path, *, in_series: bool) -> tuple[str, int] | None:
-    """(layout, step) by the first naming that reads a step from `name` (the entry at `path`); an entry the job
+def read_name(name: str, path: Path, *, in_series: bool) -> Classified | None:
+    """The layout and step of the first naming that reads a step from `name` (the entry at `path`); an entry the job
     file names is its fixed-name checkpoint, whatever another naming would read in its name."""
     if fixed_names.is_named(name):
-        return (FIXED.layout, step) if in_series and (step := fixed_names.fixed_step(name, path)) is not None else None
+        step = fixed_names.fixed_step(name, path) if in_series else None
+        return Classified(Layout.FIXED, step) if step is not None else None
     for framework in _REGISTRY:
         if framework.in_folder and not in_series:
             continue
         for naming in framework.namings:
             if (step := naming.step(name, path)) is not None:
-                return framework.layout, step
+                return Classified(framework.layout, step)
             if naming.claims(name):
                 return None
     return None
@@ -271,6 +274,6 @@ def is_copy(name: str) -> bool:
     return copy_of(name) is not None
 
 
-def preference(layout: str) -> int:
+def preference(layout: StrEnum) -> int:
     """Where a layout stands when two hold one step: the lower first."""
     return next(i for i, known in enumerate(_REGISTRY) if known.layout == layout)

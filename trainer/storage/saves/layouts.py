@@ -44,6 +44,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from ..files import whole_files
@@ -52,9 +53,9 @@ from . import fixed_names, frameworks, library_saves, shards
 from .frameworks import HF_STATE_FILE as HF_STATE_FILE  # named from here by the layouts' callers and tests
 from .frameworks import LIGHTNING_SHARDED_META as LIGHTNING_SHARDED_META
 from .frameworks import Judged
+from .layout_kinds import Classified as Classified  # named from here by the layouts' callers and tests
+from .layout_kinds import Layout as Layout
 
-OURS, HF, LIGHTNING, GENERIC, SERIES, FIXED = (framework.layout for framework in (
-    frameworks.OURS, frameworks.HF, frameworks.LIGHTNING, frameworks.GENERIC, frameworks.SERIES, frameworks.FIXED))
 INCOMPLETE_PREFIX = ".incomplete-"  # where prepare_for_resume moves what a dead writer left
 UNVERIFIED_PREFIX = ".unverified-"  # where set_aside_above moves what nothing proves complete
 
@@ -68,11 +69,11 @@ def accepted() -> tuple[str, ...]:
 class Checkpoint:
     step: int
     path: Path
-    layout: str
+    layout: StrEnum  # a Layout, or a registered framework's own (layout_kinds.py)
 
 
-def classify(path: Path, *, in_series: bool = True, name: str | None = None) -> tuple[str, int] | None:
-    """(layout, step) of one entry, or None when it is no checkpoint (temp entries, what no step is known of).
+def classify(path: Path, *, in_series: bool = True, name: str | None = None) -> Classified | None:
+    """The layout and step of one entry, or None when it is no checkpoint (temp entries, what no step is known of).
     `in_series`: a series of its folder counts (an entry of CHECKPOINT_DIR itself, not of a folder below it,
     where numbered runs such as Lightning's `version_<N>/` logs are outputs). `name`: the name the entry
     had before it was set aside."""
@@ -88,44 +89,41 @@ def newest_complete(directory: str | os.PathLike[str], *, writer_done: bool = Fa
     file before a last.ckpt of the same step). With `shards_elsewhere` (several nodes), a checkpoint DCP
     wrote in shards counts once this disk holds its coordinator's part (shards.py)."""
     # Newest first, and stop at the first complete one: each poll checks one or two entries, not all.
-    candidates = sorted(_entries(directory), key=lambda item: (-item[0], frameworks.preference(item[1]),
-                                                              frameworks.is_copy(item[2].name)))
-    highest = candidates[0][0] if candidates else -1
-    for step, layout, path in candidates:
-        if _complete(layout, step, path, writer_done or step < highest, strict=strict,
+    candidates = sorted(_entries(directory), key=lambda found: (-found.step, frameworks.preference(found.layout),
+                                                               frameworks.is_copy(found.path.name)))
+    highest = candidates[0].step if candidates else -1
+    for found in candidates:
+        if _complete(found.layout, found.step, found.path, writer_done or found.step < highest, strict=strict,
                      shards_elsewhere=shards_elsewhere):
-            return Checkpoint(step, path, layout)
+            return found
     return None
 
 
-def _entries(directory: str | os.PathLike[str]) -> list[tuple[int, str, Path]]:
+def _entries(directory: str | os.PathLike[str]) -> list[Checkpoint]:
+    """Every entry the layouts take for a checkpoint, complete or not, in no order."""
     root = Path(directory)
     if not root.is_dir():
         return []
-    return [(kind[1], kind[0], entry) for entry in root.iterdir() if (kind := classify(entry)) is not None]
+    return [Checkpoint(kind.step, entry, kind.layout) for entry in root.iterdir()
+            if (kind := classify(entry)) is not None]
 
 
 def newest_entry(directory: str | os.PathLike[str]) -> Checkpoint | None:
     """The entry the layouts take for the highest step, complete or not."""
-    entries = _entries(directory)
-    if not entries:
-        return None
-    step, layout, path = max(entries, key=lambda item: item[0])
-    return Checkpoint(step, path, layout)
+    return max(_entries(directory), key=lambda found: found.step, default=None)
 
 
 def checkpoints_in(directory: str | os.PathLike[str]) -> list[Checkpoint]:
     """Every entry the layouts take for a checkpoint, complete or not, newest first."""
-    return [Checkpoint(step, path, layout) for step, layout, path in sorted(_entries(directory), reverse=True,
-                                                                           key=lambda item: item[0])]
+    return sorted(_entries(directory), key=lambda found: found.step, reverse=True)
 
 
 def complete_below(directory: str | os.PathLike[str], step: int,
                    keep: Callable[[Path], bool] = lambda path: True) -> list[Checkpoint]:
     """The complete checkpoints below `step` that `keep` accepts (asked first: a stat is cheaper than
     reading a checkpoint's content). Each is superseded by `step`, so the generic rule counts it whole."""
-    return [Checkpoint(found, path, layout) for found, layout, path in _entries(directory)
-            if found < step and keep(path) and _complete(layout, found, path, superseded=True)]
+    return [found for found in _entries(directory) if found.step < step and keep(found.path)
+            and _complete(found.layout, found.step, found.path, superseded=True)]
 
 
 def published(path: Path, step: int) -> Checkpoint:
@@ -134,20 +132,20 @@ def published(path: Path, step: int) -> Checkpoint:
     else as a member of a series (the only other layout that needs the entries beside it)."""
     kind = classify(path, in_series=False)
     if kind is None and fixed_names.fixed_step(path.name, path) is not None:
-        return Checkpoint(step, path, FIXED)
-    return Checkpoint(step, path, kind[0] if kind else SERIES)
+        return Checkpoint(step, path, Layout.FIXED)
+    return Checkpoint(step, path, kind.layout if kind else Layout.SERIES)
 
 
 def fixed_entries(path: Path) -> list[Path] | None:
     """The entries a fixed-name checkpoint goes up and comes back with, `path` first (fixed_names.py); None
     for a checkpoint of any other layout."""
     kind = classify(path)
-    return frameworks.fixed_set(path) if kind is not None and kind[0] == FIXED else None
+    return frameworks.fixed_set(path) if kind is not None and kind.layout == Layout.FIXED else None
 
 
 def step_of(path: Path) -> int | None:
     kind = classify(path)
-    return kind[1] if kind else None
+    return kind.step if kind else None
 
 
 def set_aside_step(entry: Path) -> int | None:
@@ -155,11 +153,11 @@ def set_aside_step(entry: Path) -> int | None:
     for prefix in (UNVERIFIED_PREFIX, INCOMPLETE_PREFIX):
         if entry.name.startswith(prefix):
             kind = classify(entry, in_series=False, name=entry.name.removeprefix(prefix))
-            return kind[1] if kind else None
+            return kind.step if kind else None
     return None
 
 
-def _complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool = False,
+def _complete(layout: StrEnum, step: int, path: Path, superseded: bool, *, strict: bool = False,
               shards_elsewhere: bool = False) -> bool:
     """The layout's own rule, and every folder DCP wrote inside the checkpoint whole (HF's and
     Accelerate's FSDP `pytorch_model_fsdp_0/` are written before the files their rule reads)."""
@@ -175,7 +173,7 @@ def _inner_dcp_whole(path: Path, shards_elsewhere: bool) -> bool:
         return False
 
 
-def _layout_complete(layout: str, step: int, path: Path, superseded: bool, *, strict: bool,
+def _layout_complete(layout: StrEnum, step: int, path: Path, superseded: bool, *, strict: bool,
                      shards_elsewhere: bool) -> bool:
     try:
         return frameworks.framework_of(layout).whole(Judged(step, path, superseded, strict, shards_elsewhere))
@@ -202,7 +200,7 @@ def prepare_for_resume(directory: Path, restored: Path | None) -> list[str]:
     (checkpoint_restore.py) lacks, on purpose, the shards only other ranks read."""
     hidden = _hide_unfinished(Path(directory), restored)
     if restored is not None and (kind := classify(restored)) is not None:
-        if (prepare := frameworks.framework_of(kind[0]).before_resume) is not None:
+        if (prepare := frameworks.framework_of(kind.layout).before_resume) is not None:
             prepare(restored)
     return hidden
 
@@ -246,4 +244,4 @@ def _unfinished(path: Path) -> bool:
     kind = classify(path)
     if kind is None:  # a file kept under one name that a dead writer left torn states no step: its format tells
         return not path.name.startswith(".") and is_regular(path) and whole_files.proof(path) is False
-    return not _complete(kind[0], kind[1], path, superseded=True)
+    return not _complete(kind.layout, kind.step, path, superseded=True)

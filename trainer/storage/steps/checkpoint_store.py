@@ -27,9 +27,11 @@ from ..s3 import job_keys as keys
 from ..s3.conditional import is_missing
 from ..s3.job_objects import DamagedRecord, JobObjects, RemoteStoreError
 from ..s3.key_names import manifest_fields, shown
+from ..s3.latest_record import LatestRecord
 from ..s3.lease import Lease
 from ..saves.layouts import Checkpoint, published
 from ..saves.shards import NodeRanks
+from ..upload_outcome import UploadOutcome
 from .checkpoint_files import checkpoint_files, file_version, names_shown, stored_files
 from .checkpoint_restore import FILE_SET, restore_step
 from .held_steps import not_whole
@@ -67,8 +69,9 @@ class CheckpointStore(JobObjects):
         return self.key(keys.checkpoint_prefix(step))
 
     # ---- upload and publish -------------------------------------------------------------------
-    def upload(self, local: Path, step: int, *, lease: Lease | None = None) -> bool:
-        """Upload a committed checkpoint, then publish it unless a newer step or holder already did."""
+    def upload(self, local: Path, step: int, *, lease: Lease | None = None) -> UploadOutcome:
+        """Upload a committed checkpoint, then publish it unless a newer step or holder already did: PUBLISHED,
+        or NOT_PUBLISHED when S3 held this step or a newer one already, or the lease was lost."""
         local = Path(local)
         prefix = self.step_prefix(step)
         stored, left_out = stored_files(checkpoint_files(local), prefix)
@@ -76,11 +79,11 @@ class CheckpointStore(JobObjects):
             raise RemoteStoreError(f"checkpoint {local}: S3 can take none of its files ({names_shown(left_out)}: keys "
                                    "over 1024 bytes): shorten their paths", cause=FailureCause.LEFT_OUT)
         current, etag = self.latest_record()  # read once: checked here, reused by publish
-        latest = int(current["step"]) if current else None
+        latest = current.step if current else None
         if latest is not None and latest >= step:
             # Checked before sending any byte too: re-uploading a published step could mix its objects.
             log.warning("not uploading step %d: latest.json already holds step %d", step, latest)
-            return False
+            return UploadOutcome.NOT_PUBLISHED
         if left_out:
             log.warning("checkpoint step %d: left out %s (an S3 key is at most 1024 bytes): shorten their paths; "
                         "the rest is uploaded", step, names_shown(left_out))
@@ -106,7 +109,7 @@ class CheckpointStore(JobObjects):
         published = self.publish(step, lease=lease, read=(current, etag))
         if published:
             self.apply_retention(latest=step)
-        return published
+        return UploadOutcome.of(published)
 
     def send_files(self, local: Path, stored: dict[str, tuple[str, Path]], prefix: str, *,
                    create_only: bool = False) -> dict[str, Any]:
@@ -136,7 +139,7 @@ class CheckpointStore(JobObjects):
                 for key, (name, _) in stored.items()}
 
     def publish(self, step: int, *, lease: Lease | None = None, attempts: int = 5,
-                read: tuple[dict[str, Any] | None, str | None] | None = None) -> bool:
+                read: tuple[LatestRecord | None, str | None] | None = None) -> bool:
         """Point latest.json at `step` if it is newer and (with a lease) we still hold the job.
 
         The write is conditional on the version we read (`read`, when the caller just read it); when
@@ -150,47 +153,50 @@ class CheckpointStore(JobObjects):
             if refusal:
                 log.warning("not publishing step %d: %s", step, refusal)
                 return False
-            record = {"step": step, "key": self.step_prefix(step), "lease_token": lease.token if lease else 0,
-                      "written_at": time.time()}
-            if self._put_if(keys.LATEST, record, expected=etag):
+            record = LatestRecord.new(step, self.step_prefix(step), lease.token if lease else 0)
+            if self._put_body_if(keys.LATEST, record.to_json(), expected=etag):
                 return True
         log.warning("not publishing step %d: latest.json kept changing under us", step)
         return False
 
     @staticmethod
-    def publish_refusal(step: int, current: dict[str, Any] | None, lease: Lease | None) -> str:
+    def publish_refusal(step: int, current: LatestRecord | None, lease: Lease | None) -> str:
         """Why `step` must not become latest ('' when it may)."""
-        if current is not None and int(current["step"]) >= step:
-            return f"latest.json already holds step {current['step']}"
+        if current is not None and current.step >= step:
+            return f"latest.json already holds step {current.step}"
         token = lease.token if lease else 0
-        if current is not None and int(current.get("lease_token", 0)) > token:
-            return f"a newer lease holder (token {current['lease_token']}) published already"
+        if current is not None and current.lease_token > token:
+            return f"a newer lease holder (token {current.lease_token}) published already"
         if lease is not None and not lease.still_ours():
             return "the job lease is no longer ours"
         return ""
 
     def latest_step(self) -> int | None:
         latest, _ = self.latest_record()
-        return int(latest["step"]) if latest else None
+        return latest.step if latest else None
 
-    def latest_record(self) -> tuple[dict[str, Any] | None, str | None]:
-        """latest.json as {"step": int, "lease_token": int, ...} and its ETag. A damaged one (empty,
-        HTML, a step that is not a number) is named in one line and the newest complete checkpoint S3
-        holds stands in for it; its ETag is kept, so the next publish replaces it conditionally."""
+    def latest_record(self) -> tuple[LatestRecord | None, str | None]:
+        """latest.json and its ETag. A damaged one (empty, HTML, a step that is not a number) is named in
+        one line and the newest complete checkpoint S3 holds stands in for it; its ETag is kept, so the next
+        publish replaces it conditionally."""
         try:
-            current, etag = self._get_with_etag(keys.LATEST)
-            if current is None:
-                return None, None
-            step, token = current.get("step"), current.get("lease_token", 0)
-            if not (type(step) is int and step >= 0 and type(token) is int):
-                raise DamagedRecord(f"s3://{self.bucket}/{self.key(keys.LATEST)}: step {step!r} and lease "
-                                    f"token {token!r} are not whole numbers", etag)
+            return self.read_latest()
         except DamagedRecord as error:
             newest = self.newest_complete_step()
             log.warning("%s; going by the checkpoints S3 holds (newest complete: %s)", error,
                         "none" if newest is None else f"step {newest}")
-            return ({"step": newest, "lease_token": 0} if newest is not None else None), error.etag
-        return current, etag
+            return (LatestRecord(newest, self.step_prefix(newest)) if newest is not None else None), error.etag
+
+    def read_latest(self) -> tuple[LatestRecord | None, str | None]:
+        """latest.json as it is and its ETag ((None, None) before the first publish); a damaged one raises
+        DamagedRecord."""
+        body, etag = self._get_body_with_etag(keys.LATEST)
+        if body is None:
+            return None, None
+        try:
+            return LatestRecord.from_json(body), etag
+        except ValueError as error:
+            raise DamagedRecord(f"s3://{self.bucket}/{self.key(keys.LATEST)}: {error}", etag) from error
 
     def newest_complete_step(self) -> int | None:
         """The newest step whose manifest exists, from listing S3 (no record trusted)."""
@@ -231,11 +237,10 @@ class CheckpointStore(JobObjects):
         """latest.json names `named`, which could not be restored: point it at `step`, the newest that
         could, unless it changed meanwhile. Later steps then publish, and "in S3" means restorable."""
         current, etag = self.latest_record()
-        if current is None or current["step"] != named or etag is None:
+        if current is None or current.step != named or etag is None:
             return False
-        record = {"step": step, "key": self.step_prefix(step), "lease_token": current.get("lease_token", 0),
-                  "written_at": time.time()}
-        return self._put_if(keys.LATEST, record, expected=etag)
+        record = LatestRecord.new(step, self.step_prefix(step), current.lease_token)
+        return self._put_body_if(keys.LATEST, record.to_json(), expected=etag)
 
     def remote_steps(self) -> list[int]:
         """Every step with objects under checkpoints/, complete or not, ascending."""
