@@ -38,6 +38,7 @@ from localcloud.report import DEFAULT_DISCOUNT, build_report, flat_prices
 from localcloud.run_options import command_env
 from localcloud.session import STATE_ROOT, SessionError, find_session, sessions
 from localcloud.up import UpInputs, down, stop_instances, stop_leftovers, up
+from spot_trainer.aws_names import stack_name
 from spot_trainer.builtin_arguments import arguments_problem, total_steps
 from spot_trainer.costs.spot_prices import PriceError, TracePrices
 from spot_trainer.secret_refs import SecretRef, SecretRefError, parse_refs
@@ -162,7 +163,7 @@ class JobFile:
 
     @property
     def stack_name(self) -> str:
-        return f"SpotTrainer-{self.name}"
+        return stack_name(self.name)
 
 
 def read_job(job: str) -> JobFile:

@@ -29,6 +29,7 @@ from localcloud.progress import ProgressLine
 from localcloud.region_groups import RegionGroups, newest_status
 from localcloud.region_link import CrossRegionLink
 from localcloud.session import Session, SessionError, export_lines, process_alive
+from spot_trainer.aws_names import stack_name
 from spot_trainer.capacity.policy import ON_DEMAND
 from spot_trainer.secret_refs import SSM, SecretRef
 from spot_trainer.storage.record_kinds import JobState
@@ -63,7 +64,7 @@ def up(state: Path, inputs: UpInputs) -> int:
     progress = ProgressLine()
     cloud = LocalCloud(session.cloud_dir, log=progress.message, link=inputs.link)
     try:
-        progress.message(f"synthesizing SpotTrainer-{inputs.name} with the CDK CLI")
+        progress.message(f"synthesizing {stack_name(inputs.name)} with the CDK CLI")
         app_dir = cloud.synth(inputs.job)
         _start_deaf_to_ctrl_c(cloud)
         deployment: Deployment | None = None
