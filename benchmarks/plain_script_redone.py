@@ -38,7 +38,8 @@ sys.path.insert(0, str(REPO_ROOT))
 from localcloud.cloud import CloudError, LocalCloud  # noqa: E402
 from localcloud.instance import Instance  # noqa: E402
 from localcloud.interruptions import ANNOUNCED, HARD, InterruptionPlan  # noqa: E402
-from localcloud.player import Player, RunOptions  # noqa: E402
+from localcloud.player import Player  # noqa: E402
+from localcloud.run_options import RunOptions  # noqa: E402
 from spot_trainer.storage.checkpoint_versions import is_version  # noqa: E402
 from tests.support.plain_jobs import WHERE, plain_job, where_it_was  # noqa: E402
 

@@ -28,16 +28,17 @@ from localcloud.interruptions import ANNOUNCED, HARD, InterruptionPlan, PlanErro
 from localcloud.life_picture import draw_life
 from localcloud.outages import SpotOutage, parse_outage
 from localcloud.pace import PaceCheck
-from localcloud.player import Player, RunOptions
+from localcloud.player import Player
 from localcloud.progress import ProgressLine
 from localcloud.region_capacity import RegionOutage
 from localcloud.region_flags import add_link_flags, cross_region_link, region_flags, region_plan
 from localcloud.region_groups import newest_status
 from localcloud.region_link import CrossRegionLink
 from localcloud.report import DEFAULT_DISCOUNT, build_report, flat_prices
-from localcloud.run_options import command_env
+from localcloud.run_options import RunOptions, command_env
 from localcloud.session import STATE_ROOT, SessionError, find_session, sessions
 from localcloud.up import UpInputs, down, stop_instances, stop_leftovers, up
+from spot_trainer.aws_names import stack_name
 from spot_trainer.builtin_arguments import arguments_problem, total_steps
 from spot_trainer.costs.spot_prices import PriceError, TracePrices
 from spot_trainer.secret_refs import SecretRef, SecretRefError, parse_refs
@@ -162,7 +163,7 @@ class JobFile:
 
     @property
     def stack_name(self) -> str:
-        return f"SpotTrainer-{self.name}"
+        return stack_name(self.name)
 
 
 def read_job(job: str) -> JobFile:
@@ -299,11 +300,11 @@ def demo(options: argparse.Namespace) -> int:
         steps = total_steps(train_args) if job.command == "builtin" else None
         pace = PaceCheck(steps, options.timeout, progress.message)
         run = RunOptions(plan=inputs.plan, total_steps=steps, timeout_seconds=options.timeout,
-                         on_tick=lambda player: (progress(player), pace(player)), command_env=inputs.command_env,
+                         command_env=inputs.command_env,
                          outages=inputs.outages, price_trace=options.price_trace,
                          region_plan=region_plan(cloud.capacity_board, deployment, inputs.region_outages,
                                                  inputs.scores))
-        player = Player(cloud, deployment, run).run()
+        player = Player(cloud, deployment, run, on_tick=lambda player: (progress(player), pace(player))).run()
         status = newest_status(cloud, deployment)
         report = build_report(player, status, options.spot_discount, prices=inputs.prices)
         prices = inputs.prices or flat_prices(options.spot_discount)

@@ -22,10 +22,10 @@ from localcloud.instance import REPO_ROOT
 from localcloud.moto_server import DUMMY_CREDENTIALS, MotoServer
 from localcloud.region_link import CrossRegionLink
 from localcloud.region_proxy import RegionProxy
+from spot_trainer.aws_names import job_of_stack
 
 WORK_ROOT = REPO_ROOT / ".localcloud"
 TOOLKIT_STACK = "CDKToolkit"
-STACK_PREFIX = "SpotTrainer-"
 LOCAL_IMAGE_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
 CDK_ENV = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "AWS_EC2_METADATA_DISABLED": "true"}
 # Nothing listens on the discard port: a CLI call to AWS before moto runs fails at once, never reaching AWS.
@@ -172,7 +172,8 @@ class LocalCloud:
             args += [arg for name, value in values.items() if name in declared
                      for arg in ("--parameters", f"{prefix}{name}={value}")]
         self._cdk(args, "deploy")
-        job = str(home["stack"]).removeprefix(STACK_PREFIX)  # the job's name: its S3 prefix, log group and settings
+        home_stack = str(home["stack"])
+        job = job_of_stack(home_stack) or home_stack  # the job's name: its S3 prefix, log group and settings
         found = [self._deployed(job, str(stack["stack"]), stack["region"], app_dir) for stack in stacks]
         return dataclasses.replace(found[0], others=tuple(found[1:]))
 

@@ -6,16 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from localcloud.images import ImageFacts
 from localcloud.instance import Instance
 from localcloud.interruptions import Injector, InterruptionPlan, PlanError
 from localcloud.outages import SpotOutage
 from localcloud.region_capacity import RegionPlan
-
-if TYPE_CHECKING:
-    from localcloud.player import Player
 
 
 @dataclass
@@ -25,7 +21,6 @@ class RunOptions:
     timeout_seconds: float = 900.0
     settings: dict[str, str] = field(default_factory=dict)  # extra agent settings for every instance
     command_env: dict[str, str] = field(default_factory=dict)  # extra environment of the training command
-    on_tick: Callable[[Player], None] | None = None
     outages: list[SpotOutage] = field(default_factory=list)  # windows with no spot capacity
     watch_seconds: float = 2.0  # how often the capacity watch and the regions controller run (AWS: every minute)
     region_plan: RegionPlan | None = None  # a job of several regions: each region's capacity and score

@@ -24,11 +24,13 @@ from pathlib import Path
 from localcloud.cloud import CloudError, Deployment, LocalCloud
 from localcloud.instance import Instance
 from localcloud.interruptions import ANNOUNCED, HARD, Injector, InterruptionPlan
-from localcloud.player import Player, RunOptions
+from localcloud.player import Player
 from localcloud.progress import ProgressLine
 from localcloud.region_groups import RegionGroups, newest_status
 from localcloud.region_link import CrossRegionLink
+from localcloud.run_options import RunOptions
 from localcloud.session import Session, SessionError, export_lines, process_alive
+from spot_trainer.aws_names import stack_name
 from spot_trainer.capacity.policy import ON_DEMAND
 from spot_trainer.secret_refs import SSM, SecretRef
 from spot_trainer.storage.record_kinds import JobState
@@ -63,7 +65,7 @@ def up(state: Path, inputs: UpInputs) -> int:
     progress = ProgressLine()
     cloud = LocalCloud(session.cloud_dir, log=progress.message, link=inputs.link)
     try:
-        progress.message(f"synthesizing SpotTrainer-{inputs.name} with the CDK CLI")
+        progress.message(f"synthesizing {stack_name(inputs.name)} with the CDK CLI")
         app_dir = cloud.synth(inputs.job)
         _start_deaf_to_ctrl_c(cloud)
         deployment: Deployment | None = None
@@ -142,8 +144,8 @@ def keep_playing(cloud: LocalCloud, deployment: Deployment, inputs: UpInputs, se
             time.sleep(IDLE_SECONDS)
             continue
         options = RunOptions(plan=inputs.plan, total_steps=inputs.total_steps, timeout_seconds=math.inf,
-                             command_env=inputs.command_env, on_tick=tick, injector=injector)
-        Player(cloud, deployment, options).run()
+                             command_env=inputs.command_env, injector=injector)
+        Player(cloud, deployment, options, on_tick=tick).run()
         progress.message(at_zero_line(cloud, deployment))
 
 

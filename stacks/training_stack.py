@@ -10,6 +10,7 @@ from constructs import Construct
 
 from spot_trainer.secret_refs import parse_refs
 from spot_trainer.settings import env_setting
+from stacks.console.construct_values import FleetValues, NetworkValues
 from stacks.console.parameters import JobParameters, add_job_parameters
 from stacks.console.rules import add_console_rules
 from stacks.instance.header import user_data_header
@@ -71,7 +72,8 @@ class SpotTrainingStack(Stack):
         grant_secret_reads(role.role, parse_refs(job.run.secrets))
         DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.value("DataBucket"),
                           prefix=params.value("DataPrefix"))
-        network = JobNetwork(self, "Network", params=params, one_az=job.capacity.placement == "cluster")
+        network = JobNetwork(self, "Network", values=NetworkValues.of(params),
+                             one_az=job.capacity.placement == "cluster")
         header = user_data_header(job, params, made_by_stack={
             "SPOT_STACK": job.stack_name, "SPOT_BUCKET": bucket.name, "SPOT_ASG_NAME": group_name(job.name),
             "SPOT_LIFECYCLE_HOOK": DRAIN_HOOK, "SPOT_LOG_GROUP": logs.name, "SPOT_NOTIFY_TOPIC": topic.arn,
@@ -79,7 +81,7 @@ class SpotTrainingStack(Stack):
             **({"SPOT_JOB_BUCKETS": ",".join(f"{r}={b}" for r, b in job_buckets.items())} if job_buckets else {})})
         bound_user_data(job, params, header)
         fleet = SpotFleet(
-            self, "Fleet", job=job.name, params=params, type_count=len(job.capacity.instance_types),
+            self, "Fleet", job=job.name, values=FleetValues.of(params), type_count=len(job.capacity.instance_types),
             subnet_ids=network.subnet_ids, security_group_id=network.security_group.attr_group_id,
             instance_profile=role.instance_profile,
             user_data=render_user_data(job.userdata_version, header),

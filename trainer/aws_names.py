@@ -1,5 +1,5 @@
 """The names a job gives to AWS, each rule written once for the job file, the console, the agent and the
-job commands: the job's own name and S3 bucket names.
+job commands: the job's own name, its stack's and log group's names, and S3 bucket names.
 
 Standard library only: the settings table's patterns, stacks/ and the agent import it.
 """
@@ -13,6 +13,22 @@ import re
 # function's, at most 64 characters).
 JOB_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 JOB_NAME_RULE = "2-32 lowercase letters, digits or '-', starting with a letter"
+_STACK_PREFIX = "SpotTrainer-"
+
+
+def stack_name(job: str) -> str:
+    """The job's CloudFormation stack (its home region's, for a job of several regions)."""
+    return _STACK_PREFIX + job
+
+
+def job_of_stack(stack: str) -> str | None:
+    """The job a stack of this project is named for, or None for any other stack."""
+    return stack.removeprefix(_STACK_PREFIX) if stack.startswith(_STACK_PREFIX) else None
+
+
+def log_group_name(job: str) -> str:
+    """The job's CloudWatch log group: one stream per instance."""
+    return f"/spot-trainer/{job}"
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IP_ADDRESS = re.compile(r"^[0-9]+(\.[0-9]+){3}$")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spot_trainer.aws_names import stack_name
 from spot_trainer.builtin_arguments import ArgumentsError, check_arguments
 from spot_trainer.settings import setting
 
@@ -152,7 +153,7 @@ class JobSpec:
 
     @property
     def stack_name(self) -> str:
-        return f"SpotTrainer-{self.name}"
+        return stack_name(self.name)
 
     def value_of(self, field: str) -> Any:
         """A job-file field's value, by the settings table's name for it ("run.grace_seconds", "userdata_version")."""

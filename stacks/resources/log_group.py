@@ -6,11 +6,8 @@ from aws_cdk import CfnParameter, RemovalPolicy
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from spot_trainer.aws_names import log_group_name
 from stacks.resources.nag_suppressions import LOGS_WITHOUT_CUSTOMER_KEY, skip_checkov
-
-
-def log_group_name(job: str) -> str:
-    return f"/spot-trainer/{job}"
 
 
 class JobLogGroup(Construct):

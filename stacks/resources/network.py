@@ -7,23 +7,19 @@ from aws_cdk import CfnCondition, Fn, Tags
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from stacks.console.made_at_synth import SINGLE_SUBNET_TYPE
-from stacks.console.parameters import JobParameters
+from stacks.console.construct_values import NetworkValues
 
 
 class JobNetwork(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, params: JobParameters, one_az: bool,
+    def __init__(self, scope: Construct, construct_id: str, *, values: NetworkValues, one_az: bool,
                  max_azs: int = 3) -> None:
         """`one_az`: the group launches in a single subnet, as a cluster placement group requires."""
         super().__init__(scope, construct_id)
-        vpc, subnets = params.offered("VpcId"), params.offered("Subnets")
-        if subnets is None or vpc is None:
+        if values.given is None:
             self.vpc_id, created = self._create_vpc(max_azs)
             self.subnet_ids = created[:1] if one_az else created
-        elif subnets.type == SINGLE_SUBNET_TYPE:
-            self.vpc_id, self.subnet_ids = vpc.value_as_string, [subnets.value_as_string]
         else:
-            self.vpc_id, self.subnet_ids = vpc.value_as_string, subnets.value_as_list
+            self.vpc_id, self.subnet_ids = values.given.vpc_id, values.given.subnet_ids
         self.security_group = ec2.CfnSecurityGroup(
             self,
             "SecurityGroup",
@@ -36,19 +32,19 @@ class JobNetwork(Construct):
             ],
         )
         has_ssh = CfnCondition(self, "SshEnabled", expression=Fn.condition_not(
-            Fn.condition_equals(params.value("SshCidr"), "")))
+            Fn.condition_equals(values.ssh_cidr, "")))
         ingress = ec2.CfnSecurityGroupIngress(
             self, "SshIngress", group_id=self.security_group.attr_group_id, ip_protocol="tcp",
-            from_port=22, to_port=22, cidr_ip=params.value("SshCidr"), description="SSH",
+            from_port=22, to_port=22, cidr_ip=values.ssh_cidr, description="SSH",
         )
         ingress.cfn_options.condition = has_ssh
-        self._open_to_peers(params)
+        self._open_to_peers(values.distributed)
 
-    def _open_to_peers(self, params: JobParameters) -> None:
+    def _open_to_peers(self, distributed_training: str) -> None:
         """Distributed nodes reach each other on any TCP port (rendezvous store, gloo, NCCL pick theirs at
         run time); only members of this same group, so nothing else gets in."""
         distributed = CfnCondition(self, "DistributedTraining", expression=Fn.condition_equals(
-            params.value("Distributed"), "true"))
+            distributed_training, "true"))
         peers = ec2.CfnSecurityGroupIngress(
             self, "PeerIngress", group_id=self.security_group.attr_group_id, ip_protocol="tcp",
             from_port=0, to_port=65535, source_security_group_id=self.security_group.attr_group_id,

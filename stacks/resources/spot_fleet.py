@@ -3,14 +3,14 @@ Scaling group with a mixed instances policy, 100% spot, price-capacity-optimized
 
 from __future__ import annotations
 
-from aws_cdk import Aws, CfnAutoScalingScheduledAction, CfnCondition, CfnTag, CfnUpdatePolicy, Fn, Token
+from aws_cdk import Aws, CfnAutoScalingScheduledAction, CfnCondition, CfnTag, CfnUpdatePolicy, Fn
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from spot_trainer.settings import HOOK_ALLOWANCE_SECONDS
-from stacks.console.parameters import JobParameters
+from stacks.console.construct_values import FleetValues
 
 # Scale-in (a lower desired capacity, capacity rebalancing, the job's own scale to zero) waits in
 # Terminating:Wait until the agent has its emergency checkpoint in S3 and completes this action.
@@ -47,7 +47,7 @@ class SpotFleet(Construct):
         construct_id: str,
         *,
         job: str,
-        params: JobParameters,
+        values: FleetValues,
         type_count: int,
         subnet_ids: list[str],
         security_group_id: str,
@@ -69,23 +69,23 @@ class SpotFleet(Construct):
         self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy=placement,
                                                      tags=[job_tag]) if placement else None
         has_key = CfnCondition(self, "KeyPairGiven", expression=Fn.condition_not(
-            Fn.condition_equals(params.value("KeyPair"), "")))
+            Fn.condition_equals(values.key_pair, "")))
         self.launch_template = ec2.CfnLaunchTemplate(
             self,
             "LaunchTemplate",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
-                image_id=params.value("ImageId"),
+                image_id=values.image_id,
                 iam_instance_profile=ec2.CfnLaunchTemplate.IamInstanceProfileProperty(
                     arn=instance_profile.instance_profile_arn),
                 security_group_ids=[security_group_id],
-                key_name=Fn.condition_if(has_key.logical_id, params.value("KeyPair"),
+                key_name=Fn.condition_if(has_key.logical_id, values.key_pair,
                                          Aws.NO_VALUE).to_string(),
                 metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
                     http_tokens="required", http_endpoint="enabled", http_put_response_hop_limit=2),
                 block_device_mappings=[ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
                     device_name=root_device,
                     ebs=ec2.CfnLaunchTemplate.EbsProperty(
-                        volume_type="gp3", volume_size=Token.as_number(params.value("VolumeSize")),
+                        volume_type="gp3", volume_size=values.volume_gib,
                         encrypted=True, delete_on_termination=True),
                 )],
                 user_data=Fn.base64(user_data),
@@ -97,14 +97,14 @@ class SpotFleet(Construct):
         )
         self.group_name = group_name(job)
         # A String split here rather than a CommaDelimitedList: both AWS and the local stand-in agree on it.
-        types = Fn.split(",", params.value("InstanceTypes"), type_count)
+        types = Fn.split(",", values.instance_types, type_count)
         self.group = autoscaling.CfnAutoScalingGroup(
             self,
             "Group",
             auto_scaling_group_name=self.group_name,
             min_size="0",
-            max_size=params.value("Nodes"),
-            desired_capacity="0" if standing_by else params.value("Nodes"),
+            max_size=values.nodes,
+            desired_capacity="0" if standing_by else values.nodes,
             vpc_zone_identifier=subnet_ids,
             placement_group=self.placement_group.ref if self.placement_group else None,
             capacity_rebalance=capacity_rebalance,
@@ -128,7 +128,7 @@ class SpotFleet(Construct):
                     on_demand_base_capacity=0,
                     on_demand_percentage_above_base_capacity=0,  # 100% spot
                     spot_allocation_strategy="price-capacity-optimized",
-                    spot_max_price=params.value("SpotMaxPrice"),  # "" = on-demand price cap
+                    spot_max_price=values.spot_max_price,  # "" = on-demand price cap
                 ),
             ),
             tags=[autoscaling.CfnAutoScalingGroup.TagPropertyProperty(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,8 @@ from localcloud.cloud import Deployment, LocalCloud
 from localcloud.iam_report import summary_lines
 from localcloud.interruptions import InterruptionPlan
 from localcloud.outages import SpotOutage
-from localcloud.player import Player, RunOptions
+from localcloud.player import Player
+from localcloud.run_options import RunOptions
 from stacks.job.spec import JOBS_DIR
 from tests.support.plain_jobs import WHERE, plain_job
 
@@ -74,9 +75,10 @@ def example_app(local_cloud: LocalCloud) -> Path:
 def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[str, str],
          total_steps: int | None = TOTAL_STEPS, command_env: dict[str, str] | None = None,
          outages: list[SpotOutage] | None = None, price_trace: Path | None = None, timeout_seconds: float = 420,
-         **options: Any) -> Iterator[Scenario]:
+         on_tick: Callable[[Player], None] | None = None, **options: Any) -> Iterator[Scenario]:
     """Deploy, run to the end, hand the scenario to the tests, destroy the stack if a test did not.
-    `options`: more of the player's RunOptions (an image to play, hooks)."""
+    `on_tick`: called with the player each tick; `options`: more of the player's RunOptions (an image to play,
+    a hook that says when an instance may be interrupted)."""
     deployment = cloud.deploy(app, parameters)
     scenario = None
     try:
@@ -85,7 +87,7 @@ def play(cloud: LocalCloud, app: Path, plan: InterruptionPlan, parameters: dict[
         run_options = RunOptions(plan=plan, total_steps=total_steps, timeout_seconds=timeout_seconds,
                                  command_env={**threads, **(command_env or {})}, outages=outages or [],
                                  price_trace=price_trace, **options)
-        player = Player(cloud, deployment, run_options)
+        player = Player(cloud, deployment, run_options, on_tick=on_tick)
         scenario = Scenario(cloud, deployment, player.run())
         print("\n".join(summary_lines(cloud.iam_decisions, cloud.client("iam"), deployment.stack)))
         yield scenario

@@ -62,7 +62,7 @@ class ArchiveDamage:
         booted = list(player.instances.values())
         if self.damaged or len(booted) != 2 or "environment restored from" not in bootstrap_log(booted[1]):
             return
-        s3, bucket = player.s3, player.deployment.bucket
+        s3, bucket = player.cloud.client("s3"), player.deployment.bucket
         listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{player.deployment.job}/env-cache/")["Contents"]
         (archive,) = [item["Key"] for item in listed if item["Key"].endswith(".tar.gz")]
         s3.put_object(Bucket=bucket, Key=archive, Body=b"not an archive")

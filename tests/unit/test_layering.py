@@ -264,6 +264,39 @@ def test_no_import_cycle_in_the_product() -> None:
     assert find_cycle(graph) is None, " → ".join(find_cycle(graph) or [])
 
 
+# The local spot cloud and the benchmarks are no part of the wheel, but a reader meets them as folders of the same
+# house: they too import one way. A benchmark's helpers are imported as top-level names where the benchmark puts its
+# own folder on sys.path (`hostile.judging` is benchmarks/hostile/judging.py).
+BESIDE_THE_PRODUCT = ("localcloud", "benchmarks")
+
+
+def beside_the_product() -> dict[str, set[str]]:
+    files = [p for folder in BESIDE_THE_PRODUCT for p in (ROOT / folder).rglob("*.py")]
+    named = {module_name(p) for p in files}
+    return {module_name(p): {f"benchmarks.{name}" if f"benchmarks.{name}" in named else as_folder_name(name)
+                             for name in imports_of(p)} for p in files}
+
+
+BESIDE = beside_the_product()
+
+
+def test_the_rules_see_the_imports_beside_the_product() -> None:
+    assert "localcloud.fleet" in BESIDE["localcloud.player"]
+    assert "benchmarks.hostile.judging" in BESIDE["benchmarks.hostile_inputs"]
+    assert "benchmarks.region_timing" in BESIDE["benchmarks.region_moves"]
+
+
+@pytest.mark.parametrize("folder", BESIDE_THE_PRODUCT)
+def test_no_import_cycle_beside_the_product(folder: str) -> None:
+    graph = {m: {t for t in targets if not under(m, t)} for m, targets in BESIDE.items() if under(m, folder)}
+    assert find_cycle(graph) is None, " → ".join(find_cycle(graph) or [])
+
+
+def test_the_local_cloud_s_run_options_know_nothing_of_the_player() -> None:
+    # What a run plays is given to the player; whoever watches the run each tick is handed to it apart.
+    assert not [t for t in BESIDE["localcloud.run_options"] if under(t, "localcloud.player")]
+
+
 def test_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
@@ -344,6 +377,7 @@ def test_no_wing_of_the_stack_imports_one_above_it_or_the_top() -> None:
 
 
 LONG_FILE_LINES = 350  # past this a reader should be told why the file is one concept still
+MOST_LINES_BESIDE_THE_PRODUCT = 400  # the local cloud and the benchmarks: past this, a file is split by concept
 
 
 def test_a_long_file_of_the_product_says_at_its_top_why_it_is_long() -> None:
@@ -354,3 +388,10 @@ def test_a_long_file_of_the_product_says_at_its_top_why_it_is_long() -> None:
         if text.count("\n") > LONG_FILE_LINES and "long" not in doc.lower():
             unexplained.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
     assert unexplained == []
+
+
+@pytest.mark.parametrize("folder", BESIDE_THE_PRODUCT)
+def test_no_file_of_the_local_cloud_or_the_benchmarks_is_past_the_most_lines(folder: str) -> None:
+    lengths = {path.relative_to(ROOT): path.read_text().count("\n") for path in (ROOT / folder).rglob("*.py")}
+    assert len(lengths) > 10
+    assert {str(path): n for path, n in lengths.items() if n > MOST_LINES_BESIDE_THE_PRODUCT} == {}

@@ -3,8 +3,10 @@ times: the 2-minute notice, a failed launch a minute, the launch, the bootstrap 
 
 from __future__ import annotations
 
-from benchmarks.region_moves import REGIONS, Job, Settings, placement_score, simulate
+from benchmarks.region_moves import simulate
+from benchmarks.region_policies import placement_score
 from benchmarks.region_timing import MoveTime, move_times_summary
+from benchmarks.region_world import REGIONS, Job, Settings
 
 HOME, CHEAP, LOW = REGIONS
 LOST_AT = 60  # home's spot capacity goes at this minute, and stays out

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from localcloud.interruptions import InterruptionPlan
 from localcloud.journal import TrainingLog
-from localcloud.player import STARTUP_ALLOWANCE_SECONDS, training_since
+from localcloud.reclaims import STARTUP_ALLOWANCE_SECONDS, training_since
 from localcloud.report import NO_PROGRESS, VERSIONS, planned_interruptions, progress_source, unfired_phrase
 
 

@@ -22,7 +22,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws_names import bucket_name_problem
+from ..aws_names import bucket_name_problem, log_group_name
 from ..costs.budget import outlook
 from ..costs.cost_text import describe_cost, describe_outlook
 from ..costs.job_cost import stored_job_cost
@@ -152,7 +152,7 @@ def build_agent(config: AgentConfig, env: Mapping[str, str]) -> Agent:
     cloud = CloudWatchSink(
         logs=session.client("logs", **quick),
         metrics=session.client("cloudwatch", **quick),
-        log_group=config.log_group or f"/spot-trainer/{config.job}",
+        log_group=config.log_group or log_group_name(config.job),
         log_stream=instance_id,
         namespace=config.metrics_namespace,
         job=config.job,

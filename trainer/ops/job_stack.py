@@ -15,11 +15,10 @@ from urllib.parse import quote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws_names import JOB_NAME, JOB_NAME_RULE
+from ..aws_names import JOB_NAME, JOB_NAME_RULE, job_of_stack, log_group_name, stack_name
 from .aws_access import aws_errors
 from .problem import JobProblem
 
-STACK_PREFIX = "SpotTrainer-"
 USABLE = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE")
 CREATING = ("CREATE_IN_PROGRESS", "REVIEW_IN_PROGRESS")
 # Every stack state but DELETE_COMPLETE, which ListStacks keeps for 90 days
@@ -55,10 +54,6 @@ def check_job_name(job: str) -> str:
     return job
 
 
-def stack_name(job: str) -> str:
-    return STACK_PREFIX + job
-
-
 def find_job_stack(cloudformation: Any, job: str, region: str) -> JobStack:
     """The job's bucket, group and log group from its stack, or one line saying why they cannot be had."""
     name = stack_name(check_job_name(job))
@@ -85,7 +80,7 @@ def find_job_stack(cloudformation: Any, job: str, region: str) -> JobStack:
 
 def job_by_bucket(job: str, bucket: str, region: str) -> JobStack:
     """A job whose stack is gone: its records in `bucket`, its log group by the stack's naming."""
-    return JobStack(job=check_job_name(job), region=region, bucket=bucket, group="", log_group=f"/spot-trainer/{job}")
+    return JobStack(job=check_job_name(job), region=region, bucket=bucket, group="", log_group=log_group_name(job))
 
 
 def job_names(cloudformation: Any) -> list[str]:
@@ -95,8 +90,8 @@ def job_names(cloudformation: Any) -> list[str]:
     try:
         pages = cloudformation.get_paginator("list_stacks").paginate(StackStatusFilter=LIVE_STATES)
         for _, page in zip(range(LISTED_PAGES), pages, strict=False):
-            names += [s["StackName"][len(STACK_PREFIX):] for s in page.get("StackSummaries", [])
-                      if str(s.get("StackName", "")).startswith(STACK_PREFIX)]
+            names += [job for s in page.get("StackSummaries", [])
+                      if (job := job_of_stack(str(s.get("StackName", "")))) is not None]
     except (ClientError, BotoCoreError):
         return []
     return sorted(set(names))
