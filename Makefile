@@ -49,7 +49,7 @@ demo: $(STAMP)
 # Every process the suite starts (agents, commands, servers) imports this checkout's modules: compiled once
 # here, so the workers, starting side by side, do not each compile them.
 test: $(STAMP) $(CHECKOV_STAMP)
-	$(PY) -m compileall -q trainer stacks localcloud tests jobs benchmarks app.py
+	$(PY) -m compileall -q spot_trainer stacks localcloud tests jobs benchmarks app.py
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=10 $(PYTEST_ARGS)
 
 # The edit loop: lint, types and the unit tests (no servers, no instances), two workers. CI runs `make test`.
@@ -61,12 +61,10 @@ check: lint $(CHECKOV_STAMP)
 test-under-load: $(STAMP) $(CHECKOV_STAMP)
 	bash tests/load/busy_beside.sh $(MAKE) test
 
-# ruff (lint + import order), mypy strict on the product (trainer/, stacks/, app.py), shellcheck on every
+# ruff (lint + import order), mypy strict on the product (spot_trainer/, stacks/, app.py), shellcheck on every
 # bash script that runs on an instance or stands in for one there.
-TYPECHECK_PATH := build/typecheck
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	mkdir -p $(TYPECHECK_PATH) && ln -sfn $(CURDIR)/trainer $(TYPECHECK_PATH)/spot_trainer
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck --severity=info userdata/*/*.sh localcloud/bin/* tests/load/*.sh
 
@@ -75,7 +73,7 @@ bench: $(STAMP)
 	for script in benchmarks/[!_]*.py; do $(PY) benchmarks/_stamp.py $$script || exit 1; done
 
 # On a machine with CUDA and torch, a bare one too (no venv, no boto3, nothing installed): exact resume on
-# the GPU (it fails here rather than skip) and P9. `spot_trainer` is imported through a link to trainer/.
+# the GPU (it fails here rather than skip) and P9. `spot_trainer` is imported through a link to spot_trainer/.
 GPU_PATH := build/gpu-path
 GPU_ENV := PYTHONPATH=$(CURDIR)/$(GPU_PATH):$(CURDIR)
 gpu-check:

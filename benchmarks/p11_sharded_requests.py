@@ -11,7 +11,7 @@ all of it (as every node did before a round until now), and what its ranks read 
 
     python benchmarks/p11_sharded_requests.py [--nodes 4 8 16 32 64] [--shard-kb 64]
 
-To measure another checkout's code, put a folder holding `spot_trainer` (a link to its `trainer/`) first on
+To measure another checkout's code, put a folder holding `spot_trainer` (a link to its `spot_trainer/`) first on
 PYTHONPATH: `--label` names it in the output.
 """
 

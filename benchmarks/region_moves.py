@@ -28,7 +28,7 @@ same traces:
                         today's on-demand rule in the region the job is in
 
 A group switched back to spot keeps its on-demand instance until a spot one can launch in its
-region (AWS launches the replacement first, trainer/capacity/market.py; P8 plays it the same way).
+region (AWS launches the replacement first, spot_trainer/capacity/market.py; P8 plays it the same way).
 
 Per policy: hours waiting for capacity (no instance), cost relative to running the whole job
 on-demand (instances plus cross-region transfer) and its parts (spot, on-demand, transfer), the same

@@ -16,7 +16,7 @@ from spot_trainer.capacity.regions.placement_scores import ScoreCache, ScoreRequ
 
 
 def on_demand_rule(job: Job, run: Run, minute: int, settings: Settings, *, running: bool | None = None) -> str:
-    """Today's market rule in the region the job is in (trainer/capacity/policy.py, as P8's uniform_progress)."""
+    """Today's market rule in the region the job is in (spot_trainer/capacity/policy.py, as P8's uniform_progress)."""
     plan = DeadlinePlan.checked(0.0, job.deadline * 60.0, job.compute, settings.margin_minutes * 60.0)
     progress = Progress(minute * 60.0, run.step, 60.0 if run.trained else None)
     running = run.instance is not None if running is None else running

@@ -29,7 +29,7 @@ dead-node timeout of each other are one round).
 
     python benchmarks/rendezvous_scale.py [--nodes 16 32 64 128] [--latency-ms 80] [--repeat 3] [--seconds 240]
 
-To measure another checkout's code, put a folder holding `spot_trainer` (a link to its `trainer/`) first on
+To measure another checkout's code, put a folder holding `spot_trainer` (a link to its `spot_trainer/`) first on
 PYTHONPATH: `--label` names it in the output.
 """
 

@@ -2,7 +2,7 @@
 events of its agent.
 
 The agent copies the command's stdout into the unit's journal: the progress lines of
-trainer/progress.py (step, checkpoint, resumed, emergency_checkpoint, done), which the built-in
+spot_trainer/progress.py (step, checkpoint, resumed, emergency_checkpoint, done), which the built-in
 trainer and the framework callbacks print, a protocol read here. What the agent itself did is read
 from its events (localcloud/agent_events.py), never from its log lines, which are worded for people:
 when it took up training, fresh or from a checkpoint, each checkpoint it published (all the progress a
@@ -26,8 +26,8 @@ from typing import Any
 
 from spot_trainer.storage.checkpoint_versions import is_version
 
-# The agent's events read here (written by the rooms of trainer/agent/, and by the launcher of several
-# nodes, trainer/distributed/round_start.py).
+# The agent's events read here (written by the rooms of spot_trainer/agent/, and by the launcher of several
+# nodes, spot_trainer/distributed/round_start.py).
 # An agent's "start" (it took up the job: the lease, or its place in a world of several nodes) opens a
 # stretch at step 0, and its "resume" (it restored checkpoint `step`) moves it, as `status` counts them
 # (spot_trainer.costs.redone_work): a start that shows progress with no resume after it started fresh.

@@ -1,4 +1,4 @@
-"""The demo's picture of the job's life (trainer/ops/job_plot.py), beside its report: from every region's bucket
+"""The demo's picture of the job's life (spot_trainer/ops/job_plot.py), beside its report: from every region's bucket
 for a job of several regions, with its status record from the region it last ran in."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The report at the end of a local run: what was trained, what interruptions cost, and what the
 same run would have cost on spot versus on demand.
 
-Cost: the same computation as `python -m spot_trainer status` (trainer/costs) over the instance
+Cost: the same computation as `python -m spot_trainer status` (spot_trainer/costs) over the instance
 records the agents wrote to S3 (moto) and the job's events, billed per second with no minimum (a
 local run is time scaled down). Spot prices come from a price trace; without one, a flat trace at
 (1 − discount) of the on-demand price. Two comparisons, not to be confused: the same instance-hours

@@ -1,4 +1,4 @@
-"""The runtime every instance installs: a wheel of this checkout's trainer/, built at synth and shipped
+"""The runtime every instance installs: a wheel of this checkout's spot_trainer/, built at synth and shipped
 with the stack as a content-addressed asset (as `run.workdir` is), so a first deploy needs no package
 index and no name on it that someone else could register.
 
@@ -30,7 +30,7 @@ class WheelError(RuntimeError):
 
 def sources_digest() -> str:
     """What the wheel is made of: every module of the package and the project file."""
-    sources = sorted((REPO_ROOT / "trainer").rglob("*.py")) + [REPO_ROOT / "pyproject.toml"]
+    sources = sorted((REPO_ROOT / "spot_trainer").rglob("*.py")) + [REPO_ROOT / "pyproject.toml"]
     named = (str(p.relative_to(REPO_ROOT)).encode() + p.read_bytes() for p in sources)
     return hashlib.sha256(b"".join(named)).hexdigest()[:16]
 

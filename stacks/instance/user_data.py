@@ -67,7 +67,7 @@ def part_paths(version: str) -> list[Path]:
 def table_values() -> dict[str, str]:
     """What the shared parts fall back on where the header leaves a setting out (a test's partial header,
     the checkpoint folder a job does not set), and the stop timeout's allowance past the grace period:
-    each from the settings table (trainer/settings.py)."""
+    each from the settings table (spot_trainer/settings.py)."""
     return {
         "DEFAULT_SPOT_GRACE_SECONDS": str(env_setting("SPOT_GRACE_SECONDS").default),
         "DEFAULT_SPOT_WORKDIR": env_setting("SPOT_WORKDIR").default,
@@ -78,7 +78,7 @@ def table_values() -> dict[str, str]:
 
 def table_values_part() -> str:
     lines = "".join(f"{name}={shlex.quote(value)}\n" for name, value in table_values().items())
-    return f"# The settings table's values (trainer/settings.py), written by stacks/instance/user_data.py\n{lines}"
+    return f"# The settings table's values (spot_trainer/settings.py), written by stacks/instance/user_data.py\n{lines}"
 
 
 def script_body(version: str) -> str:

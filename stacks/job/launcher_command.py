@@ -1,5 +1,5 @@
 """A command that starts its own distributed launcher: under `distributed = true` the agent runs the command
-under its own torchrun elastic already (trainer/distributed/launch.py), once per GPU; a launcher inside
+under its own torchrun elastic already (spot_trainer/distributed/launch.py), once per GPU; a launcher inside
 would start its own processes per rank and never hear of a lost peer."""
 
 from __future__ import annotations

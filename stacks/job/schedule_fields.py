@@ -1,5 +1,5 @@
 """The [schedule] and [notify] fields of a job file: the forms the agent and the capacity watch read
-(trainer/capacity/policy.py) and the alarm and notification settings, checked at synth."""
+(spot_trainer/capacity/policy.py) and the alarm and notification settings, checked at synth."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def check_notify(notify: NotifySpec) -> None:
 
 
 def check_schedule(schedule: ScheduleSpec, run: RunSpec, given: Collection[str]) -> None:
-    """The forms the agent and the capacity watch read (trainer/capacity/policy.py), checked here first."""
+    """The forms the agent and the capacity watch read (spot_trainer/capacity/policy.py), checked here first."""
     for field, text in (("deadline", schedule.deadline), ("max_spot_wait", schedule.max_spot_wait),
                         ("margin", schedule.margin)):
         if text != text.strip():

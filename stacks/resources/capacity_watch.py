@@ -1,7 +1,7 @@
 """The capacity watch: a Lambda run every minute that moves the group to on-demand when no agent can,
 because no instance runs (no spot capacity for MaxSpotWait, or none while the job is behind its line
 to the deadline). It exists only when MaxSpotWait or Deadline is given; its code is
-trainer/capacity/watch.py, inlined in the template. It logs into the job's own log group, beside the
+spot_trainer/capacity/watch.py, inlined in the template. It logs into the job's own log group, beside the
 instances, so one `aws logs tail` shows every switch.
 
 The code travels zlib-compressed on one line, as the user data does (stacks/instance/user_data.py): as a YAML
@@ -30,7 +30,7 @@ from stacks.resources.nag_suppressions import (
 )
 from stacks.resources.spot_fleet import group_arn
 
-WATCH_SOURCE = Path(__file__).resolve().parents[2] / "trainer" / "capacity" / "watch.py"
+WATCH_SOURCE = Path(__file__).resolve().parents[2] / "spot_trainer" / "capacity" / "watch.py"
 MAX_INLINE_BYTES = 4096  # CloudFormation's limit on a Lambda's inline ZipFile code
 # The newest Python runtime aws-cdk-lib knows: cdk-nag's AwsSolutions-L1 accepts no other.
 RUNTIME = lambda_.Runtime.PYTHON_3_14.name

@@ -1,5 +1,5 @@
 """The regions controller of a job that lists several regions: a Lambda in the home region, run every minute,
-that moves the job to the region with spot capacity (trainer/capacity/region_controller.py). Its code is the
+that moves the job to the region with spot capacity (spot_trainer/capacity/region_controller.py). Its code is the
 runtime's own wheel, shipped with the stack as an asset: a wheel is a zip with `spot_trainer/` at its top, which
 is the layout Lambda loads a handler from.
 

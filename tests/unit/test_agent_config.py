@@ -95,7 +95,7 @@ def test_every_spot_name_the_runtime_or_user_data_reads_is_known() -> None:
     """User data writes every SPOT_* variable of the boot into the agent's file: a name the stack, the local
     spot cloud, user data or the runtime uses but missing here would be warned about as a typo on every start."""
     root = Path(__file__).resolve().parents[2]
-    sources = [*(root / "trainer").rglob("*.py"), *(root / "stacks").rglob("*.py"),
+    sources = [*(root / "spot_trainer").rglob("*.py"), *(root / "stacks").rglob("*.py"),
                *(root / "localcloud").rglob("*.py"), *(root / "userdata").rglob("*.sh"),
                *(root / "localcloud" / "bin").iterdir()]
     read = {name for path in sources for name in re.findall(r"\bSPOT_[A-Z0-9_]+", path.read_text())}

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-COSTS = ROOT / "trainer" / "costs"
+COSTS = ROOT / "spot_trainer" / "costs"
 ALLOWED_RELATIVE = ("", "storage")  # `.x` inside the room, `..storage.x`
 
 
@@ -38,5 +38,5 @@ def test_the_costs_room_imports_stdlib_and_storage_only() -> None:
 
 def test_the_room_states_its_contract_and_ships_in_the_wheel() -> None:
     doc = ast.get_docstring(ast.parse((COSTS / "__init__.py").read_text()))
-    assert doc and "never `trainer.agent`" in doc
+    assert doc and "never `spot_trainer.agent`" in doc
     assert '"spot_trainer.costs"' in (ROOT / "pyproject.toml").read_text()

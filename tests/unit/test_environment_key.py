@@ -10,7 +10,7 @@ from pathlib import Path
 
 from spot_trainer.environment.key import environment_key, key_lines, requirement_files
 
-ROOM = Path(__file__).resolve().parents[2] / "trainer" / "environment"
+ROOM = Path(__file__).resolve().parents[2] / "spot_trainer" / "environment"
 
 
 def test_the_requirement_files_a_setup_command_names_are_found() -> None:

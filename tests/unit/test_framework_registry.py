@@ -94,7 +94,7 @@ def test_the_lightning_copy_auto_resume_reads_is_the_one_the_layouts_know() -> N
 
 
 def test_storage_reads_of_the_integrations_only_the_names_that_import_nothing() -> None:
-    root = Path(__file__).resolve().parents[2] / "trainer"
+    root = Path(__file__).resolve().parents[2] / "spot_trainer"
     reached = {node.module for path in (root / "storage").rglob("*.py")
                for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
                and node.module and node.module.startswith("integrations")}

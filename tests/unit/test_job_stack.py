@@ -45,6 +45,6 @@ def test_a_usable_stack_gives_its_outputs_and_dashboard() -> None:
 
 @pytest.mark.parametrize("name", ["", "a/b", "-x", "my job", "Cifar", "x"])
 def test_a_name_no_job_file_can_have_is_refused_before_any_call(name: str) -> None:
-    # The job file's own rule (trainer/aws_names.py), said in the line: no stack is ever looked up.
+    # The job file's own rule (spot_trainer/aws_names.py), said in the line: no stack is ever looked up.
     with pytest.raises(JobProblem, match="is not a job name \\(2-32 lowercase letters"):
         find_job_stack(None, name, "eu-west-1")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("trainer", "stacks")
+PRODUCT = ("spot_trainer", "stacks")
 
 
 def module_name(path: Path) -> str:
@@ -47,15 +47,9 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-def as_folder_name(name: str) -> str:
-    """The runtime's module by its folder's name: outside trainer/ it is imported as spot_trainer (the name the
-    wheel installs), and the rules and the cycle check below speak of trainer.*."""
-    return "trainer" + name.removeprefix("spot_trainer") if under(name, "spot_trainer") else name
-
-
 def product_modules() -> dict[str, set[str]]:
     files = [p for package in PRODUCT for p in (ROOT / package).rglob("*.py")] + [ROOT / "app.py"]
-    return {module_name(p): {as_folder_name(name) for name in imports_of(p)} for p in files}
+    return {module_name(p): imports_of(p) for p in files}
 
 
 def under(name: str, package: str) -> bool:
@@ -77,44 +71,45 @@ def offenders(package: str, forbidden: tuple[str, ...], *, allow: tuple[str, ...
 
 def test_the_rooms_exist_with_their_contract_written_down() -> None:
     for room in ("agent", "storage", "builtin", "integrations", "distributed", "capacity", "costs", "ops"):
-        init = ROOT / "trainer" / room / "__init__.py"
+        init = ROOT / "spot_trainer" / room / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text()))
-        assert doc and "import" in doc, f"trainer/{room}/__init__.py must say what it owns and may import"
+        assert doc and "import" in doc, f"spot_trainer/{room}/__init__.py must say what it owns and may import"
 
 
 def test_the_training_program_knows_nothing_of_the_agent() -> None:
-    assert offenders("trainer.builtin", ("trainer.agent",)) == []
-    assert offenders("trainer.integrations", ("trainer.agent", "trainer.builtin", "trainer.storage")) == []
+    assert offenders("spot_trainer.builtin", ("spot_trainer.agent",)) == []
+    assert offenders("spot_trainer.integrations",
+                     ("spot_trainer.agent", "spot_trainer.builtin", "spot_trainer.storage")) == []
 
 
 def test_storage_knows_nothing_of_the_agent_the_program_or_torch_but_the_local_serializer() -> None:
-    assert offenders("trainer.storage", ("trainer.agent", "trainer.builtin")) == []
-    assert offenders("trainer.storage", ("torch", "numpy"), allow=("trainer.storage.files.local",)) == []
+    assert offenders("spot_trainer.storage", ("spot_trainer.agent", "spot_trainer.builtin")) == []
+    assert offenders("spot_trainer.storage", ("torch", "numpy"), allow=("spot_trainer.storage.files.local",)) == []
 
 
 # The round the rendezvous formed is written by the launcher and read by the agent: its record is the one module of
 # the rendezvous's room the agent may import, and the room's __init__ imports nothing, so it loads no torch.
-ROUND_RECORD = "trainer.distributed.rounds"
+ROUND_RECORD = "spot_trainer.distributed.rounds"
 
 
 def test_the_agent_never_imports_the_training_program_or_torch() -> None:
-    rendezvous = tuple(m for m in MODULES if under(m, "trainer.distributed")
-                       and m not in ("trainer.distributed", ROUND_RECORD))
-    assert offenders("trainer.agent", ("trainer.builtin", "trainer.storage.files.local", *rendezvous,
+    rendezvous = tuple(m for m in MODULES if under(m, "spot_trainer.distributed")
+                       and m not in ("spot_trainer.distributed", ROUND_RECORD))
+    assert offenders("spot_trainer.agent", ("spot_trainer.builtin", "spot_trainer.storage.files.local", *rendezvous,
                                        "torch", "numpy")) == []
-    assert MODULES["trainer.distributed"] <= {"__future__", "__future__.annotations"}
-    assert offenders(ROUND_RECORD, ("trainer", "torch")) == []
+    assert MODULES["spot_trainer.distributed"] <= {"__future__", "__future__.annotations"}
+    assert offenders(ROUND_RECORD, ("spot_trainer", "torch")) == []
 
 
-ROOMS = tuple(f"trainer.{p.parent.name}" for p in sorted((ROOT / "trainer").glob("*/__init__.py")))
+ROOMS = tuple(f"spot_trainer.{p.parent.name}" for p in sorted((ROOT / "spot_trainer").glob("*/__init__.py")))
 # What several rooms share (the settings table, names, the built-in trainer's command line) lives at the top of
 # the runtime, the shelf, and leans on nothing below it; only the command line's entry point reaches down.
-SHELF = tuple(m for m in MODULES if m.count(".") == 1 and m.startswith("trainer.")
-              and m not in (*ROOMS, "trainer.__main__"))
+SHELF = tuple(m for m in MODULES if m.count(".") == 1 and m.startswith("spot_trainer.")
+              and m not in (*ROOMS, "spot_trainer.__main__"))
 
 
 def test_the_annex_imports_no_room_and_no_torch() -> None:
-    assert "trainer.settings" in SHELF and "trainer.builtin_arguments" in SHELF
+    assert "spot_trainer.settings" in SHELF and "spot_trainer.builtin_arguments" in SHELF
     assert [line for module in SHELF for line in offenders(module, (*ROOMS, "torch", "numpy"))] == []
 
 
@@ -126,7 +121,7 @@ def test_the_shelf_stays_small() -> None:
 # agent/ and storage/ in wings, each importing only those below it (the agent's two node modes on top, side by
 # side: test_node_modes.py). No wing imports its room's root, but storage's root: the vocabulary all speak.
 ROOM_WINGS: dict[str, dict[str, tuple[str, ...]]] = {
-    "trainer.agent": {
+    "spot_trainer.agent": {
         "instance": (),
         "records": ("instance",),
         "watches": ("instance", "records"),
@@ -134,15 +129,15 @@ ROOM_WINGS: dict[str, dict[str, tuple[str, ...]]] = {
         "node": ("instance", "records", "watches", "program"),
         **dict.fromkeys(("one_node", "several_nodes"), ("instance", "records", "watches", "program", "node")),
     },
-    "trainer.storage": {
+    "spot_trainer.storage": {
         "files": (),
         "s3": ("files",),
         "saves": ("files", "s3"),
         "steps": ("files", "s3", "saves"),
     },
 }
-STORAGE_VOCABULARY = ("trainer.storage.record_kinds", "trainer.storage.failure_causes",
-                      "trainer.storage.upload_outcome", "trainer.storage.checkpoint_versions")
+STORAGE_VOCABULARY = ("spot_trainer.storage.record_kinds", "spot_trainer.storage.failure_causes",
+                      "spot_trainer.storage.upload_outcome", "spot_trainer.storage.checkpoint_versions")
 
 
 def room_root(room: str) -> tuple[str, ...]:
@@ -169,49 +164,51 @@ def test_no_wing_of_a_room_imports_one_above_it_or_the_room_s_root(room: str) ->
 
 
 def test_storage_s_root_is_its_vocabulary_and_speaks_no_wing() -> None:
-    assert set(room_root("trainer.storage")) == set(STORAGE_VOCABULARY)
-    assert [line for module in STORAGE_VOCABULARY for line in offenders(module, ("trainer",))] == []
+    assert set(room_root("spot_trainer.storage")) == set(STORAGE_VOCABULARY)
+    assert [line for module in STORAGE_VOCABULARY for line in offenders(module, ("spot_trainer",))] == []
 
 
 def test_the_rendezvous_knows_nothing_of_the_agent_or_the_program() -> None:
     # The agent starts it as a process (torchrun); the training program meets it only as a torch world.
-    assert offenders("trainer.distributed", ("trainer.agent", "trainer.builtin", "trainer.storage.files.local")) == []
+    assert offenders("spot_trainer.distributed", ("spot_trainer.agent", "spot_trainer.builtin",
+                                                  "spot_trainer.storage.files.local")) == []
 
 
 # The regions controller finds the newest checkpoint by each region's latest.json, read as the store writes it:
 # that record's two leaves, which import nothing of the runtime, are all of storage the capacity room may read.
-LATEST_RECORD = ("trainer.storage.s3.latest_record", "trainer.storage.s3.json_object")
+LATEST_RECORD = ("spot_trainer.storage.s3.latest_record", "spot_trainer.storage.s3.json_object")
 
 
 def test_the_market_policy_and_the_cost_room_know_nothing_of_the_agent() -> None:
-    reached = [*offenders("trainer.capacity", ("trainer.agent", "trainer.storage", "trainer.builtin",
-                                               "trainer.costs", "trainer.distributed")),
-               *(line for leaf in LATEST_RECORD for line in offenders(leaf, ("trainer",)))]
+    reached = [*offenders("spot_trainer.capacity", ("spot_trainer.agent", "spot_trainer.storage",
+                                                   "spot_trainer.builtin", "spot_trainer.costs",
+                                                   "spot_trainer.distributed")),
+               *(line for leaf in LATEST_RECORD for line in offenders(leaf, ("spot_trainer",)))]
     assert [line for line in reached if not any(under(line.split()[-1], leaf) for leaf in LATEST_RECORD)] == []
-    assert offenders("trainer.costs", ("trainer.agent", "trainer.builtin", "trainer.capacity",
-                                       "trainer.distributed")) == []
+    assert offenders("spot_trainer.costs", ("spot_trainer.agent", "spot_trainer.builtin", "spot_trainer.capacity",
+                                       "spot_trainer.distributed")) == []
 
 
 def test_the_job_commands_know_nothing_of_the_training_program_or_torch() -> None:
     # They run on the user's machine, where none of those need be installed.
-    assert offenders("trainer.ops", ("trainer.builtin", "trainer.distributed", "trainer.storage.files.local",
-                                     "torch", "numpy")) == []
+    assert offenders("spot_trainer.ops", ("spot_trainer.builtin", "spot_trainer.distributed",
+                                          "spot_trainer.storage.files.local", "torch", "numpy")) == []
     # Only the command line reaches them; the agent and the rest of the runtime never do.
     users = sorted(m for m, targets in MODULES.items()
-                   if not under(m, "trainer.ops") and any(under(t, "trainer.ops") for t in targets))
-    assert users == ["trainer.__main__"]
+                   if not under(m, "spot_trainer.ops") and any(under(t, "spot_trainer.ops") for t in targets))
+    assert users == ["spot_trainer.__main__"]
 
 
 def test_the_capacity_watch_stands_alone_as_the_lambda_it_is_inlined_into() -> None:
     allowed = {"__future__", "json", "os", "re", "time", "datetime", "typing", "boto3"}
-    imported = {name.split(".")[0] for name in MODULES["trainer.capacity.watch"]}
+    imported = {name.split(".")[0] for name in MODULES["spot_trainer.capacity.watch"]}
     assert imported <= allowed, imported - allowed
 
 
 def test_the_product_never_imports_the_stand_ins_or_the_tests() -> None:
     for package in PRODUCT:
         assert offenders(package, ("localcloud", "tests")) == []
-    assert not list((ROOT / "trainer").rglob("fake_*.py")), "stand-ins live in localcloud/, not in the pip package"
+    assert not list((ROOT / "spot_trainer").rglob("fake_*.py")), "stand-ins live in localcloud/, not in the pip package"
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -241,20 +238,20 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def absolute_self_imports(path: Path) -> list[str]:
     return [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text()))
             if (isinstance(node, ast.ImportFrom) and node.level == 0
-                and (node.module or "").split(".")[0] in ("trainer", "spot_trainer"))
-            or (isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("trainer", "spot_trainer")
+                and (node.module or "").split(".")[0] in ("spot_trainer", "spot_trainer"))
+            or (isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("spot_trainer", "spot_trainer")
                                                      for a in node.names))]
 
 
 def test_the_runtime_imports_itself_only_by_relative_name() -> None:
-    # The folder is trainer/, the wheel installs it as spot_trainer: an absolute import breaks one of them.
-    assert [hit for path in (ROOT / "trainer").rglob("*.py") for hit in absolute_self_imports(path)] == []
+    # The folder is spot_trainer/, the wheel installs it as spot_trainer: an absolute import breaks one of them.
+    assert [hit for path in (ROOT / "spot_trainer").rglob("*.py") for hit in absolute_self_imports(path)] == []
 
 
 def test_the_wheel_lists_every_package_of_the_runtime() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    folders = {".".join(("spot_trainer", *p.parent.relative_to(ROOT / "trainer").parts))
-               for p in (ROOT / "trainer").rglob("__init__.py")}
+    folders = {".".join(("spot_trainer", *p.parent.relative_to(ROOT / "spot_trainer").parts))
+               for p in (ROOT / "spot_trainer").rglob("__init__.py")}
     assert folders == listed
 
 
@@ -273,7 +270,7 @@ BESIDE_THE_PRODUCT = ("localcloud", "benchmarks")
 def beside_the_product() -> dict[str, set[str]]:
     files = [p for folder in BESIDE_THE_PRODUCT for p in (ROOT / folder).rglob("*.py")]
     named = {module_name(p) for p in files}
-    return {module_name(p): {f"benchmarks.{name}" if f"benchmarks.{name}" in named else as_folder_name(name)
+    return {module_name(p): {f"benchmarks.{name}" if f"benchmarks.{name}" in named else name
                              for name in imports_of(p)} for p in files}
 
 
@@ -302,11 +299,12 @@ def test_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-@pytest.mark.parametrize("entry", ["trainer.agent.cli", "trainer.__main__"])
+@pytest.mark.parametrize("entry", ["spot_trainer.agent.cli", "spot_trainer.__main__"])
 def test_starting_the_agent_does_not_load_torch(entry: str) -> None:
-    agent_and_storage = sorted(m for m in MODULES if (under(m, "trainer.agent") or under(m, "trainer.storage"))
-                               and m != "trainer.storage.files.local")
-    installed = ["spot_" + m for m in (entry, *agent_and_storage)]  # the import name the package installs as
+    agent_and_storage = sorted(m for m in MODULES
+                               if (under(m, "spot_trainer.agent") or under(m, "spot_trainer.storage"))
+                               and m != "spot_trainer.storage.files.local")
+    installed = [entry, *agent_and_storage]
     code = f"import sys, importlib; [importlib.import_module(m) for m in {installed!r}]; " \
            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
@@ -314,11 +312,12 @@ def test_starting_the_agent_does_not_load_torch(entry: str) -> None:
     assert result.stdout.strip() == "[]", f"importing the agent loaded {result.stdout.strip()}"
 
 
-def test_everything_outside_the_runtime_imports_it_as_the_package_it_installs_as() -> None:
+def test_nothing_imports_the_runtime_by_its_old_name() -> None:
     # One module, one name in a process: `trainer.x` beside `spot_trainer.x` would be two copies of it
-    # (two different exception classes, two registries), and the wheel has no `trainer` at all.
-    outside = [ROOT / "app.py", *(p for folder in ("stacks", "localcloud", "benchmarks", "tests", "jobs")
-                                  for p in (ROOT / folder).rglob("*.py"))]
+    # (two different exception classes, two registries), and the wheel has no `trainer` at all (user data v1's
+    # runtime, spot-trainer 0.1, installs as `trainer`: it is its own package, never imported here).
+    folders = ("spot_trainer", "stacks", "localcloud", "benchmarks", "tests", "jobs")
+    outside = [ROOT / "app.py", *(p for folder in folders for p in (ROOT / folder).rglob("*.py"))]
     wrong = [f"{path.relative_to(ROOT)} imports {name}" for path in outside for name in imports_of(path)
              if name == "trainer" or name.startswith("trainer.")]
     assert wrong == []
@@ -339,22 +338,22 @@ STACK_TOP = ("stacks.training_stack", "stacks.region_stacks", "stacks.job_file",
 
 # Beside the shelf, the stack reads two rooms' leaves that import nothing of the runtime: the deadline's grammar, so
 # synth refuses what the agent could not read, and the on-demand price table the synth summary prices a job with.
-STACK_READS_OF_ROOMS = ("trainer.capacity.policy", "trainer.costs.on_demand_prices")
+STACK_READS_OF_ROOMS = ("spot_trainer.capacity.policy", "spot_trainer.costs.on_demand_prices")
 
 
 def test_the_stack_takes_from_the_runtime_only_the_shelf_and_two_leaves() -> None:
     allowed = (*SHELF, *STACK_READS_OF_ROOMS)
     reached = sorted(f"{module} imports {target}" for module, targets in MODULES.items()
                      if under(module, "stacks") or module == "app"
-                     for target in targets if under(target, "trainer") and target != "trainer"
+                     for target in targets if under(target, "spot_trainer") and target != "spot_trainer"
                      and not any(under(target, name) for name in allowed))
     assert reached == []
-    assert [line for leaf in STACK_READS_OF_ROOMS for line in offenders(leaf, ("trainer",))] == []
+    assert [line for leaf in STACK_READS_OF_ROOMS for line in offenders(leaf, ("spot_trainer",))] == []
 
 
 def test_the_rules_see_the_stacks_imports_of_the_runtime() -> None:
-    assert "trainer.settings" in MODULES["stacks.settings_reference"]
-    assert not [t for targets in MODULES.values() for t in targets if under(t, "spot_trainer")]
+    assert "spot_trainer.settings" in MODULES["stacks.settings_reference"]
+    assert not [t for targets in MODULES.values() for t in targets if under(t, "trainer")]
 
 
 def test_each_wing_of_the_stack_says_what_it_owns_and_may_import() -> None:

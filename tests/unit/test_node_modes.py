@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.unit.test_layering import MODULES, offenders, under
 
-ONE_NODE, SEVERAL_NODES = "trainer.agent.one_node", "trainer.agent.several_nodes"
+ONE_NODE, SEVERAL_NODES = "spot_trainer.agent.one_node", "spot_trainer.agent.several_nodes"
 
 
 def test_the_two_node_modes_never_import_each_other() -> None:
@@ -14,7 +14,7 @@ def test_the_two_node_modes_never_import_each_other() -> None:
 
 
 def test_the_supervisor_takes_of_each_node_mode_only_its_builder() -> None:
-    taken = sorted(target for target in MODULES["trainer.agent.supervisor"]
+    taken = sorted(target for target in MODULES["spot_trainer.agent.supervisor"]
                    if under(target, ONE_NODE) or under(target, SEVERAL_NODES))
     assert taken == [ONE_NODE, SEVERAL_NODES]
     for mode in (ONE_NODE, SEVERAL_NODES):

@@ -98,7 +98,8 @@ def test_home_s_controller_may_move_the_job_between_the_job_s_own_groups_and_not
     moving = by_action['["autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup"]']
     assert all(f"autoscaling:{region}:" in moving for region in REGIONS)
     assert moving.count("autoScalingGroupName/spot-trainer-moving") == len(REGIONS)
-    calls = needed(REGIONS_MODULES | {"trainer/capacity/market.py", "trainer/capacity/watch.py"})  # and what it reads
+    # and what it reads
+    calls = needed(REGIONS_MODULES | {"spot_trainer/capacity/market.py", "spot_trainer/capacity/watch.py"})
     assert calls and set(calls) <= granted(statements), f"the role lacks {set(calls) - granted(statements)}"
     # beyond its calls: Lambda's own log stream, and the listing that makes a missing latest.json a 404, not a 403
     assert granted(statements) - set(calls) <= {"logs:CreateLogStream", "logs:PutLogEvents", "s3:ListBucket"}

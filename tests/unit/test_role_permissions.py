@@ -2,7 +2,7 @@
 
 moto allows every call; AWS answers AccessDenied for any action the caller's policies do not name. The
 calls are read from the code: each boto3 client method, paginator and s3transfer helper named in
-trainer/ (the agent on an instance; trainer/capacity/watch.py runs as the capacity-watch Lambda). The
+spot_trainer/ (the agent on an instance; spot_trainer/capacity/watch.py runs as the capacity-watch Lambda). The
 grants are read from the synthesized template. Action names follow the Service Authorization Reference:
 https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html (HeadObject needs
 s3:GetObject, ListObjectsV2 s3:ListBucket, DeleteObjects s3:DeleteObject, a multipart upload
@@ -30,13 +30,13 @@ S3_ACTIONS = {"HeadObject": "s3:GetObject", "ListObjectsV2": "s3:ListBucket", "D
 # s3transfer's managed transfers: an upload may be multipart (and aborted on failure), a download is GETs.
 TRANSFER_ACTIONS = {"upload": {"s3:PutObject", "s3:AbortMultipartUpload"}, "download": {"s3:GetObject"},
                     "upload_file": {"s3:PutObject", "s3:AbortMultipartUpload"}, "download_file": {"s3:GetObject"}}
-LAMBDA_MODULES = {"trainer/capacity/watch.py"}
+LAMBDA_MODULES = {"spot_trainer/capacity/watch.py"}
 # The regions controller's Lambda (a job of several regions; tests/unit/test_region_stacks.py checks its role).
-REGIONS_MODULES = {"trainer/capacity/region_controller.py", "trainer/capacity/on_demand_handover.py",
-                   *(str(p.relative_to(REPO)) for p in (REPO / "trainer" / "capacity" / "regions").glob("*.py"))}
+REGIONS_MODULES = {"spot_trainer/capacity/region_controller.py", "spot_trainer/capacity/on_demand_handover.py",
+                   *(str(p.relative_to(REPO)) for p in (REPO / "spot_trainer" / "capacity" / "regions").glob("*.py"))}
 # The user's commands on a deployed job run on the user's machine with the user's own credentials (what
 # they need: docs/operations.md), never with an instance's role.
-USER_MODULES = {str(p.relative_to(REPO)) for p in (REPO / "trainer" / "ops").glob("*.py")}
+USER_MODULES = {str(p.relative_to(REPO)) for p in (REPO / "spot_trainer" / "ops").glob("*.py")}
 # Granted for a caller that is not our code: the image's SSM agent (Session Manager) on an instance, the
 # Lambda runtime writing the function's own log stream.
 SSM_AGENT = {"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
@@ -74,7 +74,7 @@ def calls_in(path: Path) -> Iterator[tuple[int, str, set[str]]]:
 
 def needed(modules: set[str] | None, exclude: set[str] | None = None) -> dict[str, list[str]]:
     """IAM action → where the code calls it."""
-    files = sorted((REPO / "trainer").rglob("*.py"))
+    files = sorted((REPO / "spot_trainer").rglob("*.py"))
     chosen = [p for p in files if (modules is None or str(p.relative_to(REPO)) in modules)
               and str(p.relative_to(REPO)) not in (exclude or set())]
     where: dict[str, list[str]] = {}

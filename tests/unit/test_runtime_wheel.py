@@ -1,4 +1,4 @@
-"""The runtime's wheel is built from this checkout's trainer/ as it is now: nothing an earlier build staged
+"""The runtime's wheel is built from this checkout's spot_trainer/ as it is now: nothing an earlier build staged
 in build/ (a module since moved or removed) ships beside it."""
 
 from __future__ import annotations
@@ -29,5 +29,5 @@ def test_the_wheel_holds_the_modules_of_trainer_and_no_other(tmp_path: Path) -> 
     with zipfile.ZipFile(runtime_wheel(tmp_path / "cache")) as wheel:
         shipped = {name.removeprefix("spot_trainer/") for name in wheel.namelist()
                    if name.startswith("spot_trainer/") and name.endswith(".py")}
-    trainer = REPO_ROOT / "trainer"
+    trainer = REPO_ROOT / "spot_trainer"
     assert shipped == {str(p.relative_to(trainer)) for p in trainer.rglob("*.py")}

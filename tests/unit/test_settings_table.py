@@ -24,7 +24,7 @@ AGENT_ONLY_FIELDS = {"extra_env"}  # not a SPOT_* setting
 
 def product_texts() -> dict[Path, str]:
     """Every file that names settings: the runtime, stacks, the local spot cloud, user data from v2."""
-    files = [p for room in ("trainer", "stacks", "localcloud") for p in (ROOT / room).rglob("*.py")]
+    files = [p for room in ("spot_trainer", "stacks", "localcloud") for p in (ROOT / room).rglob("*.py")]
     files += [p for p in (ROOT / "userdata").rglob("*.sh") if "v1" not in p.parts]  # v1 is frozen
     files += [*(ROOT / "localcloud" / "bin").iterdir(), ROOT / "app.py"]
     return {path: path.read_text() for path in files if path.is_file()}
@@ -36,7 +36,7 @@ def test_every_spot_name_the_product_uses_is_in_the_table() -> None:
             for name in re.findall(r"\bSPOT_[A-Z0-9_]*[A-Z0-9]\b", text)}
     unknown = {name: str(path.relative_to(ROOT)) for name, path in used.items()
                if name not in known | NOT_SETTINGS}
-    assert unknown == {}, "add them to trainer/settings.py"
+    assert unknown == {}, "add them to spot_trainer/settings.py"
     assert sorted(known - set(used)) == [], "settings nothing reads or writes"
 
 
@@ -61,7 +61,7 @@ def test_the_agent_reads_exactly_the_table_s_names_with_its_defaults() -> None:
         config_from_env({"SPOT_JOB": "j", "SPOT_COMMAND": "builtin"})
 
 
-@pytest.mark.parametrize("module", ["stacks/job/spec.py", "trainer/agent/instance/config.py"])
+@pytest.mark.parametrize("module", ["stacks/job/spec.py", "spot_trainer/agent/instance/config.py"])
 def test_no_default_is_written_again_beside_the_table(module: str) -> None:
     """A literal default in a spec or the agent's configuration would be a second definition."""
     tree = ast.parse((ROOT / module).read_text())

@@ -156,7 +156,7 @@ def test_an_unloadable_resume_point_is_never_replaced_by_step_0(
 
 def test_the_parser_imports_no_torch_so_the_stack_can_check_a_job_with_it() -> None:
     # The stack runs the trainer's own parser at synth; the CDK app must never load torch.
-    code = ("import sys; import stacks.job.fields, trainer.builtin_arguments; "
+    code = ("import sys; import stacks.job.fields, spot_trainer.builtin_arguments; "
             "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
                             env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})

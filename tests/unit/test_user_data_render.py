@@ -79,14 +79,13 @@ def test_unknown_version_and_bad_names_are_refused_by_name() -> None:
         render_user_data("v1", {"spot-job": "x"})
 
 
-# A file of this repository as the scripts name it; the installed package's spot_trainer/ is trainer/ here.
-_REPO_FILE = re.compile(r"(?<![\w.-])(spot_trainer|stacks|trainer|userdata|localcloud)(/[\w<>.-]+)+\.(py|sh)\b")
+# A file of this repository as the scripts name it.
+_REPO_FILE = re.compile(r"(?<![\w.-])(spot_trainer|stacks|userdata|localcloud)(/[\w<>.-]+)+\.(py|sh)\b")
 _PACKED_BODY = re.compile(r"printf %s '([A-Za-z0-9+/=]+)' \| base64 -d \| gzip -dc")
 
 
 def files_named(text: str, version: str) -> set[str]:
-    named = {match.group(0).replace("<version>", version) for match in _REPO_FILE.finditer(text)}
-    return {re.sub(r"^spot_trainer/", "trainer/", name) for name in named}
+    return {match.group(0).replace("<version>", version) for match in _REPO_FILE.finditer(text)}
 
 
 def shipped_text(version: str) -> str:

@@ -170,7 +170,7 @@ def test_the_bootstrap_records_failed_as_the_agent_does(tmp_path: Path, runtime_
     stand_in = tmp_path / "bin"
     stand_in.mkdir()
     if runtime_installed:
-        (lib / "spot_trainer").symlink_to(REPO_ROOT / "trainer")
+        (lib / "spot_trainer").symlink_to(REPO_ROOT / "spot_trainer")
         (stand_in / "python3").write_text("#!/bin/sh\nexit 97\n")
         (stand_in / "python3").chmod(0o755)
     status = tmp_path / "status.json"
