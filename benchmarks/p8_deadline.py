@@ -39,6 +39,7 @@ import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from spot_trainer.capacity.policy import (
     ON_DEMAND,
@@ -48,7 +49,10 @@ from spot_trainer.capacity.policy import (
     choose_market,
     spot_wait_exceeded,
 )
-from stacks.help_text import first_paragraph
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script too: the checkout's folders
+from benchmarks.capacity_traces import trace  # noqa: E402
+from stacks.help_text import first_paragraph  # noqa: E402
 
 SECONDS_PER_STEP = 60.0  # one step is one tick of training
 
@@ -107,20 +111,6 @@ class Outcome:
 
 
 Policy = Callable[[Job, Run, int], str]
-
-
-def trace(rng: random.Random, minutes: int, unavailability: float, outage_hours: float) -> bytearray:
-    """Alternating available/unavailable periods, exponential lengths, `unavailability` of the time out."""
-    out_mean = outage_hours * 60
-    up_mean = out_mean * (1 - unavailability) / unavailability
-    available = bytearray(minutes)
-    minute, up = 0, rng.random() >= unavailability
-    while minute < minutes:
-        length = max(1, round(rng.expovariate(1 / (up_mean if up else out_mean))))
-        if up:
-            available[minute:minute + length] = b"\x01" * min(length, minutes - minute)
-        minute, up = minute + length, not up
-    return available
 
 
 def make_job(rng: random.Random, unavailability: float, settings: Settings) -> Job:

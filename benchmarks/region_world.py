@@ -7,6 +7,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from benchmarks.capacity_traces import trace
 from benchmarks.region_timing import MoveTime
 from spot_trainer.capacity.policy import SPOT
 from spot_trainer.capacity.regions.moves import Move
@@ -100,20 +101,6 @@ class Outcome:
 
 
 Policy = Callable[[Job, Run, int, bool], None]  # (job, run, minute, reclaimed now): sets run.region / run.market
-
-
-def trace(rng: random.Random, minutes: int, unavailability: float, outage_hours: float) -> bytearray:
-    """Alternating available/unavailable periods, exponential lengths, `unavailability` of the time out."""
-    out_mean = outage_hours * 60
-    up_mean = out_mean * (1 - unavailability) / unavailability
-    available = bytearray(minutes)
-    minute, up = 0, rng.random() >= unavailability
-    while minute < minutes:
-        length = max(1, round(rng.expovariate(1 / (up_mean if up else out_mean))))
-        if up:
-            available[minute:minute + length] = b"\x01" * min(length, minutes - minute)
-        minute, up = minute + length, not up
-    return available
 
 
 def noisy_scores(rng: random.Random, available: bytes, noise: float) -> bytes:

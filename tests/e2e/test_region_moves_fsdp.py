@@ -16,11 +16,10 @@ from localcloud.interruptions import InterruptionPlan
 from localcloud.region_capacity import Board, RegionPlan, parse_region_outage
 from localcloud.report import build_report
 from spot_trainer.storage.s3.job_keys import MANIFEST
-from spot_trainer.storage.steps.remote import RemoteStore
 from tests.e2e.conftest import Scenario, play
+from tests.e2e.test_region_moves import HIGH, HOME, LOW, instances_in, store
 
 STEPS, SAVE_EVERY = 160, 20
-HOME, LOW, HIGH = "us-east-1", "us-west-2", "eu-west-1"
 SCRIPT_ENV = {"FSDP_STEPS": str(STEPS), "FSDP_SAVE_EVERY": str(SAVE_EVERY), "FSDP_STEP_SECONDS": "0.1",
               "OMP_NUM_THREADS": "1"}
 
@@ -34,15 +33,6 @@ def run(local_cloud: LocalCloud) -> Iterator[Scenario]:
                         command_env=SCRIPT_ENV, region_plan=plan)
     finally:
         Board().write(local_cloud.capacity_board)  # capacity everywhere again for the scenarios after this one
-
-
-def store(run: Scenario, region: str) -> RemoteStore:
-    (place,) = [p for p in run.deployment.every_region() if p.region == region]
-    return RemoteStore(run.cloud.client("s3", region), place.bucket, place.job)
-
-
-def instances_in(run: Scenario, region: str) -> list[str]:
-    return [iid for iid in run.player.instances if run.player.region_of(iid) == region]
 
 
 def test_both_nodes_move_to_the_best_scored_region_and_the_job_ends_done_there(run: Scenario) -> None:
