@@ -40,6 +40,7 @@ from localcloud.session import STATE_ROOT, SessionError, find_session, sessions
 from localcloud.up import UpInputs, down, stop_instances, stop_leftovers, up
 from spot_trainer.aws_names import stack_name
 from spot_trainer.builtin_arguments import arguments_problem, total_steps
+from spot_trainer.command_text import Program
 from spot_trainer.costs.spot_prices import PriceError, TracePrices
 from spot_trainer.secret_refs import SecretRef, SecretRefError, parse_refs
 from spot_trainer.storage.record_kinds import JobState
@@ -165,6 +166,10 @@ class JobFile:
     def stack_name(self) -> str:
         return stack_name(self.name)
 
+    @property
+    def program(self) -> Program:
+        return Program(self.command)
+
 
 def read_job(job: str) -> JobFile:
     """What the player needs from a job file. Its full validation runs in `cdk synth` (app.py); the
@@ -240,7 +245,7 @@ def checked_job(options: argparse.Namespace) -> tuple[JobFile, str]:
     """The job file and the built-in trainer's arguments it runs with (the job's, or --train-args)."""
     job = read_job(options.job)
     train_args = job.train_args if options.train_args is None else options.train_args
-    if options.train_args is not None and job.command == "builtin" and (problem := arguments_problem(train_args)):
+    if options.train_args is not None and job.program.builtin and (problem := arguments_problem(train_args)):
         raise PlanError(f"--train-args: {problem}")
     return job, train_args
 
@@ -249,7 +254,7 @@ def checked_up_inputs(options: argparse.Namespace) -> UpInputs:
     plan = checked_plan(options)
     job, train_args = checked_job(options)
     return UpInputs(job=options.job, name=job.name, plan=plan,
-                    total_steps=total_steps(train_args) if job.command == "builtin" else None,
+                    total_steps=total_steps(train_args) if job.program.builtin else None,
                     command_env=command_env(options.env),
                     parameters={} if options.train_args is None else {"TrainArguments": train_args},
                     secrets=secret_values(job, options.secret), link=cross_region_link(options))
@@ -297,7 +302,7 @@ def demo(options: argparse.Namespace) -> int:
             progress.message(f"deployed {place.stack}: bucket {place.bucket}, group {place.group}, {place.region}")
         # The built-in trainer's --steps spreads the schedule over the steps; any other command's
         # interruptions come every --interrupt-every seconds of training.
-        steps = total_steps(train_args) if job.command == "builtin" else None
+        steps = total_steps(train_args) if job.program.builtin else None
         pace = PaceCheck(steps, options.timeout, progress.message)
         run = RunOptions(plan=inputs.plan, total_steps=steps, timeout_seconds=options.timeout,
                          command_env=inputs.command_env,

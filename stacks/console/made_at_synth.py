@@ -49,7 +49,7 @@ def _network_chosen_at_deploy(job: JobSpec) -> bool:
 def _own_command_from_v2(job: JobSpec) -> bool:
     """The built-in trainer saves where it is told, and the CLI's 50 KiB for a template without assets has
     no room for the folder; user data carries it from v2."""
-    return job.run.command != "builtin" and userdata_version(job.userdata_version).checkpoint_dir
+    return not job.run.program.builtin and userdata_version(job.userdata_version).checkpoint_dir
 
 
 # ---- its default, where it is not its field's value ----

@@ -127,13 +127,13 @@ def _check_run(run: RunSpec, source: Path) -> None:
         shlex.split(run.setup)
     except ValueError as error:
         raise field_error("run.setup", f"cannot be parsed as shell words ({error}): {run.setup!r}") from None
-    if run.train_args and run.command != "builtin":
+    if run.train_args and not run.program.builtin:
         raise field_error("run.train_args", 'only applies when run.command = "builtin"')
-    if run.command == "builtin":
+    if run.program.builtin:
         _check_builtin_arguments(run.train_args)
     if run.stop_signal not in STOP_SIGNALS:
         raise field_error("run.stop_signal", f"expected one of {', '.join(STOP_SIGNALS)}, got {run.stop_signal!r}")
-    if run.command == "builtin" and (stop_problem := builtin_stop_problem(run.stop_signal)):
+    if run.program.builtin and (stop_problem := builtin_stop_problem(run.stop_signal)):
         raise field_error("run.stop_signal", stop_problem)
     for field, value in (("run.grace_seconds", run.grace_seconds), ("run.save_warn_seconds", run.save_warn_seconds)):
         if (problem := _out_of_bounds(field, value)) is not None:
@@ -183,7 +183,7 @@ def _check_dataset(run: RunSpec) -> None:
         if not DATA_PREFIX.match(prefix):
             raise field_error(field, f"dataset key prefix {prefix!r} has spaces, which the DataPrefix parameter "
                                      "refuses")
-    if run.data and run.command == "builtin":
+    if run.data and run.program.builtin:
         flagged = data_location(dataclasses.replace(run, data=""))
         if flagged is not None and flagged != location:
             raise field_error("run.data", f"names s3://{'/'.join(filter(None, location or ()))} but the built-in "

@@ -49,8 +49,8 @@ def check_schedule(schedule: ScheduleSpec, run: RunSpec, given: Collection[str])
         budget_text(schedule.budget_usd)
     if "total_steps" in given and schedule.total_steps < 1:
         raise field_error("schedule.total_steps", f"expected a positive number of steps, got {schedule.total_steps}")
-    steps = total_steps(run.train_args) if run.command == "builtin" else None  # its parser ran in _check_run
-    if "total_steps" in given and run.command == "builtin" and steps != schedule.total_steps:
+    steps = total_steps(run.train_args) if run.program.builtin else None  # its parser ran in _check_run
+    if "total_steps" in given and run.program.builtin and steps != schedule.total_steps:
         raise field_error("schedule.total_steps", f"{schedule.total_steps} differs from the built-in trainer's --steps "
                     f"{steps}: leave it out (the built-in trainer's own count is used)")
 

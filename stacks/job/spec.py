@@ -10,6 +10,7 @@ from typing import Any
 
 from spot_trainer.aws_names import stack_name
 from spot_trainer.builtin_arguments import ArgumentsError, check_arguments
+from spot_trainer.command_text import Program
 from spot_trainer.settings import setting
 
 JOBS_DIR = Path(__file__).resolve().parents[2] / "jobs"
@@ -27,7 +28,7 @@ CURRENT_USERDATA_VERSION: str = setting("userdata_version").default
 def data_location(run: RunSpec) -> tuple[str, str] | None:
     """(bucket, prefix) of the S3 data the job reads: run.data, else the built-in trainer's --data."""
     uri = run.data
-    if not uri and run.command == "builtin":
+    if not uri and run.program.builtin:
         uri = builtin_data(run.train_args)
     if not uri.startswith("s3://"):
         return None
@@ -83,6 +84,11 @@ class RunSpec:
     restart_budget: int = setting("run.restart_budget").default
     react_to_rebalance: bool = setting("run.react_to_rebalance").default
     save_warn_seconds: int = setting("run.save_warn_seconds").default
+
+    @property
+    def program(self) -> Program:
+        """The built-in trainer or the user's own command, told apart once."""
+        return Program(self.command)
 
 
 @dataclass(frozen=True)
