@@ -72,7 +72,7 @@ NODE = textwrap.dedent("""
             if part is None:
                 time.sleep(float(poll))
     began = time.time()
-    outcome = saves.upload(part.path, part.step)
+    outcome = saves.parts.upload(part.path, part.step)
     print(json.dumps({"node": name, "upload_seconds": time.time() - began, "outcome": str(outcome),
                       "bytes": sum(p.stat().st_size for p in part.path.iterdir())}))
 """)

@@ -16,6 +16,7 @@ import torch
 from localcloud.moto_server import MotoServer
 from spot_trainer.storage.files import staging
 from spot_trainer.storage.saves import layouts
+from spot_trainer.storage.steps.step_sender import StepSender
 from spot_trainer.storage.steps.uploader import CheckpointUploader, Uploaded
 from tests.integration.remote_helpers import small_part_store
 
@@ -32,7 +33,7 @@ def save(path: Path, epoch: int, seed: int) -> bytes:
 def uploaded_newest(directory: Path, uploader: CheckpointUploader) -> int | None:
     newest = layouts.newest_complete(directory)
     if newest is not None:
-        uploader.offer(newest.step, newest.path)
+        uploader.offer(newest)
     assert uploader.drain(timeout=60)
     return uploader.uploaded_step
 
@@ -43,7 +44,7 @@ def test_the_pair_goes_up_and_comes_back_under_its_names_and_a_torn_rewrite_cost
     store = small_part_store(bucket, "fixed")
     results: list[Uploaded] = []
     lines: list[str] = []
-    uploader = CheckpointUploader(lambda path, step: store.upload(path, step), results.append,
+    uploader = CheckpointUploader(StepSender(store), results.append,
                                   log=lines.append)
     directory = tmp_path / "checkpoints"
     directory.mkdir()
@@ -76,7 +77,7 @@ def test_a_rewrite_while_the_copy_is_taken_is_never_published(
     """A script that saves in place every 20 to 120 ms, so copies land on rewrites: whatever goes up restores
     whole, at the step its own archive states."""
     store = small_part_store(bucket, "fixed-busy")
-    uploader = CheckpointUploader(lambda path, step: store.upload(path, step), lambda up: None,
+    uploader = CheckpointUploader(StepSender(store), lambda up: None,
                                   log=lambda line: None)
     directory = tmp_path / "checkpoints"
     directory.mkdir()
@@ -95,7 +96,7 @@ def test_a_rewrite_while_the_copy_is_taken_is_never_published(
         deadline = time.monotonic() + 8
         while time.monotonic() < deadline:
             if (newest := layouts.newest_complete(directory)) is not None:
-                uploader.offer(newest.step, newest.path)
+                uploader.offer(newest)
             time.sleep(0.02)
     finally:
         stop.set()

@@ -143,9 +143,10 @@ def test_a_publish_that_meets_s3_errors_is_finished_by_a_later_poll(store: Remot
     lines: list[list[str]] = [[], []]
     saves = [ShardedSaves(proxied_store(endpoint, store, f"i-{rank}"), folders[rank].parent, lines[rank].append,
                           lambda kind, **fields: None, takeover_seconds=0.0) for rank in range(2)]
-    assert saves[0].upload(folders[0], 100) is UploadOutcome.PART_SENT
+    assert saves[0].parts.upload(folders[0], 100) is UploadOutcome.PART_SENT
     names.on.set()  # S3 refuses the manifest and latest.json, beyond botocore's retries
-    assert saves[1].upload(folders[1], 100) is UploadOutcome.PART_SENT  # whole, settled by this node, not published
+    # whole, settled by this node, not published
+    assert saves[1].parts.upload(folders[1], 100) is UploadOutcome.PART_SENT
     for _ in range(3):
         for each in saves:
             each.check(store.latest_step)
@@ -173,9 +174,9 @@ def test_a_publish_s3_never_takes_is_abandoned_in_a_line_naming_why(store: Remot
     events: list[dict[str, object]] = []
     saves = [ShardedSaves(proxied_store(endpoint, store, f"i-{rank}"), folders[rank].parent, lines.append,
                           lambda kind, **fields: events.append(fields), publish_seconds=0.0) for rank in range(2)]
-    assert saves[0].upload(folders[0], 100) is UploadOutcome.PART_SENT
+    assert saves[0].parts.upload(folders[0], 100) is UploadOutcome.PART_SENT
     names.on.set()
-    assert saves[1].upload(folders[1], 100) is UploadOutcome.PART_SENT
+    assert saves[1].parts.upload(folders[1], 100) is UploadOutcome.PART_SENT
     saves[1].check(store.latest_step)
     assert store.latest_step() == 80
     assert lines[-1].startswith("checkpoint step 100 abandoned: it is whole in S3, but S3 refused its MANIFEST.json "

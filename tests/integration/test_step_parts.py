@@ -152,7 +152,7 @@ def test_a_node_killed_while_uploading_its_shard_never_publishes_the_step(
     events: list[dict[str, object]] = []
     saves = ShardedSaves(coordinator, tmp_path / "node0", lines.append, lambda kind, **fields: events.append(fields),
                          arrival_seconds=0.0)
-    assert saves.upload(folders[0], 20) is UploadOutcome.PART_SENT  # sent again: this node now follows the step
+    assert saves.parts.upload(folders[0], 20) is UploadOutcome.PART_SENT  # sent again: this node now follows the step
     saves.check(store.latest_step)
     assert lines == ["checkpoint step 20 abandoned: the shards of rank(s) 1 did not reach S3 within 0s of this "
                      "node's part; its objects were removed, and the step published before it stands"], lines
@@ -190,10 +190,10 @@ def test_hf_trainers_sharded_fsdp_checkpoint_goes_up_from_every_node(store: Remo
     assert saves[1].ready(writer_done=False, above=None) is None  # the coordinator's part is not in S3 yet
     part = saves[0].ready(writer_done=False, above=None)
     assert part is not None and part.path == folders[0] and part.step == 50
-    assert saves[0].upload(part.path, part.step) is UploadOutcome.PART_SENT
+    assert saves[0].parts.upload(part.path, part.step) is UploadOutcome.PART_SENT
     part = saves[1].ready(writer_done=False, above=None)
     assert part is not None and part.path == folders[1]
-    assert saves[1].upload(part.path, part.step) is UploadOutcome.PUBLISHED
+    assert saves[1].parts.upload(part.path, part.step) is UploadOutcome.PUBLISHED
     restored = store.restore_at_or_below(tmp_path / "fresh", 50)
     assert restored is not None and restored.name == "checkpoint-50"
     held = sorted(str(path.relative_to(restored)) for path in restored.rglob("*") if path.is_file())
@@ -271,7 +271,7 @@ def test_shards_of_a_newer_save_never_join_an_earlier_save_of_the_same_step(stor
     # the newer save's coordinator: now rank 2's shards join it
     assert nodes[0].upload(newer[0], 80) is UploadOutcome.PART_SENT
     part = waiting.ready(writer_done=False, above=None)
-    assert part is not None and waiting.upload(part.path, part.step) is UploadOutcome.PART_SENT
+    assert part is not None and waiting.parts.upload(part.path, part.step) is UploadOutcome.PART_SENT
     assert nodes[1].upload(newer[1], 80) is UploadOutcome.PUBLISHED
     restored = store.restore_at_or_below(tmp_path / "fresh", 80)
     assert restored is not None
@@ -285,7 +285,7 @@ def test_a_save_is_abandoned_only_while_it_is_the_one_in_s3_and_nobody_settled_i
     lines: list[str] = []
     first = ShardedSaves(node(store, "i-0"), earlier[0].parent, lines.append, lambda kind, **fields: None,
                          arrival_seconds=0.0)
-    assert first.upload(earlier[0], 90) is UploadOutcome.PART_SENT
+    assert first.parts.upload(earlier[0], 90) is UploadOutcome.PART_SENT
     newer = save(tmp_path / "newer", 90, 2, tag="b")
     aged(earlier[0], 60)
     node(store, "i-0b").upload(newer[0], 90)  # another save of step 90 began (a new round's coordinator)
@@ -297,7 +297,7 @@ def test_a_save_is_abandoned_only_while_it_is_the_one_in_s3_and_nobody_settled_i
     again = save(tmp_path / "again", 95, 2, tag="c")
     settling = ShardedSaves(node(store, "i-0"), again[0].parent, lines.append, lambda kind, **fields: None,
                             arrival_seconds=0.0)
-    assert settling.upload(again[0], 95) is UploadOutcome.PART_SENT
+    assert settling.parts.upload(again[0], 95) is UploadOutcome.PART_SENT
     identity = settling.parts.sent[95]
     said = len(lines)
     assert store.create_once(StepParts.settled_name(95, identity), {"outcome": "published", "instance": "i-1",
@@ -325,7 +325,7 @@ def test_lightnings_sharded_fsdp_checkpoint_goes_up_from_every_node(store: Remot
     for ready_node in saves:
         part = ready_node.ready(writer_done=False, above=None)
         assert part is not None and part.step == 60
-        ready_node.upload(part.path, part.step)
+        ready_node.parts.upload(part.path, part.step)
     assert store.latest_step() == 60
     restored = store.restore_at_or_below(tmp_path / "fresh", 60)
     assert restored is not None and sorted(path.name for path in restored.iterdir()) == [

@@ -20,6 +20,7 @@ from spot_trainer.storage.files.local import prune_checkpoints, write_checkpoint
 from spot_trainer.storage.files.names import checkpoint_name
 from spot_trainer.storage.files.staging import STAGING_PREFIX
 from spot_trainer.storage.saves import layouts
+from spot_trainer.storage.steps.step_sender import StepSender
 from spot_trainer.storage.steps.uploader import CheckpointUploader, Uploaded
 from tests.integration.remote_helpers import small_part_store
 from tests.support.s3_proxy import FaultProxy
@@ -52,7 +53,7 @@ def test_uploads_slower_than_pruning_still_publish_while_training_runs(
     directory = tmp_path / "checkpoints"
     results: list[Uploaded] = []
     failures: list[str] = []
-    uploader = CheckpointUploader(lambda path, step: store.upload(path, step), results.append,
+    uploader = CheckpointUploader(StepSender(store), results.append,
                                   log=failures.append)
     stop = threading.Event()
     final: list[int] = []
@@ -62,7 +63,7 @@ def test_uploads_slower_than_pruning_still_publish_while_training_runs(
     try:
         while time.monotonic() < deadline:  # the agent's poll loop: offer the newest, never wait on S3
             if newest := layouts.newest_complete(directory):
-                uploader.offer(newest.step, newest.path)
+                uploader.offer(newest)
             time.sleep(0.05)
     finally:
         stop.set()
@@ -70,7 +71,7 @@ def test_uploads_slower_than_pruning_still_publish_while_training_runs(
     published_while_training = [r.step for r in results if r.published]
     newest = layouts.newest_complete(directory, writer_done=True)
     assert newest is not None and newest.step == final[0]
-    uploader.offer(newest.step, newest.path)
+    uploader.offer(newest)
     assert uploader.drain(timeout=60)
     uploader.close()
 

@@ -11,6 +11,7 @@ import pytest
 from spot_trainer.storage.steps.upload_health import UPLOADS_FAILING, UploadWarning
 from spot_trainer.storage.steps.uploader import CheckpointUploader, Uploaded
 from spot_trainer.storage.upload_outcome import UploadOutcome
+from tests.support.senders import SendsBy, step_folder
 from tests.support.tiny_fs import fill_inodes, remount_read_only, tiny_tmpfs
 
 
@@ -32,12 +33,12 @@ def test_checkpoints_written_during_an_upload_collapse_into_the_newest(tmp_path:
         uploaded.append(step)
         return UploadOutcome.PUBLISHED
 
-    uploader = CheckpointUploader(slow_upload, results.append, log=lambda line: None)
-    assert uploader.offer(1, make_checkpoint(tmp_path, 1))
+    uploader = CheckpointUploader(SendsBy(slow_upload), results.append, log=lambda line: None)
+    assert uploader.offer(step_folder(1, make_checkpoint(tmp_path, 1)))
     assert uploading.wait(10)
     for step in (2, 3, 4):
-        assert uploader.offer(step, make_checkpoint(tmp_path, step))
-    assert not uploader.offer(3, tmp_path / "step-3"), "an older step is never queued again"
+        assert uploader.offer(step_folder(step, make_checkpoint(tmp_path, step)))
+    assert not uploader.offer(step_folder(3, tmp_path / "step-3")), "an older step is never queued again"
     gate.set()
     assert uploader.drain(timeout=10)
     uploader.close()
@@ -56,9 +57,9 @@ def test_a_failed_upload_is_reported_and_the_next_one_still_goes(tmp_path: Path)
         published.append(step)
         return UploadOutcome.of(step != 3)  # latest.json already newer: uploaded but not published
 
-    uploader = CheckpointUploader(flaky, lambda done: None, uploaded_step=0, log=messages.append)
+    uploader = CheckpointUploader(SendsBy(flaky), lambda done: None, uploaded_step=0, log=messages.append)
     for step in (1, 2, 3):
-        uploader.offer(step, make_checkpoint(tmp_path, step))
+        uploader.offer(step_folder(step, make_checkpoint(tmp_path, step)))
         assert uploader.drain(timeout=10)
     uploader.close()
     assert published == [2, 3] and uploader.uploaded_step == 2
@@ -74,9 +75,9 @@ def test_a_broken_callback_does_not_stop_later_uploads(tmp_path: Path) -> None:
             raise RuntimeError("events bucket unreachable")
         done.append(result.step)
 
-    uploader = CheckpointUploader(lambda path, step: UploadOutcome.PUBLISHED, callback, log=lambda line: None)
+    uploader = CheckpointUploader(SendsBy(lambda path, step: UploadOutcome.PUBLISHED), callback, log=lambda line: None)
     for step in (1, 2):
-        uploader.offer(step, make_checkpoint(tmp_path, step))
+        uploader.offer(step_folder(step, make_checkpoint(tmp_path, step)))
         assert uploader.drain(timeout=10)
     uploader.close()
     assert done == [2] and uploader.uploaded_step == 2
@@ -85,15 +86,15 @@ def test_a_broken_callback_does_not_stop_later_uploads(tmp_path: Path) -> None:
 def test_a_checkpoint_pruned_before_its_turn_is_skipped_quietly_and_the_next_one_goes(tmp_path: Path) -> None:
     uploaded: list[int] = []
     lines: list[str] = []
-    uploader = CheckpointUploader(lambda path, step: uploaded.append(step) or UploadOutcome.PUBLISHED,
+    uploader = CheckpointUploader(SendsBy(lambda path, step: uploaded.append(step) or UploadOutcome.PUBLISHED),
                                   lambda result: None, log=lines.append)
     gone = make_checkpoint(tmp_path, 5)
     for item in gone.iterdir():
         item.unlink()
     gone.rmdir()  # the trainer's rotation got there first
-    assert uploader.offer(5, gone)
+    assert uploader.offer(step_folder(5, gone))
     assert uploader.drain(timeout=10)
-    assert uploader.offer(6, make_checkpoint(tmp_path, 6))
+    assert uploader.offer(step_folder(6, make_checkpoint(tmp_path, 6)))
     assert uploader.drain(timeout=10)
     uploader.close()
     assert uploaded == [6] and lines == [] and uploader.uploaded_step == 6
@@ -114,11 +115,11 @@ def test_a_staging_error_fails_that_step_and_the_next_uploads(tmp_path: Path, mo
     monkeypatch.setattr(uploader_module, "stage", stage)
     lines: list[str] = []
     uploaded: list[int] = []
-    uploader = CheckpointUploader(lambda path, step: uploaded.append(step) or UploadOutcome.PUBLISHED,
+    uploader = CheckpointUploader(SendsBy(lambda path, step: uploaded.append(step) or UploadOutcome.PUBLISHED),
                                   lambda done: None, log=lines.append)
-    uploader.offer(1, make_checkpoint(tmp_path, 1))
+    uploader.offer(step_folder(1, make_checkpoint(tmp_path, 1)))
     assert uploader.drain(timeout=10)
-    uploader.offer(2, make_checkpoint(tmp_path, 2))
+    uploader.offer(step_folder(2, make_checkpoint(tmp_path, 2)))
     assert uploader.drain(timeout=10), "the worker died with the first step"
     uploader.close()
     assert uploaded == [2]
@@ -138,8 +139,8 @@ def test_links_in_a_checkpoint_are_named_and_never_uploaded(tmp_path: Path) -> N
         sent.append({p.relative_to(path).as_posix() for p in path.rglob("*")})
         return UploadOutcome.PUBLISHED
 
-    uploader = CheckpointUploader(upload, lambda done: None, log=lines.append)
-    uploader.offer(3, checkpoint)
+    uploader = CheckpointUploader(SendsBy(upload), lambda done: None, log=lines.append)
+    uploader.offer(step_folder(3, checkpoint))
     assert uploader.drain(timeout=10)
     uploader.close()
     assert sent == [{"state.pt"}]
@@ -155,9 +156,9 @@ def test_a_checkpoint_that_is_a_link_to_a_folder_is_not_uploaded(tmp_path: Path)
     (checkpoints / "step-9").symlink_to(elsewhere, target_is_directory=True)
     sent: list[int] = []
     lines: list[str] = []
-    uploader = CheckpointUploader(lambda path, step: sent.append(step) or UploadOutcome.PUBLISHED, lambda done: None,
-                                  log=lines.append)
-    uploader.offer(9, checkpoints / "step-9")
+    uploader = CheckpointUploader(SendsBy(lambda path, step: sent.append(step) or UploadOutcome.PUBLISHED),
+                                  lambda done: None, log=lines.append)
+    uploader.offer(step_folder(9, checkpoints / "step-9"))
     assert uploader.drain(timeout=10)
     uploader.close()
     assert sent == [] and any("step-9" in line and "links are never followed" in line for line in lines), lines
@@ -185,14 +186,15 @@ def test_without_room_for_a_staging_view_a_step_fails_while_the_command_runs_and
         checkpoint = make_checkpoint(disk, 10)
         if disk_state == "read-only":
             remount_read_only(disk)
-        uploader = CheckpointUploader(upload, lambda done: None, log=lines.append, warn=warnings.append)
-        assert uploader.offer(10, checkpoint)
+        uploader = CheckpointUploader(SendsBy(upload), lambda done: None, log=lines.append, warn=warnings.append)
+        assert uploader.offer(step_folder(10, checkpoint))
         assert uploader.drain(timeout=10)
         assert sent == [] and uploader.uploaded_step is None
         assert [line for line in lines if "step 10 failed: staging step-10" in line], lines
         assert len(warnings) == 1 and warnings[0].message.startswith(UPLOADS_FAILING)
         assert warnings[0].cause.startswith(f"staging in {disk}")
-        assert uploader.offer(10, checkpoint, retry=True, writer_done=True), "the command stopped: offered again"
+        again = uploader.offer(step_folder(10, checkpoint), retry=True, writer_done=True)
+        assert again, "the command stopped: offered again"
         assert uploader.drain(timeout=10)
         uploader.close()
         assert sent == [(checkpoint, b"x" * 110)] and uploader.uploaded_step == 10

@@ -2,22 +2,23 @@
 left settled once it stops, and the final checkpoint confirmed in S3, whole, before the job may end DONE.
 A final checkpoint S3 must not or cannot take (a link, a FIFO, names too long for S3) ends that wait at
 once; only what may be a bad minute is retried for the grace period. On several nodes, SeveralUploads
-(several_nodes/uploads.py) adds who publishes and each node's own shards."""
+(several_nodes/uploads.py) adds who publishes and each node's own shards.
+
+The one step of a checkpoint's way up that is the agent's: choosing which to offer. From the offer on, the
+uploader (storage/steps/uploader.py) stages it and its sender (step_sender.py) sends and publishes it."""
 
 from __future__ import annotations
 
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from ...storage.failure_causes import NEVER_SENT, FailureCause
-from ...storage.s3.lease import Lease
+from ...storage.failure_causes import FailureCause
 from ...storage.saves import layouts, upload_rules
 from ...storage.saves.layouts import Checkpoint
 from ...storage.steps.remote import RemoteStore, RemoteStoreError
+from ...storage.steps.step_sender import StepSender
 from ...storage.steps.uploader import CheckpointUploader
-from ...storage.upload_outcome import UploadOutcome
 from ..records.telemetry import RunTelemetry
 from .restore import Restore
 
@@ -33,43 +34,28 @@ class Missing:
 
 
 class NodeUploads:
-    def __init__(self, *, store: RemoteStore, lease: Lease | None, restore: Restore, telemetry: RunTelemetry,
+    def __init__(self, *, store: RemoteStore, sender: StepSender, restore: Restore, telemetry: RunTelemetry,
                  uploaded_step: int | None, stop_requested: threading.Event, grace_seconds: float,
                  poll_seconds: float) -> None:
-        self.store, self.lease, self.restore = store, lease, restore  # lease: fences a writer that lost it
+        self.store, self.restore = store, restore
         self.telemetry, self.stop_requested = telemetry, stop_requested
         self.grace_seconds, self.poll_seconds = grace_seconds, poll_seconds
-        self.refused: dict[int, tuple[str, str]] = {}  # step → why no retry can send it (said once), its cause
-        self.uploader = CheckpointUploader(self._send_noting_refusals, telemetry.uploaded,
-                                           uploaded_step=uploaded_step, log=telemetry.log,
-                                           warn=telemetry.upload_warning)
+        self.uploader = CheckpointUploader(sender, telemetry.uploaded, uploaded_step=uploaded_step,
+                                           log=telemetry.log, warn=telemetry.upload_warning)
         store.on_left_out = self.uploader.health.left_out
         self.rules_said: set[str] = set()  # upload_rules.rule_key of each rule line said
 
-    def send(self, path: Path, step: int) -> UploadOutcome:
-        """The uploader's work: one checkpoint to S3, under the lease where this node holds one."""
-        return self.store.upload(path, step, lease=self.lease)
-
-    def _send_noting_refusals(self, path: Path, step: int) -> UploadOutcome:
-        """`send`, keeping why a step was refused where no retry can mend it."""
-        try:
-            return self.send(path, step)
-        except RemoteStoreError as error:
-            if error.cause in NEVER_SENT:
-                self.refused[step] = (str(error).strip().split("\n")[0], error.cause)
-            raise
-
     def offer(self, checkpoint: Checkpoint, *, retry: bool = False, writer_done: bool = False) -> bool:
         """`checkpoint` queued for S3 unless an equal or newer step was offered (the uploader's rules); True
-        if queued. The one place a checkpoint becomes the uploader's step and path."""
-        return self.uploader.offer(checkpoint.step, checkpoint.path, retry=retry, writer_done=writer_done)
+        if queued."""
+        return self.uploader.offer(checkpoint, retry=retry, writer_done=writer_done)
 
     def refusal(self, final: Checkpoint) -> tuple[str, str] | None:
         """Why no retry can send `final`, and its cause (None when one may): it is a link, or its upload was
         refused so."""
         if final.path.is_symlink():
             return f"{final.path.name} is a link, and links are never uploaded", FailureCause.LINK
-        return self.refused.get(final.step)
+        return self.uploader.refusal(final.step)
 
     def publishes(self) -> bool:
         """Whether this node sends whole checkpoints: a node alone always does."""

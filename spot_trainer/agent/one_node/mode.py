@@ -11,6 +11,7 @@ from pathlib import Path
 from ...storage.record_kinds import EventKind
 from ...storage.s3.lease import Lease
 from ...storage.saves.layouts import Checkpoint
+from ...storage.steps.step_sender import StepSender
 from ..instance.config import AgentConfig
 from ..node.endings import Endings
 from ..node.keep_outputs import keep_final_outputs
@@ -76,8 +77,9 @@ class OneNode:
 
     def uploads(self, uploaded_step: int | None) -> NodeUploads:
         config = self.config
-        return NodeUploads(store=self.restore.store, lease=self.lease, restore=self.restore, telemetry=self.telemetry,
-                           uploaded_step=uploaded_step, stop_requested=self.stop_requested,
+        store = self.restore.store
+        return NodeUploads(store=store, sender=StepSender(store, lease=self.lease), restore=self.restore,
+                           telemetry=self.telemetry, uploaded_step=uploaded_step, stop_requested=self.stop_requested,
                            grace_seconds=config.grace_seconds, poll_seconds=config.poll_seconds)
 
     def launch(self) -> Launch:

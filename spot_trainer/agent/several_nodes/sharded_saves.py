@@ -25,7 +25,6 @@ from ...storage.steps.checkpoint_files import checkpoint_files
 from ...storage.steps.remote import RemoteStoreError
 from ...storage.steps.step_parts import StepParts
 from ...storage.steps.step_publish import FINISH_TAKEOVER_SECONDS, PARTS_ARRIVAL_SECONDS, SaveOutcome
-from ...storage.upload_outcome import UploadOutcome
 
 # After the command stopped, for the coordinator's record of this node's newest save: rank 0's node sends
 # its .metadata first, within a poll or two; a save cut short never gets one, and the wait costs the round.
@@ -43,9 +42,7 @@ class ShardedSaves:
     arrival_seconds: float = PARTS_ARRIVAL_SECONDS
     publish_seconds: float = PUBLISH_RETRY_SECONDS
     takeover_seconds: float = FINISH_TAKEOVER_SECONDS
-    _sent: dict[int, float] = field(default_factory=dict)  # step → when this node's part went up
     _publish_failed: dict[int, str] = field(default_factory=dict)  # step → the last publish failure said
-    _lock: threading.Lock = field(default_factory=threading.Lock)
     _said: str = ""  # the last failure to look for a part, said once
 
     def ready(self, *, writer_done: bool, above: int | None) -> layouts.Checkpoint | None:
@@ -95,20 +92,10 @@ class ShardedSaves:
         files = {name: path for name, path in checkpoint_files(pending.path).items() if name in save.listed}
         return bool(files) and not save.refusal(files)
 
-    def upload(self, path: Path, step: int) -> UploadOutcome:
-        """The uploader's upload for a sharded checkpoint (StepParts.upload); a part sent is followed until its
-        step is published."""
-        outcome = self.parts.upload(path, step)
-        if outcome is UploadOutcome.PART_SENT:
-            with self._lock:
-                self._sent[step] = time.monotonic()
-        return outcome
-
     def check(self, latest: Callable[[], int | None]) -> None:
         """Each poll: a part sent whose step is published is done with; a whole save is published, its publish
         retried when S3 failed it; one not whole in time is abandoned."""
-        with self._lock:
-            sent = dict(self._sent)
+        sent = self.parts.awaiting_publish()
         if not sent:
             return
         try:
@@ -181,9 +168,8 @@ class ShardedSaves:
         self.event(EventKind.ABANDONED, step=step, missing=missing, removed=removed)
 
     def _forget(self, step: int) -> None:
-        with self._lock:
-            self._sent.pop(step, None)
-            self._publish_failed.pop(step, None)
+        self.parts.stop_awaiting(step)
+        self._publish_failed.pop(step, None)
 
     def awaited(self, step: int) -> str:
         """Why `step` is not published yet, for a line: the parts still missing."""

@@ -5,12 +5,10 @@ while it publishes in its round, and every node its own shards of a save DCP wro
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
-from ...storage.saves import shards
 from ...storage.saves.layouts import Checkpoint
 from ...storage.steps.remote import RemoteStore, RemoteStoreError
-from ...storage.upload_outcome import UploadOutcome
+from ...storage.steps.step_sender import StepSender
 from ..node.restore import Restore
 from ..node.uploads import NodeUploads
 from ..records.telemetry import RunTelemetry
@@ -22,15 +20,10 @@ class SeveralUploads(NodeUploads):
     def __init__(self, *, store: RemoteStore, restore: Restore, rounds: RoundPart, telemetry: RunTelemetry,
                  sharded: ShardedSaves, uploaded_step: int | None, stop_requested: threading.Event,
                  grace_seconds: float, poll_seconds: float) -> None:
-        self.rounds, self.sharded = rounds, sharded  # before the uploader exists: it sends through them
-        super().__init__(store=store, lease=None, restore=restore, telemetry=telemetry, uploaded_step=uploaded_step,
-                         stop_requested=stop_requested, grace_seconds=grace_seconds, poll_seconds=poll_seconds)
-
-    def send(self, path: Path, step: int) -> UploadOutcome:
-        """A checkpoint written in shards goes up as this node's part."""
-        if shards.is_sharded(path):
-            return self.sharded.upload(path, step)
-        return super().send(path, step)
+        self.rounds, self.sharded = rounds, sharded
+        super().__init__(store=store, sender=StepSender(store, parts=sharded.parts), restore=restore,
+                         telemetry=telemetry, uploaded_step=uploaded_step, stop_requested=stop_requested,
+                         grace_seconds=grace_seconds, poll_seconds=poll_seconds)
 
     def publishes(self) -> bool:
         return self.rounds.publishes()

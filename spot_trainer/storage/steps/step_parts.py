@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class StepParts(SettledSteps):
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _awaiting: dict[int, float] = field(default_factory=dict)  # step → when this node's part went up unpublished
 
     def upload(self, local: Path, step: int) -> UploadOutcome:
         """Send this node's part of `step` and publish the step if it is now whole: PUBLISHED once published,
@@ -81,7 +82,21 @@ class StepParts(SettledSteps):
         with self._lock:
             self.sent[step] = identity
         log.info("step %d: sent this node's part to s3://%s/%s", step, self.store.bucket, self.store.step_prefix(step))
-        return UploadOutcome.PUBLISHED if self.publish_if_whole(step) else UploadOutcome.PART_SENT
+        if self.publish_if_whole(step):
+            return UploadOutcome.PUBLISHED
+        with self._lock:
+            self._awaiting[step] = time.monotonic()
+        return UploadOutcome.PART_SENT
+
+    def awaiting_publish(self) -> dict[int, float]:
+        """The steps this node sent a part of that were not whole then, and when (time.monotonic): followed
+        until published or abandoned (agent/several_nodes/sharded_saves.py)."""
+        with self._lock:
+            return dict(self._awaiting)
+
+    def stop_awaiting(self, step: int) -> None:
+        with self._lock:
+            self._awaiting.pop(step, None)
 
     def _send_coordinators_part(self, local: Path, step: int, files: dict[str, Path]) -> str:
         """`.metadata` first, with a first record; then the listed shards and rank 0's own files."""

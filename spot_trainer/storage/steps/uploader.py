@@ -7,6 +7,9 @@ Each upload reads a hard-linked view of its checkpoint (staging.py), so a traine
 original meanwhile cannot break it. Where that view cannot be made (a full disk, no inodes left, a
 read-only file system), the step fails while the command still runs; once the command has stopped
 nothing can rewrite the checkpoint any more, so it is uploaded from its own files.
+
+A checkpoint keeps its type from the agent's offer to S3: the sender (step_sender.py) decides where it goes
+and publishes it; only the outcome is reported back.
 """
 
 from __future__ import annotations
@@ -15,15 +18,23 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from ..failure_causes import NEVER_SENT
 from ..files.regular_files import links_in
 from ..files.staging import RewrittenWhileCopied, copy_set, release, stage
+from ..s3.job_objects import RemoteStoreError
 from ..saves import fixed_names, layouts
+from ..saves.layouts import Checkpoint
 from ..upload_outcome import UploadOutcome
 from .upload_health import UploadHealth, UploadWarning, cause_of
+
+
+class Sender(Protocol):
+    def send(self, checkpoint: Checkpoint) -> UploadOutcome:
+        """One checkpoint to S3, published once its step is whole (StepSender)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,12 @@ class Uploaded:
     bytes: int
     published: bool  # False when latest.json already held a newer step or the lease was lost
     part: bool = False  # this node's part of a sharded step went up; the step counts once every part has
+
+
+@dataclass(frozen=True)
+class Offered:
+    checkpoint: Checkpoint
+    writer_done: bool  # the command has stopped: with no staging view, its own files may go up
 
 
 def size_of(path: Path) -> int:
@@ -46,19 +63,20 @@ class CheckpointUploader:
 
     def __init__(
         self,
-        upload: Callable[[Path, int], UploadOutcome],
+        sender: Sender,
         on_uploaded: Callable[[Uploaded], None],
         *,
         uploaded_step: int | None = None,
         log: Callable[[str], None] = lambda line: print(f"spot-trainer: {line}", file=sys.stderr, flush=True),
         warn: Callable[[UploadWarning], None] = lambda warning: None,
     ) -> None:
-        self._upload, self._on_uploaded, self._log = upload, on_uploaded, log
+        self._sender, self._on_uploaded, self._log = sender, on_uploaded, log
         self.health = UploadHealth(warn)
         self.uploaded_step = uploaded_step  # newest step known to be safe in S3
         self._offered_step = uploaded_step
-        self._pending: tuple[int, Path, bool] | None = None  # step, path, whether its writer has stopped
+        self._pending: Offered | None = None
         self._failed_step: int | None = None  # the last upload that raised, which `retry` may offer again
+        self._refused: dict[int, tuple[str, str]] = {}  # step → why no retry can send it, and its cause
         self._links_missing_logged = False
         self._busy = False
         self._closed = False
@@ -66,21 +84,27 @@ class CheckpointUploader:
         self._thread = threading.Thread(target=self._run, name="checkpoint-upload", daemon=True)
         self._thread.start()
 
-    def offer(self, step: int, path: Path, *, retry: bool = False, writer_done: bool = False) -> bool:
-        """Queue `path` unless an equal or newer step was already offered; True if queued.
+    def offer(self, checkpoint: Checkpoint, *, retry: bool = False, writer_done: bool = False) -> bool:
+        """Queue `checkpoint` unless an equal or newer step was already offered; True if queued.
         With `retry`, a step whose upload failed may be offered once more. `writer_done`: the command
         has stopped, so the checkpoint may be uploaded from its own files if no staging view can be made."""
+        step = checkpoint.step
         with self._cond:
-            if writer_done and self._pending is not None and self._pending[0] == step:
-                self._pending = (step, self._pending[1], True)  # still waiting: it goes as the last one
+            if writer_done and self._pending is not None and self._pending.checkpoint.step == step:
+                self._pending = replace(self._pending, writer_done=True)  # still waiting: it goes as the last one
             again = retry and step == self._failed_step and self._pending is None
             if not again and self._offered_step is not None and step <= self._offered_step:
                 return False
             self._failed_step = None if again else self._failed_step
             self._offered_step = max(step, self._offered_step or step)
-            self._pending = (step, path, writer_done)
+            self._pending = Offered(checkpoint, writer_done)
             self._cond.notify_all()
             return True
+
+    def refusal(self, step: int) -> tuple[str, str] | None:
+        """Why S3 refused `step` so that no retry can send it, and its cause; None when a retry may."""
+        with self._cond:
+            return self._refused.get(step)
 
     @property
     def offered_step(self) -> int | None:
@@ -118,19 +142,21 @@ class CheckpointUploader:
                     self._cond.wait()
                 if self._pending is None:
                     return
-                (step, path, writer_done), self._pending = self._pending, None
+                offered, self._pending = self._pending, None
                 self._busy = True
             try:
-                self._upload_one(step, path, writer_done)
+                self._upload_one(offered)
             except Exception as error:  # never let the worker die: drain() would wait on it for good
+                step = offered.checkpoint.step
                 self._log(f"upload of checkpoint step {step} failed: {_one_line(error)}")
-                self.health.failed(step, cause_of(error), urgent=writer_done)
+                self.health.failed(step, cause_of(error), urgent=offered.writer_done)
             finally:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
 
-    def _upload_one(self, step: int, path: Path, writer_done: bool) -> None:
+    def _upload_one(self, offered: Offered) -> None:
+        (step, path), writer_done = (offered.checkpoint.step, offered.checkpoint.path), offered.writer_done
         started = time.monotonic()
         staged: Path | None = None
         if links := links_in(path):
@@ -156,10 +182,11 @@ class CheckpointUploader:
             return
         try:
             size = size_of(staged)
-            outcome = self._upload(staged, step)
+            outcome = self._sender.send(replace(offered.checkpoint, path=staged))
         except Exception as error:  # S3 down after retries, a file that changed: the next may succeed
             self._log(f"upload of checkpoint step {step} failed: {_one_line(error)}")
             self._mark_failed(step)
+            self._note_refusal(step, error)
             self.health.failed(step, cause_of(error), urgent=writer_done)
             return
         finally:
@@ -175,6 +202,10 @@ class CheckpointUploader:
         except Exception as error:  # reporting is secondary; the worker must live on
             self._log(f"recording the upload of step {step} failed: {_one_line(error)}")
 
+    def _note_refusal(self, step: int, error: Exception) -> None:
+        if isinstance(error, RemoteStoreError) and error.cause in NEVER_SENT:
+            with self._cond:
+                self._refused[step] = (_one_line(error), error.cause)
 
     def _mark_failed(self, step: int) -> None:
         """`step` did not go up: `offer(..., retry=True)` may offer it once more."""
