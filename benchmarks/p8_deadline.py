@@ -52,6 +52,7 @@ from spot_trainer.capacity.policy import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script too: the checkout's folders
 from benchmarks.capacity_traces import trace  # noqa: E402
+from benchmarks.training_run import TrainingRun  # noqa: E402
 from stacks.help_text import first_paragraph  # noqa: E402
 
 SECONDS_PER_STEP = 60.0  # one step is one tick of training
@@ -85,20 +86,10 @@ class Job:
 
 
 @dataclass
-class Run:
-    """One job under one policy: where training stands and what has been billed."""
+class Run(TrainingRun):
+    """One job under one policy: where training stands, what has been billed, and its starts."""
 
-    market: str = SPOT  # the market the group is set to
-    instance: str | None = None  # the market of the running instance, None while nothing runs
-    booting: int = 0  # minutes of boot and restore left
-    step: int = 0
-    saved: int = 0  # the step of the newest checkpoint
-    since_save: int = 0
-    trained: bool = False  # a step has been timed: the pace is known
     spot_seen: int = 0  # the last minute a spot instance ran
-    cost: float = 0.0
-    minutes: int = 0
-    on_demand_minutes: int = 0
     starts: int = 0
 
 

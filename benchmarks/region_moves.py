@@ -117,7 +117,7 @@ def tick(job: Job, run: Run, minute: int, settings: Settings) -> None:
 
 
 def simulate(job: Job, policy: Policy, settings: Settings, home: str) -> Outcome:
-    run, minute = Run(home), 0
+    run, minute = Run(region=home), 0
     while run.step < job.compute:
         if run.instance == SPOT and run.reclaim_at is None and not job.spot_at(run.region, minute):
             notice(job, run, minute, settings)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from benchmarks.capacity_traces import trace
 from benchmarks.region_timing import MoveTime
-from spot_trainer.capacity.policy import SPOT
+from benchmarks.training_run import TrainingRun
 from spot_trainer.capacity.regions.moves import Move
 
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
@@ -57,15 +57,8 @@ class Job:
 
 
 @dataclass
-class Run:
-    region: str
-    market: str = SPOT
-    instance: str | None = None
-    booting: int = 0
-    step: int = 0
-    saved: int = 0
-    since_save: int = 0
-    trained: bool = False
+class Run(TrainingRun):
+    region: str = field(kw_only=True)  # the active region: where the group is set to run
     checkpoint_region: str | None = None
     idle_since: int = 0  # the minute the active region last had no instance, or became active
     failures: int = 0  # launches failed for capacity in the active region since its last launch
@@ -77,12 +70,9 @@ class Run:
     moves: list[Move] = field(default_factory=list)  # the move rule's own record
     region_changes: int = 0
     restores: int = 0
-    cost: float = 0.0
     on_demand_cost: float = 0.0
     transfer_gb: float = 0.0
     waiting: int = 0
-    minutes: int = 0
-    on_demand_minutes: int = 0
 
 
 @dataclass(frozen=True)

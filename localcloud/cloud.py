@@ -22,6 +22,7 @@ from localcloud.instance import REPO_ROOT
 from localcloud.moto_server import DUMMY_CREDENTIALS, MotoServer
 from localcloud.region_link import CrossRegionLink
 from localcloud.region_proxy import RegionProxy
+from localcloud.served import Served
 from spot_trainer.aws_names import job_of_stack
 
 WORK_ROOT = REPO_ROOT / ".localcloud"
@@ -76,7 +77,7 @@ class Deployment:
 
 
 @dataclass
-class LocalCloud:
+class LocalCloud(Served):
     """moto on 127.0.0.1 plus the CDK CLI pointed at it. Use as a context manager: stop() always runs."""
 
     workdir: Path
@@ -108,12 +109,6 @@ class LocalCloud:
         self.proxies.clear()
         if self.moto is not None:
             self.moto.stop()
-
-    def __enter__(self) -> LocalCloud:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # ---- AWS clients -----------------------------------------------------------------------------
     @property

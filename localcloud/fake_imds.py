@@ -21,8 +21,9 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from urllib.parse import parse_qs, urlsplit
+
+from localcloud.served import Served
 
 TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
@@ -50,7 +51,7 @@ def iso_in(seconds: float) -> str:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class FakeImds:
+class FakeImds(Served):
     def __init__(
         self,
         *,
@@ -101,14 +102,6 @@ class FakeImds:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-    def __enter__(self) -> FakeImds:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # ---- notices ------------------------------------------------------------------------------
     def announce_interruption(self, action: str = "terminate", in_seconds: float = 120) -> None:

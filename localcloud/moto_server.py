@@ -10,9 +10,9 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from localcloud.region_capacity import BOARD_ENV
+from localcloud.served import Served
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DECISIONS_ENV = "LOCALCLOUD_IAM_DECISIONS"  # the file moto appends its IAM decisions to (moto_iam.py)
@@ -32,7 +32,7 @@ def free_port() -> int:
 
 
 @dataclass
-class MotoServer:
+class MotoServer(Served):
     """A moto_server child process (with localcloud.moto_app's additions).
 
     `endpoint` uses `localhost`: moto parses bucket paths only then."""
@@ -101,11 +101,3 @@ class MotoServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-    def __enter__(self) -> MotoServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -30,6 +30,11 @@ sys.exit(cli.main(sys.argv[1:]))
 TRAIN = ["train", "--model", "lm", "--synthetic", "--checkpoint-dir", "{dir}/ck"]
 
 
+def demo_flag(flag: str, value: str) -> tuple[str, str, list[str]]:
+    """`python -m localcloud demo FLAG VALUE`, whose line must name FLAG."""
+    return f"demo {flag} {value}", flag, ["localcloud", "demo", flag, value]
+
+
 def cli_cases() -> list[tuple[str, str, list[str]]]:
     """(case, the flag the line must name, argv after `python -m`); "{dir}" is the case's folder."""
     status = ["spot_trainer", "status"]
@@ -60,21 +65,21 @@ def cli_cases() -> list[tuple[str, str, list[str]]]:
         ("demo --job nope", "nope", [*demo, "--job", "nope"]),
         ("demo --job a file with a bad field", "capacity.nodes", [*demo, "--job", "{dir}/badfield.toml"]),
         ("demo --job a Latin-1 file", "UTF-8", [*demo, "--job", "{dir}/latin.toml"]),
-        ("demo --interruptions -1", "--interruptions", [*demo, "--interruptions", "-1"]),
-        ("demo --spot-outage abc", "--spot-outage", [*demo, "--spot-outage", "abc"]),
+        demo_flag("--interruptions", "-1"),
+        demo_flag("--spot-outage", "abc"),
         ("demo --price-trace missing file", "--price-trace", [*demo, "--price-trace", "{dir}/no-such-trace.json"]),
         ("demo --price-trace not JSON", "--price-trace", [*demo, "--price-trace", "{dir}/a-file"]),
-        ("demo --rate -5", "--rate", [*demo, "--rate", "-5"]),
+        demo_flag("--rate", "-5"),
         ("demo --interruptions with --rate", "--rate", [*demo, "--interruptions", "2", "--rate", "3"]),
-        ("demo --hard-kill 5", "--hard-kill", [*demo, "--hard-kill", "5"]),
-        ("demo --spot-discount 1.5", "--spot-discount", [*demo, "--spot-discount", "1.5"]),
-        ("demo --notice-seconds -1", "--notice-seconds", [*demo, "--notice-seconds", "-1"]),
-        ("demo --timeout 0", "--timeout", [*demo, "--timeout", "0"]),
-        ("demo --early-replacement -1", "--early-replacement", [*demo, "--early-replacement", "-1"]),
+        demo_flag("--hard-kill", "5"),
+        demo_flag("--spot-discount", "1.5"),
+        demo_flag("--notice-seconds", "-1"),
+        demo_flag("--timeout", "0"),
+        demo_flag("--early-replacement", "-1"),
         ("demo --env FOO (no =)", "--env", [*demo, "--env", "FOO"]),
         ("demo --json into a missing folder", "--json", [*demo, "--json", "{dir}/no-such-dir/report.json"]),
         ("demo --train-args '--steps abc'", "--train-args", [*demo, "--train-args=--model lm --synthetic --steps abc"]),
-        ("demo --seed x", "--seed", [*demo, "--seed", "x"]),
+        demo_flag("--seed", "x"),
         ("localcloud dmeo (typo)", "dmeo", ["localcloud", "dmeo"]),
     ]
 

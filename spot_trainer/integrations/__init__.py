@@ -20,6 +20,6 @@ framework only once the script imports it (`post_import`).
 its node left out of a step restored in part before DCP reads it, so no rank loads a hole as zeros.
 
 `checkpoint_names` holds the names of a framework's saves that the checkpoint layouts must know too
-(`last.ckpt`); it imports nothing, and it is the one module of this room the storage side reads
-(storage/saves/frameworks.py).
+(`last.ckpt`), and `byte_ranges` the merging of a file's byte ranges that a node's restore and a rank's reads
+share; they import nothing, and they are the modules of this room the storage side reads (storage/saves/).
 """

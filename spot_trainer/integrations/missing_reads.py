@@ -22,10 +22,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .byte_ranges import Range, touching
 from .checkpoint_names import RESTORED_PART
 
 MODULE = "torch.distributed.checkpoint.filesystem"
-Range = tuple[int, int]
 
 
 def fetch_before_reading(module: ModuleType) -> None:
@@ -79,7 +79,7 @@ def fetch_missing(folder: Path, reads: list[tuple[Any, Any]], record: dict[str, 
     fetched = []
     for name, ranges in wanted.items():
         key, size = keys[name]
-        for offset, length in _runs(ranges):
+        for offset, length in touching(ranges):
             _fetch(record, key, root / name, size, offset, length)
             fetched.append((key, (offset, length)))
     return fetched
@@ -111,16 +111,6 @@ def _held(path: Path, key: str, size: int, record: dict[str, Any]) -> list[Range
     if key in record.get("absent", []) or not path.is_file():
         return []
     return sorted((int(offset), int(length)) for offset, length in record.get("pieces", {}).get(key, [(0, size)]))
-
-
-def _runs(ranges: list[Range]) -> list[Range]:
-    out: list[Range] = []
-    for offset, length in sorted(ranges):
-        if out and offset <= out[-1][0] + out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], offset + length - out[-1][0]))
-        else:
-            out.append((offset, length))
-    return out
 
 
 def _fetch(record: dict[str, Any], key: str, path: Path, size: int, offset: int, length: int) -> None:

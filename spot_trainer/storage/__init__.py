@@ -6,6 +6,6 @@ contract and the local store, the one module that imports torch, for its seriali
 objects, conditional writes, the lease), `saves` (what a program's saves are: layouts, one entry per
 framework in `frameworks`, DCP's shards) and `steps` (a step's way to S3 and back: the store, the
 uploader, a sharded step's parts, the restore). It imports nothing from `spot_trainer.agent` or
-`spot_trainer.builtin`, and of `spot_trainer.integrations` only the names both sides of a framework agree on
-(`checkpoint_names`, which imports nothing).
+`spot_trainer.builtin`, and of `spot_trainer.integrations` only what both sides agree on
+and imports nothing: the names of a framework's saves (`checkpoint_names`) and byte ranges (`byte_ranges`).
 """

@@ -4,5 +4,5 @@ DCP's shards and what a node's ranks read of them at any world size (`resharded`
 that sends each up (`upload_rules`), and the outputs a finished command leaves.
 
 It may import the `files` and `s3` wings, storage's vocabulary and, of `spot_trainer.integrations`, only
-`checkpoint_names`.
+`checkpoint_names` and `byte_ranges` (which import nothing).
 """

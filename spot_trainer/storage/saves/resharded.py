@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...integrations.byte_ranges import Range
+from ...integrations.byte_ranges import touching as touching  # the restore merges what a node holds with it too
 from . import chunk_archive, shards
-from .shards import Narrowed, NodeRanks, Range, Shadow, Share
+from .shards import COALESCE_BYTES, Narrowed, NodeRanks, Shadow, Share
 
-# Near ranges of one file are fetched as one GET when the gap between them is at most this, and all gaps
-# so fetched add at most GAP_SHARE of the bytes the ranks read.
-COALESCE_BYTES = 1024 * 1024
+# All gaps fetched as part of one GET (each at most COALESCE_BYTES) add at most GAP_SHARE of the bytes the ranks read.
 GAP_SHARE = 0.05
 
 
@@ -160,17 +160,6 @@ def coalesced(read: dict[str, list[Range]]) -> dict[str, list[Range]]:
                 out.append((offset, length))
         merged[path] = out
     return merged
-
-
-def touching(ranges: list[Range]) -> list[Range]:
-    """The ranges merged where they touch or overlap, in order."""
-    out: list[Range] = []
-    for offset, length in sorted(ranges):
-        if out and offset <= out[-1][0] + out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], offset + length - out[-1][0]))
-        else:
-            out.append((offset, length))
-    return out
 
 
 # ---- the .metadata's items and chunks, read from its Shadows -------------------------------------------

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ...integrations.byte_ranges import Range as Range  # a node's pieces, as the restore names them
+from ...integrations.byte_ranges import touching
 from ..files.regular_files import open_regular
 
 METADATA = ".metadata"
@@ -198,8 +200,9 @@ def metadata_identity(bodies: dict[str, bytes]) -> str:
 
 
 # ---- what a node's ranks read ------------------------------------------------------------------------
-Range = tuple[int, int]  # (offset, length) in a file
 Narrowed = tuple[int, int, int, int, int, int]
+# Near ranges of one file are fetched as one range (one GET, not several) when the gap between them is at most this.
+COALESCE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -297,22 +300,9 @@ def node_share(body: bytes, files: set[str], ranks: NodeRanks) -> Share:
         path, offset, length = placed[0]
         if path not in whole:
             pieces.setdefault(path, []).append((offset, length))
-    return Share(frozenset(whole), {path: _coalesced(ranges) for path, ranges in pieces.items()})
+    return Share(frozenset(whole), {path: touching(ranges, COALESCE_BYTES) for path, ranges in pieces.items()})
 
 
 def _rank(path: str) -> int:
     rank = rank_of(path)
     return -1 if rank is None else rank
-
-
-COALESCE_BYTES = 1024 * 1024  # pieces closer than this are fetched as one range (one GET, not several)
-
-
-def _coalesced(ranges: list[Range]) -> list[Range]:
-    merged: list[list[int]] = []
-    for offset, length in sorted(ranges):
-        if merged and offset <= merged[-1][0] + merged[-1][1] + COALESCE_BYTES:
-            merged[-1][1] = max(merged[-1][1], offset + length - merged[-1][0])
-        else:
-            merged.append([offset, length])
-    return [(offset, length) for offset, length in merged]
