@@ -66,6 +66,14 @@ def field_error(field: str, message: str) -> JobSpecError:
     return JobSpecError(f"{field}: {message}")
 
 
+def out_of_bounds(field: str, value: float) -> str | None:
+    """The field's range in the settings table ("10..7200") when `value` lies outside it, else None."""
+    bounds = setting(field).bounds
+    if bounds is None or bounds[0] <= value <= bounds[1]:
+        return None
+    return "{}..{}".format(*bounds)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     command: str = setting("run.command").default
