@@ -10,8 +10,8 @@ from constructs import Construct
 
 from spot_trainer.secret_refs import parse_refs
 from spot_trainer.settings import env_setting
-from stacks.console.construct_values import FleetValues, NetworkValues
-from stacks.console.parameters import JobParameters, add_job_parameters
+from stacks.console.construct_values import StackValues
+from stacks.console.parameters import add_job_parameters
 from stacks.console.rules import add_console_rules
 from stacks.instance.header import user_data_header
 from stacks.instance.runtime_wheel import runtime_wheel
@@ -51,15 +51,15 @@ class SpotTrainingStack(Stack):
         kwargs.setdefault("description", description)
         super().__init__(scope, construct_id, **kwargs)
         params = add_job_parameters(self, job)
-        add_console_rules(self, params)
-        bucket = CheckpointBucket(self, "Checkpoints",
-                                  noncurrent_days=Token.as_number(params.value("CheckpointVersionRetentionDays")),
-                                  existing_name=params.value("ExistingBucket"),
+        values = StackValues.of(params)
+        add_console_rules(self, values)
+        bucket = CheckpointBucket(self, "Checkpoints", noncurrent_days=values.storage.noncurrent_days,
+                                  existing_name=values.storage.existing_bucket,
                                   bucket_name=place.job_buckets(job.name).get(str(place.region)))
-        logs = JobLogGroup(self, "Logs", job=job.name, retention_days=params["LogRetentionDays"])
+        logs = JobLogGroup(self, "Logs", job=job.name, retention_days=values.storage.log_retention_days)
         code_uri = self._code_asset_uri(job)
-        trainer_package = self._trainer_package(job, params)
-        topic = JobTopic(self, "Notifications", job=job.name, email=params.value("NotifyEmail"))
+        trainer_package = self._trainer_package(job, values.trainer_package)
+        topic = JobTopic(self, "Notifications", job=job.name, email=values.alerts.notify_email)
         job_buckets = place.job_buckets(job.name)
         other_buckets, lease_bucket = place.bucket_arns(job.name)
         role = TrainerRole(
@@ -70,9 +70,8 @@ class SpotTrainingStack(Stack):
         )
         acknowledge_other_regions(self, job=job.name, bucket_arns=other_buckets)
         grant_secret_reads(role.role, parse_refs(job.run.secrets))
-        DatasetReadAccess(self, "Dataset", role=role.role, bucket=params.value("DataBucket"),
-                          prefix=params.value("DataPrefix"))
-        network = JobNetwork(self, "Network", values=NetworkValues.of(params),
+        DatasetReadAccess(self, "Dataset", role=role.role, bucket=values.data.bucket, prefix=values.data.prefix)
+        network = JobNetwork(self, "Network", values=values.network,
                              one_az=job.capacity.placement == "cluster")
         header = user_data_header(job, params, made_by_stack={
             "SPOT_STACK": job.stack_name, "SPOT_BUCKET": bucket.name, "SPOT_ASG_NAME": group_name(job.name),
@@ -81,7 +80,7 @@ class SpotTrainingStack(Stack):
             **({"SPOT_JOB_BUCKETS": ",".join(f"{r}={b}" for r, b in job_buckets.items())} if job_buckets else {})})
         bound_user_data(job, params, header)
         fleet = SpotFleet(
-            self, "Fleet", job=job.name, values=FleetValues.of(params), type_count=len(job.capacity.instance_types),
+            self, "Fleet", job=job.name, values=values.fleet, type_count=len(job.capacity.instance_types),
             subnet_ids=network.subnet_ids, security_group_id=network.security_group.attr_group_id,
             instance_profile=role.instance_profile,
             user_data=render_user_data(job.userdata_version, header),
@@ -94,14 +93,14 @@ class SpotTrainingStack(Stack):
         # uploads and completes its lifecycle action while `cdk destroy` deletes the group.
         fleet.group.add_resource_dependency(role.policy)
         StallAlarm(self, "Stall", job=job.name, namespace=METRICS_NAMESPACE, group_name=fleet.group_name,
-                   minutes=params.value("StallAlarmMinutes"), topic_arn=topic.arn)
+                   minutes=values.alerts.stall_minutes, topic_arn=topic.arn)
         if place.home:
-            self._home_watch(job, place, params, fleet, bucket, topic, logs)
+            self._home_watch(job, place, values, fleet, bucket, topic, logs)
         acknowledge_findings(
             self, job=job.name, bucket_name=bucket.name,
             group_name=fleet.group_name, created_vpc=job.network.create,
             has_asset=self._code_asset is not None or self._runtime_asset is not None,
-            data=(params.value("DataBucket"), params.value("DataPrefix")),
+            data=(values.data.bucket, values.data.prefix),
         )
         CfnOutput(self, "CheckpointBucket", value=bucket.name,
                   description="Checkpoints and the env cache (env-cache/) live here; cdk destroy keeps it")
@@ -109,7 +108,7 @@ class SpotTrainingStack(Stack):
         CfnOutput(self, "LogGroup", value=logs.name)
         CfnOutput(self, "NotificationTopic", value=topic.arn)
 
-    def _home_watch(self, job: JobSpec, place: RegionStack, params: JobParameters, fleet: SpotFleet,
+    def _home_watch(self, job: JobSpec, place: RegionStack, values: StackValues, fleet: SpotFleet,
                     bucket: CheckpointBucket, topic: JobTopic, logs: JobLogGroup) -> None:
         """Home's: the dashboard (its name is the account's, in every region) and what watches the job's capacity,
         the capacity watch, or for a job of several regions the regions controller, which applies its rules too."""
@@ -117,14 +116,14 @@ class SpotTrainingStack(Stack):
         if place.several:
             RegionsController(
                 self, "Regions", job=job.name, regions=job.capacity.regions, group_name=fleet.group_name,
-                nodes=params.value("Nodes"), instance_types=params.value("InstanceTypes"),
-                region_wait=job.capacity.region_wait, max_spot_wait=params.value("MaxSpotWait"),
+                nodes=values.fleet.nodes, instance_types=values.fleet.instance_types,
+                region_wait=job.capacity.region_wait, max_spot_wait=values.watch.max_spot_wait,
                 runtime=self._runtime_wheel(), topic_arn=topic.arn, log_group=logs.name, log_group_arn=logs.arn)
             return
         CapacityWatch(
             self, "CapacityWatch", job=job.name, group_name=fleet.group_name, bucket_arn=bucket.arn,
             bucket_name=bucket.name, topic_arn=topic.arn, log_group=logs.name, log_group_arn=logs.arn,
-            max_spot_wait=params["MaxSpotWait"], deadline=params["Deadline"], margin=params["DeadlineMargin"],
+            values=values.watch,
         )
 
     def _code_asset_uri(self, job: JobSpec) -> str:
@@ -138,17 +137,16 @@ class SpotTrainingStack(Stack):
         self._ignore_asset_hash_parameters()
         return str(self._code_asset.s3_object_url)
 
-    def _trainer_package(self, job: JobSpec, params: JobParameters) -> str:
-        """What user data installs: the TrainerPackage parameter, or when it is empty (the default of a job
+    def _trainer_package(self, job: JobSpec, given: str) -> str:
+        """What user data installs: the package given at deploy, or when it is empty (the default of a job
         that names no package) the wheel of this checkout, shipped with the stack as an asset."""
         self._runtime_asset: s3_assets.Asset | None = None
         if job.run.trainer_package != SHIPPED_TRAINER_PACKAGE:
-            return params.value("TrainerPackage")
+            return given
         self._runtime_asset = self._runtime_wheel()
         shipped = CfnCondition(self, "ShipsRuntime",
-                               expression=Fn.condition_equals(params.value("TrainerPackage"), ""))
-        return str(Token.as_string(Fn.condition_if(shipped.logical_id, self._runtime_asset.s3_object_url,
-                                               params.value("TrainerPackage"))))
+                               expression=Fn.condition_equals(given, ""))
+        return str(Token.as_string(Fn.condition_if(shipped.logical_id, self._runtime_asset.s3_object_url, given)))
 
     def _runtime_wheel(self) -> s3_assets.Asset:
         """The wheel of this checkout as an asset, made once: what instances install and the controller runs."""

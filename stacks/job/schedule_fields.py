@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from spot_trainer import setting_patterns as pattern
 from spot_trainer.builtin_arguments import total_steps
 from spot_trainer.capacity.policy import is_duration, parse_deadline, parse_duration
-from spot_trainer.settings import MAX_STALL_MINUTES
+from spot_trainer.settings import MAX_STALL_MINUTES, setting
 from stacks.job.spec import NotifySpec, RunSpec, ScheduleSpec, field_error, plain_decimal
 
 
@@ -31,13 +31,19 @@ def check_notify(notify: NotifySpec) -> None:
                     f"got {notify.stall_minutes}")
 
 
+def _may_be_empty(field: str) -> bool:
+    """Whether the field's console parameter takes an empty value, by its pattern in the settings table:
+    a deadline and a spot wait may be empty (none), a deadline's margin may not."""
+    return re.fullmatch(setting(field).console[0].pattern, "") is not None
+
+
 def check_schedule(schedule: ScheduleSpec, run: RunSpec, given: Collection[str]) -> None:
     """The forms the agent and the capacity watch read (spot_trainer/capacity/policy.py), checked here first."""
     for field, text in (("deadline", schedule.deadline), ("max_spot_wait", schedule.max_spot_wait),
                         ("margin", schedule.margin)):
         if text != text.strip():
             raise field_error(f"schedule.{field}", f"{text!r} has leading or trailing spaces")
-        if not text and field != "margin":
+        if not text and _may_be_empty(f"schedule.{field}"):
             continue
         try:
             at = parse_deadline(text, first_start=time.time()) if field == "deadline" else parse_duration(text)

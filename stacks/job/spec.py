@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from spot_trainer.aws_names import stack_name
 from spot_trainer.builtin_arguments import ArgumentsError, check_arguments
@@ -66,24 +67,48 @@ def field_error(field: str, message: str) -> JobSpecError:
     return JobSpecError(f"{field}: {message}")
 
 
+def out_of_bounds(field: str, value: float) -> str | None:
+    """The field's range in the settings table ("10..7200") when `value` lies outside it, else None."""
+    bounds = setting(field).bounds
+    if bounds is None or bounds[0] <= value <= bounds[1]:
+        return None
+    return "{}..{}".format(*bounds)
+
+
+TABLE: Any = object()  # a job-file field's default: the settings table's, put in its place by `from_table`
+_Spec = TypeVar("_Spec")
+
+
+def from_table(section: str) -> Callable[[type[_Spec]], type[_Spec]]:
+    """Gives each field of a section's spec declared `= TABLE` the default the settings table holds for
+    `section.field`, so the table alone spells a field's default (a field it lacks fails at import)."""
+    def fill(cls: type[_Spec]) -> type[_Spec]:
+        for name in cls.__annotations__:
+            if cls.__dict__.get(name) is TABLE:
+                setattr(cls, name, setting(f"{section}.{name}").default)
+        return cls
+    return fill
+
+
 @dataclass(frozen=True)
+@from_table("run")
 class RunSpec:
-    command: str = setting("run.command").default
-    train_args: str = setting("run.train_args").default
-    setup: str = setting("run.setup").default
-    workdir: str = setting("run.workdir").default
-    checkpoint_dir: str = setting("run.checkpoint_dir").default
-    data: str = setting("run.data").default
-    torch: str = setting("run.torch").default
-    env_cache: bool = setting("run.env_cache").default
-    trainer_package: str = setting("run.trainer_package").default
-    checkpoint_files: tuple[str, ...] = setting("run.checkpoint_files").default
-    secrets: tuple[str, ...] = setting("run.secrets").default
-    stop_signal: str = setting("run.stop_signal").default
-    grace_seconds: int = setting("run.grace_seconds").default
-    restart_budget: int = setting("run.restart_budget").default
-    react_to_rebalance: bool = setting("run.react_to_rebalance").default
-    save_warn_seconds: int = setting("run.save_warn_seconds").default
+    command: str = TABLE
+    train_args: str = TABLE
+    setup: str = TABLE
+    workdir: str = TABLE
+    checkpoint_dir: str = TABLE
+    data: str = TABLE
+    torch: str = TABLE
+    env_cache: bool = TABLE
+    trainer_package: str = TABLE
+    checkpoint_files: tuple[str, ...] = TABLE
+    secrets: tuple[str, ...] = TABLE
+    stop_signal: str = TABLE
+    grace_seconds: int = TABLE
+    restart_budget: int = TABLE
+    react_to_rebalance: bool = TABLE
+    save_warn_seconds: int = TABLE
 
     @property
     def program(self) -> Program:
@@ -92,55 +117,61 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+@from_table("capacity")
 class CapacitySpec:
-    instance_types: tuple[str, ...] = setting("capacity.instance_types").default
-    nodes: int = setting("capacity.nodes").default
-    distributed: bool = setting("capacity.distributed").default
-    min_nodes: int = setting("capacity.min_nodes").default
-    placement: str = setting("capacity.placement").default
-    max_price: str = setting("capacity.max_price").default
-    ami: str = setting("capacity.ami").default
-    volume_size: int = setting("capacity.volume_size").default
-    root_device: str = setting("capacity.root_device").default
-    regions: tuple[str, ...] = setting("capacity.regions").default
-    region_wait: str = setting("capacity.region_wait").default
+    instance_types: tuple[str, ...] = TABLE
+    nodes: int = TABLE
+    distributed: bool = TABLE
+    min_nodes: int = TABLE
+    placement: str = TABLE
+    max_price: str = TABLE
+    ami: str = TABLE
+    volume_size: int = TABLE
+    root_device: str = TABLE
+    regions: tuple[str, ...] = TABLE
+    region_wait: str = TABLE
 
 
 @dataclass(frozen=True)
+@from_table("network")
 class NetworkSpec:
-    subnets: tuple[str, ...] = setting("network.subnets").default
-    vpc_id: str = setting("network.vpc_id").default
+    subnets: tuple[str, ...] = TABLE
+    vpc_id: str = TABLE
     create: bool = True
 
 
 @dataclass(frozen=True)
+@from_table("access")
 class AccessSpec:
-    ssh_cidr: str = setting("access.ssh_cidr").default
-    key_pair: str = setting("access.key_pair").default
+    ssh_cidr: str = TABLE
+    key_pair: str = TABLE
 
 
 @dataclass(frozen=True)
+@from_table("storage")
 class StorageSpec:
-    bucket: str = setting("storage.bucket").default
-    keep_checkpoints: int = setting("storage.keep_checkpoints").default
-    noncurrent_days: int = setting("storage.noncurrent_days").default
-    log_retention_days: int = setting("storage.log_retention_days").default
+    bucket: str = TABLE
+    keep_checkpoints: int = TABLE
+    noncurrent_days: int = TABLE
+    log_retention_days: int = TABLE
 
 
 @dataclass(frozen=True)
+@from_table("notify")
 class NotifySpec:
-    email: str = setting("notify.email").default
-    stall_minutes: int = setting("notify.stall_minutes").default
-    restart_on_stall: bool = setting("notify.restart_on_stall").default
+    email: str = TABLE
+    stall_minutes: int = TABLE
+    restart_on_stall: bool = TABLE
 
 
 @dataclass(frozen=True)
+@from_table("schedule")
 class ScheduleSpec:
-    deadline: str = setting("schedule.deadline").default
-    total_steps: int = setting("schedule.total_steps").default
-    max_spot_wait: str = setting("schedule.max_spot_wait").default
-    margin: str = setting("schedule.margin").default
-    budget_usd: float = setting("schedule.budget_usd").default
+    deadline: str = TABLE
+    total_steps: int = TABLE
+    max_spot_wait: str = TABLE
+    margin: str = TABLE
+    budget_usd: float = TABLE
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ import base64
 import zlib
 from pathlib import Path
 
-from aws_cdk import CfnCondition, CfnParameter, Fn
+from aws_cdk import CfnCondition, Fn
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from stacks.console.construct_values import WatchValues
 from stacks.job.spec import JobSpecError
 from stacks.resources.nag_suppressions import (
     WATCH_ENV_NOT_KMS,
@@ -53,12 +54,12 @@ def watch_function_name(job: str) -> str:
 
 class CapacityWatch(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, job: str, group_name: str, bucket_arn: str,
-                 bucket_name: str, topic_arn: str, log_group: str, log_group_arn: str, max_spot_wait: CfnParameter,
-                 deadline: CfnParameter, margin: CfnParameter) -> None:
+                 bucket_name: str, topic_arn: str, log_group: str, log_group_arn: str,
+                 values: WatchValues) -> None:
         super().__init__(scope, construct_id)
         self.condition = CfnCondition(self, "Wanted", expression=Fn.condition_or(
-            Fn.condition_not(Fn.condition_equals(max_spot_wait.value_as_string, "")),
-            Fn.condition_not(Fn.condition_equals(deadline.value_as_string, ""))))
+            Fn.condition_not(Fn.condition_equals(values.max_spot_wait, "")),
+            Fn.condition_not(Fn.condition_equals(values.deadline, ""))))
         policy = self._policy(job, bucket_arn, topic_arn, group_arn(group_name), log_group_arn)
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                         description=f"Spot Trainer capacity watch of job {job}",
@@ -69,8 +70,8 @@ class CapacityWatch(Construct):
             timeout=60, memory_size=128, logging_config=lambda_.CfnFunction.LoggingConfigProperty(log_group=log_group),
             environment=lambda_.CfnFunction.EnvironmentProperty(variables={
                 "GROUP_NAME": group_name, "BUCKET": bucket_name, "JOB": job,
-                "MAX_SPOT_WAIT": max_spot_wait.value_as_string, "DEADLINE": deadline.value_as_string,
-                "DEADLINE_MARGIN": margin.value_as_string, "TOPIC_ARN": topic_arn}),
+                "MAX_SPOT_WAIT": values.max_spot_wait, "DEADLINE": values.deadline,
+                "DEADLINE_MARGIN": values.deadline_margin, "TOPIC_ARN": topic_arn}),
         )
         skip_checkov(self.function, {"CKV_AWS_116": WATCH_WITHOUT_DLQ, "CKV_AWS_117": WATCH_OUTSIDE_VPC,
                                      "CKV_AWS_173": WATCH_ENV_NOT_KMS, "CKV_AWS_115": WATCH_NO_RESERVED_CONCURRENCY})

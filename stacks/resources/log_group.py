@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnParameter, RemovalPolicy
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -11,11 +11,11 @@ from stacks.resources.nag_suppressions import LOGS_WITHOUT_CUSTOMER_KEY, skip_ch
 
 
 class JobLogGroup(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, job: str, retention_days: CfnParameter) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, job: str, retention_days: float) -> None:
         super().__init__(scope, construct_id)
         self.name = log_group_name(job)
         self.log_group = logs.CfnLogGroup(
-            self, "LogGroup", log_group_name=self.name, retention_in_days=retention_days.value_as_number
+            self, "LogGroup", log_group_name=self.name, retention_in_days=retention_days
         )
         self.log_group.apply_removal_policy(RemovalPolicy.DESTROY)
         skip_checkov(self.log_group, {"CKV_AWS_158": LOGS_WITHOUT_CUSTOMER_KEY})

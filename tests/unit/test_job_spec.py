@@ -99,6 +99,7 @@ BAD_CASES = [
     (with_change("storage", "bucket", "xn--bucket"),
      "storage.bucket: 'xn--bucket' is not an S3 bucket name (S3 reserves"),
     (with_change("capacity", "max_price", "1_0"), "capacity.max_price: expected a plain decimal like 0.45"),
+    (with_change("capacity", "max_price", "0001.5"), "capacity.max_price: expected a plain decimal like 0.45"),
     (with_change("network", "subnets", "Create"), 'network.subnets: expected "create", "parameter" or a list'),
     (with_change("run", "data", "s3://192.168.5.4/x"), "run.data: dataset '192.168.5.4' is not an S3 bucket name"),
     (with_change("run", "train_args", "--model lm --steps 9 --data s3://my..data/x"),

@@ -50,6 +50,19 @@ def test_every_job_file_field_is_in_the_table_and_only_there() -> None:
                 assert f.default == setting(f"{section}.{f.name}").default, f.name
 
 
+TYPES_DECLARED = {"str": str, "int": int, "float": float, "bool": bool, "tuple[str, ...]": tuple}
+
+
+def test_each_job_file_field_is_declared_with_the_type_of_its_default_in_the_table() -> None:
+    """A job file's value is checked against the type of the table's default: a spec declaring another
+    would let the type checker pass code that the value it really holds breaks."""
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            if f"{section}.{f.name}" not in DERIVED_FIELDS:
+                declared = TYPES_DECLARED[str(f.type)]
+                assert declared is type(setting(f"{section}.{f.name}").default), f"{section}.{f.name}: {f.type}"
+
+
 def test_the_agent_reads_exactly_the_table_s_names_with_its_defaults() -> None:
     assert ENV_NAMES == agent_env_names()
     attrs = {f.name: f for f in dataclasses.fields(AgentConfig)}
@@ -70,6 +83,7 @@ def test_no_default_is_written_again_beside_the_table(module: str) -> None:
                 for node in cls.body if isinstance(node, ast.AnnAssign) and node.value is not None
                 and isinstance(node.target, ast.Name) and node.target.id not in AGENT_ONLY_FIELDS | {"create"}
                 and not (isinstance(node.value, ast.Attribute) and node.value.attr == "default")
+                and not (isinstance(node.value, ast.Name) and node.value.id == "TABLE")
                 and not (isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "agent_default")]
     assert literals == []
 
