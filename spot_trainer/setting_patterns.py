@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from .aws_names import RESERVED_BUCKET_PREFIXES, RESERVED_BUCKET_SUFFIXES
 
-# Empty (the on-demand price caps it) or a plain decimal above 0 and below 1000 USD (job_fields.MAX_PRICE_USD).
+# Empty (the on-demand price caps it) or a plain decimal above 0 and below 1000 USD
+# (MAX_PRICE_USD in stacks/job/capacity_fields.py).
 PRICE = r"^$|^(?=[^1-9]*[1-9])[0-9]{0,3}(\.[0-9]+)?$"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 # Empty (no SSH) or an IPv4 range narrower than the whole internet (/0 refused, as in the job file).
