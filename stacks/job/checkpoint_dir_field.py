@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
+from spot_trainer.settings import setting
 from stacks.job.spec import RunSpec, field_error
 
 MAX_LENGTH = 200
@@ -20,8 +21,9 @@ _CHARS = "A-Za-z0-9._@+=-"
 # The instance's own trees: the agent moves aside what looks like a stray checkpoint in its folder and keeps
 # everything else there when the job ends, so it must never be given one of these.
 SYSTEM_FOLDERS = ("bin", "boot", "dev", "etc", "lib", "lib64", "proc", "root", "run", "sbin", "sys", "usr", "var")
-RUNTIME_FOLDER = "opt/spot-trainer"  # the runtime, its state and the job's code (work/)
-AGENT_DEFAULT = "opt/spot-trainer/checkpoints"  # the agent's own folder: naming it changes nothing
+# The agent's own folder (naming it changes nothing), beside the runtime, its state and the job's code (work/).
+AGENT_DEFAULT = setting("run.checkpoint_dir").agent_value.lstrip("/")
+RUNTIME_FOLDER = str(PurePosixPath(AGENT_DEFAULT).parent)
 
 _SEGMENT = rf"(?!\.\.?(?:/|$))[{_CHARS}]+"  # a plain name: not "." or ".."
 _RELATIVE = rf"(?!/)(?!(?:\./*)+$)(?!(?:.*/)?\.\.(?:/|$))[/{_CHARS}]+"
