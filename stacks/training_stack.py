@@ -137,16 +137,17 @@ class SpotTrainingStack(Stack):
         self._ignore_asset_hash_parameters()
         return str(self._code_asset.s3_object_url)
 
-    def _trainer_package(self, job: JobSpec, given: str) -> str:
+    def _trainer_package(self, job: JobSpec, package_parameter: str) -> str:
         """What user data installs: the package given at deploy, or when it is empty (the default of a job
         that names no package) the wheel of this checkout, shipped with the stack as an asset."""
         self._runtime_asset: s3_assets.Asset | None = None
         if job.run.trainer_package != SHIPPED_TRAINER_PACKAGE:
-            return given
+            return package_parameter
         self._runtime_asset = self._runtime_wheel()
         shipped = CfnCondition(self, "ShipsRuntime",
-                               expression=Fn.condition_equals(given, ""))
-        return str(Token.as_string(Fn.condition_if(shipped.logical_id, self._runtime_asset.s3_object_url, given)))
+                               expression=Fn.condition_equals(package_parameter, ""))
+        return str(Token.as_string(Fn.condition_if(shipped.logical_id, self._runtime_asset.s3_object_url,
+                                                       package_parameter)))
 
     def _runtime_wheel(self) -> s3_assets.Asset:
         """The wheel of this checkout as an asset, made once: what instances install and the controller runs."""

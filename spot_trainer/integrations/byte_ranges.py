@@ -7,7 +7,7 @@ from __future__ import annotations
 Range = tuple[int, int]  # (offset, length) in a file
 
 
-def touching(ranges: list[Range], gap: int = 0) -> list[Range]:
+def merged(ranges: list[Range], gap: int = 0) -> list[Range]:
     """The ranges merged, in order, where they overlap, touch or stand at most `gap` bytes apart."""
     out: list[Range] = []
     for offset, length in sorted(ranges):

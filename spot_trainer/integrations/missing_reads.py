@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .byte_ranges import Range, touching
+from .byte_ranges import Range, merged
 from .checkpoint_names import RESTORED_PART
 
 MODULE = "torch.distributed.checkpoint.filesystem"
@@ -79,7 +79,7 @@ def fetch_missing(folder: Path, reads: list[tuple[Any, Any]], record: dict[str, 
     fetched = []
     for name, ranges in wanted.items():
         key, size = keys[name]
-        for offset, length in touching(ranges):
+        for offset, length in merged(ranges):
             _fetch(record, key, root / name, size, offset, length)
             fetched.append((key, (offset, length)))
     return fetched

@@ -30,7 +30,8 @@ class GivenNetwork:
 
     vpc_id: str
     subnet_ids: list[str]
-    subnet_vpcs: list[str]  # the VPC of each chosen subnet, as a template Rule reads it
+    # The VPC of each chosen subnet: Fn::ValueOf, which CloudFormation takes in a template's Rules only.
+    subnet_vpcs: list[str]
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class StackValues:
                                   distributed=value("Distributed")),
             storage=StorageValues(existing_bucket=value("ExistingBucket"),
                                   noncurrent_days=Token.as_number(value("CheckpointVersionRetentionDays")),
-                                  log_retention_days=params["LogRetentionDays"].value_as_number),
+                                  log_retention_days=Token.as_number(value("LogRetentionDays"))),
             alerts=AlertValues(notify_email=value("NotifyEmail"), stall_minutes=value("StallAlarmMinutes")),
             data=DataValues(bucket=value("DataBucket"), prefix=value("DataPrefix")),
             watch=WatchValues(max_spot_wait=value("MaxSpotWait"), deadline=value("Deadline"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -75,14 +75,22 @@ def out_of_bounds(field: str, value: float) -> str | None:
     return "{}..{}".format(*bounds)
 
 
-TABLE: Any = object()  # a job-file field's default: the settings table's, put in its place by `from_table`
+class _FromTable:
+    def __repr__(self) -> str:
+        return "TABLE (a default @from_table never filled in)"
+
+
+TABLE: Any = _FromTable()  # a job-file field's default: the settings table's, put in its place by `from_table`
 _Spec = TypeVar("_Spec")
 
 
 def from_table(section: str) -> Callable[[type[_Spec]], type[_Spec]]:
     """Gives each field of a section's spec declared `= TABLE` the default the settings table holds for
-    `section.field`, so the table alone spells a field's default (a field it lacks fails at import)."""
+    `section.field`, so the table alone spells a field's default (a field it lacks fails at import). It goes
+    below `@dataclass`, which must see the defaults filled in."""
     def fill(cls: type[_Spec]) -> type[_Spec]:
+        if is_dataclass(cls):
+            raise TypeError(f"{cls.__name__}: @from_table must stand below @dataclass, not above it")
         for name in cls.__annotations__:
             if cls.__dict__.get(name) is TABLE:
                 setattr(cls, name, setting(f"{section}.{name}").default)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from spot_trainer.storage.failure_causes import FailureCause
+from spot_trainer.storage.steps.remote import RemoteStoreError
 from spot_trainer.storage.steps.upload_health import UPLOADS_FAILING, UploadWarning
 from spot_trainer.storage.steps.uploader import CheckpointUploader, Uploaded
 from spot_trainer.storage.upload_outcome import UploadOutcome
@@ -201,3 +203,22 @@ def test_without_room_for_a_staging_view_a_step_fails_while_the_command_runs_and
         assert any("so step-10 is uploaded from its own files" in line for line in lines), lines
         assert warnings[-1].message == "", "the warning is taken back once the step is up"
         assert not [p for p in disk.iterdir() if p.name.startswith(".upload-")]
+
+
+def test_a_step_s3_can_never_take_is_kept_as_refused_and_a_bad_minute_is_not(tmp_path: Path) -> None:
+    """Why no retry can send a step (a key over S3's 1024 bytes) is kept for the final wait, which then ends at
+    once; S3 having a bad minute leaves the step open to a retry."""
+
+    def upload(path: Path, step: int) -> UploadOutcome:
+        if step == 1:
+            raise RemoteStoreError("step 1: S3 cannot take 'x…' (a key over 1024 bytes)\nmore",
+                                   cause=FailureCause.LEFT_OUT)
+        raise RemoteStoreError("S3 is having a bad minute")
+
+    uploader = CheckpointUploader(SendsBy(upload), lambda done: None, log=lambda line: None)
+    for step in (1, 2):
+        uploader.offer(step_folder(step, make_checkpoint(tmp_path, step)))
+        assert uploader.drain(timeout=10)
+    uploader.close()
+    assert uploader.refusal(1) == ("step 1: S3 cannot take 'x…' (a key over 1024 bytes)", FailureCause.LEFT_OUT)
+    assert uploader.refusal(2) is None and uploader.uploaded_step is None

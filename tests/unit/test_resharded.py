@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from spot_trainer.integrations.byte_ranges import merged
 from spot_trainer.integrations.missing_reads import used
 from spot_trainer.storage.saves import resharded
 from spot_trainer.storage.saves.shards import NodeRanks, Share
@@ -33,7 +34,7 @@ def test_a_node_holds_every_byte_its_ranks_use_and_at_most_5_percent_more(
                 assert any(start <= offset and offset + length <= start + size
                            for start, size in have.get(info.relative_path, [])), (info, item)
                 needed.setdefault(info.relative_path, []).append((offset, length))
-        used_bytes = sum(length for ranges in needed.values() for _, length in resharded.touching(ranges))
+        used_bytes = sum(length for ranges in needed.values() for _, length in merged(ranges))
         fetched = sum(length for ranges in have.values() for _, length in ranges)
         assert used_bytes <= fetched <= used_bytes * (1 + resharded.GAP_SHARE)
         assert set(have) == set(needed)  # a file no rank of the node reads is left out

@@ -95,14 +95,14 @@ class ShardedSaves:
     def check(self, latest: Callable[[], int | None]) -> None:
         """Each poll: a part sent whose step is published is done with; a whole save is published, its publish
         retried when S3 failed it; one not whole in time is abandoned."""
-        sent = self.parts.awaiting_publish()
-        if not sent:
+        awaiting = self.parts.awaiting_publish()
+        if not awaiting:
             return
         try:
             published = latest()
             if published is not None:
                 self.prune_set_aside(published)
-            for step, since in sorted(sent.items()):
+            for step, since in sorted(awaiting.items()):
                 if published is not None and published >= step:
                     self._forget(step)
                 else:

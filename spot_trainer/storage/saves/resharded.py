@@ -15,8 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...integrations.byte_ranges import Range
-from ...integrations.byte_ranges import touching as touching  # the restore merges what a node holds with it too
+from ...integrations.byte_ranges import Range, merged
 from . import chunk_archive, shards
 from .shards import COALESCE_BYTES, Narrowed, NodeRanks, Shadow, Share
 
@@ -140,7 +139,7 @@ def coalesced(read: dict[str, list[Range]]) -> dict[str, list[Range]]:
     """Each file's ranges merged where they touch or overlap, and then across the smallest gaps (each at most
     COALESCE_BYTES) while the bytes those gaps add stay within GAP_SHARE of the bytes read: fewer GETs, and a
     bound on what they cost."""
-    runs = {path: touching(ranges) for path, ranges in read.items()}
+    runs = {path: merged(ranges) for path, ranges in read.items()}
     budget = GAP_SHARE * sum(length for ranges in runs.values() for _, length in ranges)
     gaps = sorted((ranges[i + 1][0] - (ranges[i][0] + ranges[i][1]), path, i)
                   for path, ranges in runs.items() for i in range(len(ranges) - 1))
@@ -150,7 +149,7 @@ def coalesced(read: dict[str, list[Range]]) -> dict[str, list[Range]]:
             break
         budget -= gap
         bridged.add((path, index))
-    merged: dict[str, list[Range]] = {}
+    joined: dict[str, list[Range]] = {}
     for path, ranges in runs.items():
         out = [ranges[0]]
         for index, (offset, length) in enumerate(ranges[1:]):
@@ -158,8 +157,8 @@ def coalesced(read: dict[str, list[Range]]) -> dict[str, list[Range]]:
                 out[-1] = (out[-1][0], offset + length - out[-1][0])
             else:
                 out.append((offset, length))
-        merged[path] = out
-    return merged
+        joined[path] = out
+    return joined
 
 
 # ---- the .metadata's items and chunks, read from its Shadows -------------------------------------------

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ...integrations.byte_ranges import Range as Range  # a node's pieces, as the restore names them
-from ...integrations.byte_ranges import touching
+from ...integrations.byte_ranges import Range, merged
 from ..files.regular_files import open_regular
 
 METADATA = ".metadata"
@@ -300,7 +299,7 @@ def node_share(body: bytes, files: set[str], ranks: NodeRanks) -> Share:
         path, offset, length = placed[0]
         if path not in whole:
             pieces.setdefault(path, []).append((offset, length))
-    return Share(frozenset(whole), {path: touching(ranges, COALESCE_BYTES) for path, ranges in pieces.items()})
+    return Share(frozenset(whole), {path: merged(ranges, COALESCE_BYTES) for path, ranges in pieces.items()})
 
 
 def _rank(path: str) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ...integrations.byte_ranges import Range, merged
 from ...integrations.checkpoint_names import RESTORED_PART
 from ..checkpoint_versions import is_version
 from ..files.checksums import digest_files
@@ -48,7 +49,7 @@ PART_RECORD = RESTORED_PART  # in CHECKPOINT_DIR: the step restored in part, and
 class Fetch:
     """What a restore fetches of a manifest's files: key → whole, key → pieces, and the keys left out."""
 
-    pieces: dict[str, list[shards.Range]] = field(default_factory=dict)
+    pieces: dict[str, list[Range]] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)
     files: dict[str, tuple[str, int]] = field(default_factory=dict)  # key of each shard → (name in it, size)
     narrowed: dict[str, list[shards.Narrowed]] = field(default_factory=dict)  # chunks fetched but unused rows
@@ -263,7 +264,7 @@ def _check_narrowed(objects: JobObjects, prefix: str, targets: dict[str, Path], 
                 log.info("%s: the stored chunk at bytes %d..%d is not laid out as guessed: fetched whole", key,
                          offset, offset + length)
                 _fetch_range(objects, prefix + key, targets[key], offset, length)
-                fetch.pieces[key] = resharded.touching([*fetch.pieces[key], (offset, length)])  # what it holds
+                fetch.pieces[key] = merged([*fetch.pieces[key], (offset, length)])  # what it holds
         fetch.narrowed[key] = kept
     fetch.narrowed = {key: chunks for key, chunks in fetch.narrowed.items() if chunks}
 

@@ -21,7 +21,9 @@ whether a save is whole (part_records.py): the coordinator's complete record is 
 node wins) and publishes it; a save not whole in time is abandoned (step_publish.py). A node that dies
 mid-upload leaves no record, so its step is never published and the previous one stands.
 
-This module sends this node's part; the records, the settling and the publish are the classes it builds on.
+This module sends this node's part, and keeps the steps it sent a part of that were not whole then, which the
+node follows until they are published or abandoned; the records, the settling and the publish are the classes
+it builds on.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class StepParts(SettledSteps):
             return dict(self._awaiting)
 
     def stop_awaiting(self, step: int) -> None:
+        """`step` is published or abandoned: no longer followed."""
         with self._lock:
             self._awaiting.pop(step, None)
 

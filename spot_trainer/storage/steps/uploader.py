@@ -34,7 +34,8 @@ from .upload_health import UploadHealth, UploadWarning, cause_of
 
 class Sender(Protocol):
     def send(self, checkpoint: Checkpoint) -> UploadOutcome:
-        """One checkpoint to S3, published once its step is whole (StepSender)."""
+        """One checkpoint to S3, published once its step is whole (StepSender). `checkpoint.path` is the
+        private view the uploader staged, not the folder the command writes."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,8 @@ class CheckpointUploader:
                     self._cond.notify_all()
 
     def _upload_one(self, offered: Offered) -> None:
-        (step, path), writer_done = (offered.checkpoint.step, offered.checkpoint.path), offered.writer_done
+        checkpoint, writer_done = offered.checkpoint, offered.writer_done
+        step, path = checkpoint.step, checkpoint.path
         started = time.monotonic()
         staged: Path | None = None
         if links := links_in(path):
@@ -182,7 +184,7 @@ class CheckpointUploader:
             return
         try:
             size = size_of(staged)
-            outcome = self._sender.send(replace(offered.checkpoint, path=staged))
+            outcome = self._sender.send(replace(checkpoint, path=staged))
         except Exception as error:  # S3 down after retries, a file that changed: the next may succeed
             self._log(f"upload of checkpoint step {step} failed: {_one_line(error)}")
             self._mark_failed(step)
