@@ -22,15 +22,16 @@ STEPS = 240
 TRAIN_ARGS = (f"--model resnet --synthetic --steps {STEPS} --batch-size 16 --width 8 "
               "--checkpoint-every-steps 10 --log-every 1 --min-step-seconds 0.3")
 # 240 steps of 0.3 s need 72 s; the line runs over 4 min less 20 s in hand (0.917 s a step). No spot
-# capacity for 80 s from the moment S3 holds step 50, whatever the machine's pace (a busy one boots its
+# capacity for 80 s from the moment S3 holds step 20, whatever the machine's pace (a busy one boots its
 # instances later): the instance that trains then is reclaimed (its emergency checkpoint a step or two
 # later), none replaces it, and the capacity watch switches to on-demand once nothing runs and the job
-# is a margin behind its line (about 52 × 0.917 + 20 ≈ 68 s after its first start). The on-demand
-# instance resumes from that checkpoint, is back within a margin of the line in seconds and leaves for
-# spot once its remaining ~190 steps leave a whole margin to spare: at any pace under about 0.6 s a
-# step, which a loaded test machine (three workers on two cores: 0.5 s and more) still keeps.
+# is a margin behind its line (about 22 × 0.917 + 20 ≈ 40 s after its first start, some 30 s into the
+# outage; the later the outage, the longer nothing runs). The on-demand instance resumes from that
+# checkpoint, is back within a margin of the line in seconds and leaves for spot once its remaining ~220
+# steps leave a whole margin to spare and the outage is over: at any pace under about 0.6 s a step,
+# which a loaded test machine (three workers on two cores: 0.5 s and more) still keeps.
 PARAMETERS = {"TrainArguments": TRAIN_ARGS, "Deadline": "4m", "DeadlineMargin": "20s", "MaxSpotWait": "10m"}
-OUTAGE = SpotOutage(start=0.0, length=80.0, after_step=50)
+OUTAGE = SpotOutage(start=0.0, length=80.0, after_step=20)
 
 
 @pytest.fixture(scope="module")
